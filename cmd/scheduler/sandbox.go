@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+)
+
+func newSandboxCommand() *cobra.Command {
+	opts := sandbox.Options{WithScheduler: true, LaunchDelay: 2 * time.Second}
+	logOptions := logs.NewOptions()
+	var scenario, logFile string
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Run a local cluster with a simulated AWS and the Stevedore scheduler",
+		Long: `Runs, in this one process: etcd, kube-apiserver, the kube-controller-manager controllers, simulated
+kubelets (kwok), two bootstrap nodes tainted CriticalAddonsOnly, an EC2/SQS emulator and (unless
+--with-scheduler=false) the Stevedore scheduler configured as in production. It never talks to real AWS.
+Prints a line containing "sandbox ready" on stdout once everything is up; stops on SIGINT or SIGTERM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				// The components log through klog and slog to os.Stderr; the command's own errors still go to
+				// the terminal.
+				cmd.SetErr(os.Stderr)
+				os.Stderr = f
+			}
+			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
+				return err
+			}
+			ctx, cancel := signalNotifyContext(context.Background())
+			defer cancel()
+			sb, err := sandbox.Start(ctx, opts)
+			if err != nil {
+				return err
+			}
+			defer sb.Stop()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "sandbox ready in %.1fs: apiserver %s, kubeconfig %s\n", sb.StartupTime.Seconds(), sb.RESTConfig.Host,
+				firstNonEmpty(opts.KubeconfigOut, sb.Kubeconfig()))
+			if opts.EnvOut != "" {
+				fmt.Fprintf(out, "environment for a scheduler run outside the sandbox: source %s\n", opts.EnvOut)
+			}
+			if scenario != "" {
+				return sandbox.RunScenario(ctx, sb, scenario, out)
+			}
+			<-ctx.Done()
+			fmt.Fprintln(out, "sandbox stopping")
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&opts.KubeconfigOut, "kubeconfig-out", "", "write an admin kubeconfig for kubectl to this path")
+	fs.StringVar(&opts.EnvOut, "env-out", "", "write shell export lines (AWS endpoints, region, dummy credentials, STEVEDORE_CLUSTER_NAME, STEVEDORE_INTERRUPTION_QUEUE_URL) to this path")
+	fs.BoolVar(&opts.WithScheduler, "with-scheduler", opts.WithScheduler, "run the Stevedore scheduler inside the sandbox; false to run the real binary against it")
+	fs.DurationVar(&opts.LaunchDelay, "launch-delay", opts.LaunchDelay, "time from an emulated instance's launch to its Node registering")
+	fs.StringVar(&opts.ClusterName, "cluster-name", "my-cluster", "name of the simulated EKS cluster (the examples in manifests/examples discover subnets by it)")
+	fs.StringVar(&opts.Dir, "dir", "", "directory for the sandbox's files (default: a temporary directory removed on exit)")
+	fs.StringVar(&scenario, "scenario", "", "run a scripted scenario, print its story and exit 0 on success, 1 on failure: "+sandbox.ScenarioNames())
+	fs.StringVar(&logFile, "log-file", "", "write the components' logs to this file instead of stderr")
+	logsapi.AddFlags(logOptions, fs)
+	return cmd
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy, CRD YAML and the typed clients, listers and informers from pkg/apis.
+# Usage: hack/generate.sh BIN_DIR   (BIN_DIR holds controller-gen, client-gen, lister-gen, informer-gen)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(cd "$1" && pwd)
+module=github.com/stevedore-dev/stevedore
+header=hack/boilerplate.go.txt
+
+"$bin/controller-gen" object:headerFile="$header" paths=./pkg/apis/...
+rm -f manifests/crds/*.yaml
+"$bin/controller-gen" crd:generateEmbeddedObjectMeta=false paths=./pkg/apis/... output:crd:artifacts:config=manifests/crds
+
+rm -rf pkg/generated
+"$bin/client-gen" --go-header-file "$header" --output-dir pkg/generated/clientset --output-pkg "$module/pkg/generated/clientset" \
+  --clientset-name versioned --input-base "$module/pkg" --input apis/v1
+"$bin/lister-gen" --go-header-file "$header" --output-dir pkg/generated/listers --output-pkg "$module/pkg/generated/listers" \
+  ./pkg/apis/v1
+"$bin/informer-gen" --go-header-file "$header" --output-dir pkg/generated/informers --output-pkg "$module/pkg/generated/informers" \
+  --versioned-clientset-package "$module/pkg/generated/clientset/versioned" --listers-package "$module/pkg/generated/listers" \
+  ./pkg/apis/v1
+gofmt -w pkg/generated pkg/apis

@@ -1,0 +1,328 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EC2NodeClass says how an EC2 instance launched for a NodePool is configured: AMI, subnets, security groups,
+// IAM role, user data, disks, instance metadata options and kubelet settings.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=ec2nodeclasses,scope=Cluster,categories=stevedore,shortName=ec2nc
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="AMIFamily",type=string,JSONPath=".spec.amiFamily"
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=".spec.role"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type EC2NodeClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec EC2NodeClassSpec `json:"spec"`
+	// +optional
+	Status EC2NodeClassStatus `json:"status,omitempty"`
+}
+
+// AMI families.
+const (
+	AMIFamilyAL2023       = "AL2023"
+	AMIFamilyBottlerocket = "Bottlerocket"
+	AMIFamilyCustom       = "Custom"
+)
+
+// EC2NodeClassSpec is what the user asks of an EC2NodeClass.
+// +kubebuilder:validation:XValidation:message="spec: exactly one of role and instanceProfile must be set",rule="has(self.role) != has(self.instanceProfile)"
+// +kubebuilder:validation:XValidation:message="spec.amiSelectorTerms: amiFamily Custom needs amiSelectorTerms that name images (id, name, tags or ssmParameter), not an alias",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || (has(self.amiSelectorTerms) && self.amiSelectorTerms.all(t, !has(t.alias)))"
+// +kubebuilder:validation:XValidation:message="spec.userData: amiFamily Custom needs userData to join the cluster",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || has(self.userData)"
+type EC2NodeClassSpec struct {
+	// AMIFamily selects the bootstrap format of the user data: AL2023 (nodeadm), Bottlerocket (TOML) or Custom
+	// (user data passed as given). Default AL2023, or the family of an amiSelectorTerms alias.
+	// +kubebuilder:validation:Enum=AL2023;Bottlerocket;Custom
+	// +optional
+	AMIFamily *string `json:"amiFamily,omitempty"`
+
+	// AMISelectorTerms select the AMIs; terms are ORed. Default: the alias of the AMI family at latest
+	// (al2023@latest).
+	// +kubebuilder:validation:MaxItems=30
+	// +kubebuilder:validation:XValidation:message="spec.amiSelectorTerms: an alias term must be the only term",rule="!self.exists(t, has(t.alias)) || self.size() == 1"
+	// +optional
+	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms,omitempty"`
+
+	// SubnetSelectorTerms select the subnets nodes launch into; terms are ORed, fields of a term ANDed.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=30
+	// +required
+	SubnetSelectorTerms []SubnetSelectorTerm `json:"subnetSelectorTerms"`
+
+	// SecurityGroupSelectorTerms select the security groups of the nodes. Default: the EKS cluster security
+	// group (tag aws:eks:cluster-name=<cluster>).
+	// +kubebuilder:validation:MaxItems=30
+	// +optional
+	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms,omitempty"`
+
+	// Role is the IAM role of the nodes; Stevedore creates an instance profile for it.
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Role string `json:"role,omitempty"`
+
+	// InstanceProfile is an existing IAM instance profile to use instead of Role.
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	InstanceProfile *string `json:"instanceProfile,omitempty"`
+
+	// UserData is merged with the user data Stevedore generates (AL2023: a MIME part before the NodeConfig;
+	// Bottlerocket: TOML merged under ours) or used as is (Custom).
+	// +optional
+	UserData *string `json:"userData,omitempty"`
+
+	// Tags are put on instances, volumes and launch templates.
+	// +kubebuilder:validation:MaxProperties=40
+	// +kubebuilder:validation:XValidation:message="spec.tags: keys kubernetes.io/cluster/*, stevedore.dev/nodepool, stevedore.dev/nodeclaim and eks:eks-cluster-name are set by Stevedore",rule="self.all(k, !k.startsWith('kubernetes.io/cluster/') && k != 'stevedore.dev/nodepool' && k != 'stevedore.dev/nodeclaim' && k != 'eks:eks-cluster-name')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+
+	// BlockDeviceMappings of the instances. Default: the root volume, gp3 20Gi, encrypted.
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:message="spec.blockDeviceMappings: at most one mapping may be the root volume",rule="self.filter(x, has(x.rootVolume) && x.rootVolume).size() <= 1"
+	// +optional
+	BlockDeviceMappings []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
+
+	// MetadataOptions of the instance metadata service. Default: IMDSv2 required, hop limit 1.
+	// +kubebuilder:default={httpEndpoint: enabled, httpProtocolIPv6: disabled, httpPutResponseHopLimit: 1, httpTokens: required}
+	// +optional
+	MetadataOptions *MetadataOptions `json:"metadataOptions,omitempty"`
+
+	// Kubelet settings; they also change the allocatable Stevedore plans with.
+	// +optional
+	Kubelet *KubeletConfiguration `json:"kubelet,omitempty"`
+
+	// AssociatePublicIPAddress overrides the subnet's setting.
+	// +optional
+	AssociatePublicIPAddress *bool `json:"associatePublicIPAddress,omitempty"`
+
+	// DetailedMonitoring turns on CloudWatch detailed monitoring.
+	// +optional
+	DetailedMonitoring *bool `json:"detailedMonitoring,omitempty"`
+}
+
+// AMISelectorTerm selects AMIs. Alias stands alone; the other fields are ANDed.
+// +kubebuilder:validation:XValidation:message="amiSelectorTerms[]: set one of alias, id, name, tags or ssmParameter",rule="has(self.alias) || has(self.id) || has(self.name) || has(self.tags) || has(self.ssmParameter)"
+// +kubebuilder:validation:XValidation:message="amiSelectorTerms[]: alias cannot be combined with other fields",rule="!has(self.alias) || (!has(self.id) && !has(self.name) && !has(self.tags) && !has(self.ssmParameter) && !has(self.owner))"
+// +kubebuilder:validation:XValidation:message="amiSelectorTerms[]: id cannot be combined with other fields",rule="!has(self.id) || (!has(self.alias) && !has(self.name) && !has(self.tags) && !has(self.ssmParameter) && !has(self.owner))"
+type AMISelectorTerm struct {
+	// Alias is family@version: al2023@latest, bottlerocket@latest, or a pinned version (al2023@v20251120).
+	// +kubebuilder:validation:Pattern=`^(al2023|bottlerocket)@(latest|v?[0-9][0-9a-zA-Z.\-]*)$`
+	// +kubebuilder:validation:MaxLength=40
+	// +optional
+	Alias string `json:"alias,omitempty"`
+	// ID is an AMI id.
+	// +kubebuilder:validation:Pattern=`^ami-[0-9a-z]+$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Name is an AMI name; * wildcards are allowed.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Owner is an account id, or self or amazon; default self and amazon.
+	// +optional
+	Owner string `json:"owner,omitempty"`
+	// SSMParameter is the name of an SSM parameter holding an AMI id.
+	// +optional
+	SSMParameter string `json:"ssmParameter,omitempty"`
+	// Tags the AMI must carry; a value of * matches any value.
+	// +kubebuilder:validation:MaxProperties=20
+	// +kubebuilder:validation:XValidation:message="amiSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// SubnetSelectorTerm selects subnets by id, or by tags (ANDed).
+// +kubebuilder:validation:XValidation:message="subnetSelectorTerms[]: set id or tags",rule="has(self.id) || has(self.tags)"
+// +kubebuilder:validation:XValidation:message="subnetSelectorTerms[]: id cannot be combined with tags",rule="!(has(self.id) && has(self.tags))"
+type SubnetSelectorTerm struct {
+	// ID is a subnet id.
+	// +kubebuilder:validation:Pattern=`^subnet-[0-9a-z]+$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Tags the subnet must carry; a value of * matches any value. The seeds use karpenter.sh/discovery: <cluster>.
+	// +kubebuilder:validation:MaxProperties=20
+	// +kubebuilder:validation:XValidation:message="subnetSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// SecurityGroupSelectorTerm selects security groups by id, by name, or by tags (ANDed).
+// +kubebuilder:validation:XValidation:message="securityGroupSelectorTerms[]: set id, name or tags",rule="has(self.id) || has(self.name) || has(self.tags)"
+// +kubebuilder:validation:XValidation:message="securityGroupSelectorTerms[]: id cannot be combined with other fields",rule="!has(self.id) || (!has(self.name) && !has(self.tags))"
+type SecurityGroupSelectorTerm struct {
+	// ID is a security group id.
+	// +kubebuilder:validation:Pattern=`^sg-[0-9a-z]+$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Name is a security group name.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Tags the group must carry; a value of * matches any value.
+	// +kubebuilder:validation:MaxProperties=20
+	// +kubebuilder:validation:XValidation:message="securityGroupSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// BlockDeviceMapping is one EBS volume of the instance.
+type BlockDeviceMapping struct {
+	// DeviceName such as /dev/xvda.
+	// +optional
+	DeviceName *string `json:"deviceName,omitempty"`
+	// RootVolume marks the volume the OS boots from; its size counts as the node's ephemeral storage.
+	// +optional
+	RootVolume bool `json:"rootVolume,omitempty"`
+	// EBS settings of the volume.
+	// +optional
+	EBS *BlockDevice `json:"ebs,omitempty"`
+}
+
+// BlockDevice holds the EBS settings of a volume.
+// +kubebuilder:validation:XValidation:message="blockDeviceMappings[].ebs: set volumeSize or snapshotID",rule="has(self.volumeSize) || has(self.snapshotID)"
+type BlockDevice struct {
+	// VolumeSize such as 20Gi (1Gi to 64Ti).
+	// +optional
+	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
+	// VolumeType: gp3 (default), gp2, io1, io2, st1, sc1, standard.
+	// +kubebuilder:validation:Enum=standard;io1;io2;gp2;sc1;st1;gp3
+	// +optional
+	VolumeType *string `json:"volumeType,omitempty"`
+	// IOPS for io1, io2 and gp3.
+	// +kubebuilder:validation:Minimum=100
+	// +optional
+	IOPS *int64 `json:"iops,omitempty"`
+	// Throughput in MiB/s for gp3.
+	// +kubebuilder:validation:Minimum=125
+	// +optional
+	Throughput *int64 `json:"throughput,omitempty"`
+	// Encrypted; default true.
+	// +kubebuilder:default=true
+	// +optional
+	Encrypted *bool `json:"encrypted,omitempty"`
+	// KMSKeyID of the encryption key; default the account's EBS key.
+	// +optional
+	KMSKeyID *string `json:"kmsKeyID,omitempty"`
+	// DeleteOnTermination; default true.
+	// +kubebuilder:default=true
+	// +optional
+	DeleteOnTermination *bool `json:"deleteOnTermination,omitempty"`
+	// SnapshotID to create the volume from.
+	// +optional
+	SnapshotID *string `json:"snapshotID,omitempty"`
+}
+
+// MetadataOptions configure the instance metadata service (IMDS).
+type MetadataOptions struct {
+	// HTTPEndpoint enables or disables IMDS.
+	// +kubebuilder:default=enabled
+	// +kubebuilder:validation:Enum=enabled;disabled
+	// +optional
+	HTTPEndpoint *string `json:"httpEndpoint,omitempty"`
+	// HTTPProtocolIPv6 enables the IPv6 IMDS endpoint.
+	// +kubebuilder:default=disabled
+	// +kubebuilder:validation:Enum=enabled;disabled
+	// +optional
+	HTTPProtocolIPv6 *string `json:"httpProtocolIPv6,omitempty"`
+	// HTTPPutResponseHopLimit is the IMDS response hop limit; 1 keeps pods from reaching the node's credentials.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	HTTPPutResponseHopLimit *int64 `json:"httpPutResponseHopLimit,omitempty"`
+	// HTTPTokens: required (IMDSv2 only, default) or optional.
+	// +kubebuilder:default=required
+	// +kubebuilder:validation:Enum=required;optional
+	// +optional
+	HTTPTokens *string `json:"httpTokens,omitempty"`
+}
+
+// KubeletConfiguration is the part of the kubelet's configuration Stevedore sets and plans with.
+// +kubebuilder:validation:XValidation:message="spec.kubelet.evictionHard: keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="!has(self.evictionHard) || self.evictionHard.all(k, k in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.kubeReserved: keys must be cpu, memory, ephemeral-storage or pid",rule="!has(self.kubeReserved) || self.kubeReserved.all(k, k in ['cpu','memory','ephemeral-storage','pid'])"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.systemReserved: keys must be cpu, memory, ephemeral-storage or pid",rule="!has(self.systemReserved) || self.systemReserved.all(k, k in ['cpu','memory','ephemeral-storage','pid'])"
+type KubeletConfiguration struct {
+	// MaxPods overrides the ENI-based pod limit of each instance type.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxPods *int32 `json:"maxPods,omitempty"`
+	// PodsPerCore caps pods per vCPU (the lower of this and MaxPods wins).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodsPerCore *int32 `json:"podsPerCore,omitempty"`
+	// KubeReserved overrides the computed kube-reserved resources.
+	// +optional
+	KubeReserved map[string]string `json:"kubeReserved,omitempty"`
+	// SystemReserved resources.
+	// +optional
+	SystemReserved map[string]string `json:"systemReserved,omitempty"`
+	// EvictionHard thresholds; memory.available defaults to 100Mi.
+	// +optional
+	EvictionHard map[string]string `json:"evictionHard,omitempty"`
+	// ClusterDNS addresses given to the kubelet.
+	// +optional
+	ClusterDNS []string `json:"clusterDNS,omitempty"`
+}
+
+// EC2NodeClassStatus reports what an EC2NodeClass resolved to.
+type EC2NodeClassStatus struct {
+	// Subnets resolved from subnetSelectorTerms, most free IPs first.
+	// +optional
+	Subnets []SubnetStatus `json:"subnets,omitempty"`
+	// SecurityGroups resolved from securityGroupSelectorTerms.
+	// +optional
+	SecurityGroups []SecurityGroupStatus `json:"securityGroups,omitempty"`
+	// AMIs resolved from amiSelectorTerms.
+	// +optional
+	AMIs []AMIStatus `json:"amis,omitempty"`
+	// InstanceProfile used by the nodes.
+	// +optional
+	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SubnetStatus is a resolved subnet.
+type SubnetStatus struct {
+	ID     string `json:"id"`
+	Zone   string `json:"zone"`
+	ZoneID string `json:"zoneID,omitempty"`
+}
+
+// SecurityGroupStatus is a resolved security group.
+type SecurityGroupStatus struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// AMIStatus is a resolved AMI and the node requirements it serves (its architecture).
+type AMIStatus struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// +optional
+	Requirements []corev1.NodeSelectorRequirement `json:"requirements,omitempty"`
+}
+
+// EC2NodeClassList is a list of EC2NodeClasses.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type EC2NodeClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EC2NodeClass `json:"items"`
+}

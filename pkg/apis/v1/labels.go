@@ -1,0 +1,53 @@
+package v1
+
+// Labels that workloads select on. They keep Karpenter's spelling so that pod specs written for Karpenter
+// schedule unchanged on Stevedore's nodes.
+const (
+	LabelCapacityType          = "karpenter.sh/capacity-type"
+	LabelInstanceCategory      = "karpenter.k8s.aws/instance-category"
+	LabelInstanceFamily        = "karpenter.k8s.aws/instance-family"
+	LabelInstanceGeneration    = "karpenter.k8s.aws/instance-generation"
+	LabelInstanceSize          = "karpenter.k8s.aws/instance-size"
+	LabelInstanceCPU           = "karpenter.k8s.aws/instance-cpu"
+	LabelInstanceMemory        = "karpenter.k8s.aws/instance-memory"
+	LabelInstanceHypervisor    = "karpenter.k8s.aws/instance-hypervisor"
+	LabelInstanceType          = "node.kubernetes.io/instance-type"
+	LabelZone                  = "topology.kubernetes.io/zone"
+	LabelRegion                = "topology.kubernetes.io/region"
+	LabelArch                  = "kubernetes.io/arch"
+	LabelOS                    = "kubernetes.io/os"
+	LabelHostname              = "kubernetes.io/hostname"
+	CapacityTypeSpot           = "spot"
+	CapacityTypeOnDemand       = "on-demand"
+	ArchitectureAMD64          = "amd64"
+	ArchitectureARM64          = "arm64"
+	KarpenterDoNotDisruptKey   = "karpenter.sh/do-not-disrupt"
+	KarpenterNodeClassGroup    = "karpenter.k8s.aws"
+	DefaultNodeClassKind       = "EC2NodeClass"
+	DefaultExpireAfterDuration = "720h"
+)
+
+// Ownership and lifecycle keys are Stevedore's own, so that a cluster that also runs Karpenter never confuses
+// the two.
+const (
+	LabelNodePool            = "stevedore.dev/nodepool"
+	LabelNodeClaim           = "stevedore.dev/nodeclaim"
+	LabelInitialized         = "stevedore.dev/initialized"
+	TaintUnregistered        = "stevedore.dev/unregistered"
+	TaintDisrupted           = "stevedore.dev/disrupted"
+	TerminationFinalizer     = "stevedore.dev/termination"
+	DoNotDisruptKey          = "stevedore.dev/do-not-disrupt"
+	AnnotationNodePoolHash   = "stevedore.dev/nodepool-hash"
+	AnnotationNodeClassHash  = "stevedore.dev/nodeclass-hash"
+	AnnotationNodeClaimPrice = "stevedore.dev/price"
+)
+
+// WellKnownLabels returns the node labels that every launched node carries and that Stevedore derives from the
+// instance type and offering it launches.
+func WellKnownLabels() []string {
+	return []string{
+		LabelCapacityType, LabelInstanceCategory, LabelInstanceFamily, LabelInstanceGeneration, LabelInstanceSize,
+		LabelInstanceCPU, LabelInstanceMemory, LabelInstanceHypervisor, LabelInstanceType, LabelZone, LabelRegion,
+		LabelArch, LabelOS,
+	}
+}

@@ -1,0 +1,276 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodePool says which nodes Stevedore may launch for pending pods, how many, and when it may take them away.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=nodepools,scope=Cluster,categories=stevedore,shortName=np
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="NodeClass",type=string,JSONPath=".spec.template.spec.nodeClassRef.name"
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=".spec.weight"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=".status.nodes"
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=".status.resources.cpu"
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=".status.resources.memory"
+// +kubebuilder:printcolumn:name="Cost/h",type=string,JSONPath=".status.hourlyCost"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type NodePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodePoolSpec `json:"spec"`
+	// +optional
+	Status NodePoolStatus `json:"status,omitempty"`
+}
+
+// NodePoolSpec is what the user asks of a NodePool.
+type NodePoolSpec struct {
+	// Template describes every NodeClaim (and so every node) launched for this NodePool.
+	// +required
+	Template NodeClaimTemplate `json:"template"`
+
+	// Disruption says when Stevedore may remove or replace this NodePool's nodes.
+	// +kubebuilder:default={consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: "0s"}
+	// +optional
+	Disruption Disruption `json:"disruption,omitempty"`
+
+	// Limits caps the total capacity of this NodePool's nodes: cpu, memory, nodes, or any resource name.
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
+
+	// Weight orders NodePools: a higher weight is tried first (1-100). NodePools without a weight come last.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Weight *int32 `json:"weight,omitempty"`
+}
+
+// Limits caps resources summed over a NodePool's nodes. The key "nodes" counts nodes.
+type Limits corev1.ResourceList
+
+// NodeClaimTemplate is the template of the NodeClaims a NodePool creates.
+type NodeClaimTemplate struct {
+	// Metadata's labels and annotations are applied to every node of this NodePool.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty"`
+	// +required
+	Spec NodeClaimTemplateSpec `json:"spec"`
+}
+
+// TemplateObjectMeta holds the labels and annotations put on every node.
+type TemplateObjectMeta struct {
+	// +kubebuilder:validation:XValidation:message="spec.template.metadata.labels: keys in the stevedore.dev domain and kubernetes.io/hostname are reserved",rule="self.all(k, !k.startsWith('stevedore.dev/') && k != 'kubernetes.io/hostname')"
+	// +kubebuilder:validation:MaxProperties=100
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// NodeClaimTemplateSpec is the part of a NodeClaim's spec that comes from its NodePool.
+type NodeClaimTemplateSpec struct {
+	// NodeClassRef names the EC2NodeClass that configures the instances.
+	// +required
+	NodeClassRef *NodeClassReference `json:"nodeClassRef"`
+
+	// Requirements constrain the instance types, zones, capacity types and labels of the nodes.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Requirements []NodeSelectorRequirementWithMinValues `json:"requirements,omitempty"`
+
+	// Taints are put on every node of this NodePool; pods must tolerate them.
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:message="spec.template.spec.taints: effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(t, t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +optional
+	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// StartupTaints are put on new nodes and expected to be removed by another agent (a CNI, a device plugin).
+	// Pods need not tolerate them.
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:message="spec.template.spec.startupTaints: effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(t, t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +optional
+	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
+
+	// ExpireAfter is how long a node may live before it is replaced: a duration such as 720h, or Never.
+	// Default 720h (30 days). Expiry is forceful: budgets do not hold it back.
+	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:Type=string
+	// +optional
+	ExpireAfter *NillableDuration `json:"expireAfter,omitempty"`
+
+	// TerminationGracePeriod bounds how long a node is drained before its remaining pods are deleted and the
+	// instance is terminated. Unset: the drain waits as long as PodDisruptionBudgets make it.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:Type=string
+	// +optional
+	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
+}
+
+// NodeClassReference names a node class.
+type NodeClassReference struct {
+	// Group of the node class: stevedore.dev (karpenter.k8s.aws is accepted and means the same).
+	// +kubebuilder:default=stevedore.dev
+	// +kubebuilder:validation:Enum=stevedore.dev;karpenter.k8s.aws
+	// +optional
+	Group string `json:"group,omitempty"`
+	// Kind of the node class: EC2NodeClass.
+	// +kubebuilder:default=EC2NodeClass
+	// +kubebuilder:validation:Enum=EC2NodeClass
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Name of the EC2NodeClass.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// NodeSelectorOperator is the operator of a requirement.
+// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist;Gt;Lt
+type NodeSelectorOperator string
+
+// NodeSelectorRequirementWithMinValues is a node selector requirement, optionally asking that at least MinValues
+// distinct values stay possible (instance-type diversity for spot).
+// +kubebuilder:validation:XValidation:message="requirements[]: operator In needs at least one value",rule="self.operator != 'In' || (has(self.values) && self.values.size() > 0)"
+// +kubebuilder:validation:XValidation:message="requirements[]: operators Gt and Lt need exactly one non-negative integer value",rule="(self.operator != 'Gt' && self.operator != 'Lt') || (has(self.values) && self.values.size() == 1 && self.values[0].matches('^[0-9]+$'))"
+// +kubebuilder:validation:XValidation:message="requirements[]: operators Exists and DoesNotExist take no values",rule="(self.operator != 'Exists' && self.operator != 'DoesNotExist') || !has(self.values) || self.values.size() == 0"
+// +kubebuilder:validation:XValidation:message="requirements[]: minValues needs at least that many values",rule="!has(self.minValues) || self.operator != 'In' || (has(self.values) && self.values.size() >= self.minValues)"
+type NodeSelectorRequirementWithMinValues struct {
+	// Key is a node label key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:Pattern=`^([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:message="requirements[].key: kubernetes.io/hostname, stevedore.dev/nodepool and stevedore.dev/nodeclaim are set by Stevedore and cannot be required",rule="!(self in ['kubernetes.io/hostname', 'stevedore.dev/nodepool', 'stevedore.dev/nodeclaim'])"
+	// +required
+	Key string `json:"key"`
+	// Operator is one of In, NotIn, Exists, DoesNotExist, Gt, Lt. Default In (some Karpenter examples omit it).
+	// +kubebuilder:default=In
+	// +optional
+	Operator NodeSelectorOperator `json:"operator,omitempty"`
+	// Values for In and NotIn (one or more), Gt and Lt (one integer); none for Exists and DoesNotExist.
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Values []string `json:"values,omitempty"`
+	// MinValues is the least number of distinct values of Key the launched node must be able to choose from.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	MinValues *int `json:"minValues,omitempty"`
+}
+
+// ConsolidationPolicy says which nodes consolidation may act on.
+// WhenUnderutilized is Karpenter's v1beta1 spelling of WhenEmptyOrUnderutilized and is accepted as such.
+// +kubebuilder:validation:Enum=WhenEmpty;WhenEmptyOrUnderutilized;WhenUnderutilized
+type ConsolidationPolicy string
+
+// Consolidation policies.
+const (
+	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
+	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	ConsolidationPolicyWhenUnderutilized        ConsolidationPolicy = "WhenUnderutilized"
+)
+
+// Disruption configures voluntary disruption of a NodePool's nodes.
+// +kubebuilder:validation:XValidation:message="spec.disruption.budgets: schedule and duration must be set together",rule="!has(self.budgets) || self.budgets.all(b, has(b.schedule) == has(b.duration))"
+type Disruption struct {
+	// ConsolidationPolicy: WhenEmpty removes nodes with no pods but DaemonSet pods; WhenEmptyOrUnderutilized
+	// also deletes or replaces nodes whose pods fit elsewhere more cheaply.
+	// +kubebuilder:default=WhenEmptyOrUnderutilized
+	// +optional
+	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
+
+	// ConsolidateAfter is how long a node must have seen no pod arrive or leave before consolidation considers
+	// it: a duration, or Never to turn consolidation off.
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:Type=string
+	// +optional
+	ConsolidateAfter *NillableDuration `json:"consolidateAfter,omitempty"`
+
+	// ExpireAfter is the older place of spec.template.spec.expireAfter (Karpenter v1beta1); it is accepted and
+	// used when the template does not set one.
+	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:Type=string
+	// +optional
+	ExpireAfter *NillableDuration `json:"expireAfter,omitempty"`
+
+	// Budgets limit how many nodes may be disrupted at once. The most restrictive active budget wins.
+	// Default: one budget of 10%.
+	// +kubebuilder:default={{nodes: "10%"}}
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	Budgets []Budget `json:"budgets,omitempty"`
+}
+
+// DisruptionReason names why a node is voluntarily disrupted.
+// +kubebuilder:validation:Enum=Empty;Underutilized;Drifted
+type DisruptionReason string
+
+// Voluntary disruption reasons.
+const (
+	DisruptionReasonEmpty         DisruptionReason = "Empty"
+	DisruptionReasonUnderutilized DisruptionReason = "Underutilized"
+	DisruptionReasonDrifted       DisruptionReason = "Drifted"
+)
+
+// Budget caps the nodes of a NodePool that may be disrupted at once.
+type Budget struct {
+	// Reasons this budget applies to; empty means all.
+	// +kubebuilder:validation:MaxItems=3
+	// +optional
+	Reasons []DisruptionReason `json:"reasons,omitempty"`
+
+	// Nodes is a count ("3") or a percentage of the NodePool's nodes ("10%", rounded up).
+	// +kubebuilder:default="10%"
+	// +kubebuilder:validation:Pattern=`^((100|[0-9]{1,2})%|[0-9]+)$`
+	// +optional
+	Nodes string `json:"nodes"`
+
+	// Schedule is a cron expression (UTC; @daily, @hourly... accepted) when the budget becomes active.
+	// +kubebuilder:validation:Pattern=`^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$`
+	// +optional
+	Schedule *string `json:"schedule,omitempty"`
+
+	// Duration is how long the budget stays active after each Schedule time.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:Type=string
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// NodePoolStatus reports what a NodePool currently runs.
+type NodePoolStatus struct {
+	// Resources is the sum of the capacity of this NodePool's nodes (cpu, memory, pods, nodes).
+	// +optional
+	Resources corev1.ResourceList `json:"resources,omitempty"`
+	// Nodes is the number of NodeClaims of this NodePool.
+	// +optional
+	Nodes int64 `json:"nodes,omitempty"`
+	// HourlyCost is the summed hourly price of this NodePool's nodes in USD.
+	// +optional
+	HourlyCost string `json:"hourlyCost,omitempty"`
+	// Conditions: Ready (its EC2NodeClass is ready and the spec is usable).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodePoolList is a list of NodePools.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type NodePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodePool `json:"items"`
+}

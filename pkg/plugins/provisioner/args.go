@@ -1,0 +1,174 @@
+package provisioner
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Environment variables that fill arguments left empty in the scheduler configuration, so that one
+// KubeSchedulerConfiguration serves every cluster and the Deployment (or the sandbox's --env-out file) supplies
+// what differs.
+const (
+	EnvClusterName       = "STEVEDORE_CLUSTER_NAME"
+	EnvClusterEndpoint   = "STEVEDORE_CLUSTER_ENDPOINT"
+	EnvInterruptionQueue = "STEVEDORE_INTERRUPTION_QUEUE_URL"
+	EnvRegion            = "AWS_REGION"
+)
+
+// Rebalance recommendation handling.
+const (
+	RebalanceReplace = "Replace"
+	RebalanceEvent   = "Event"
+)
+
+// Args are the Provisioner plugin's arguments, set under pluginConfig in the KubeSchedulerConfiguration.
+type Args struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ClusterName names the EKS cluster: nodes join it, and EC2 resources are tagged
+	// kubernetes.io/cluster/<name>=owned. Required (or $STEVEDORE_CLUSTER_NAME).
+	ClusterName string `json:"clusterName,omitempty"`
+	// ClusterEndpoint is the API server URL new nodes join. Default $STEVEDORE_CLUSTER_ENDPOINT, else the
+	// scheduler's own API server address.
+	ClusterEndpoint string `json:"clusterEndpoint,omitempty"`
+	// Region of the cluster. Default $AWS_REGION, else the SDK's default chain (IMDS on EC2).
+	Region string `json:"region,omitempty"`
+	// InterruptionQueue is the SQS queue URL or name fed by the EventBridge interruption rules. Empty turns
+	// interruption handling off. Default $STEVEDORE_INTERRUPTION_QUEUE_URL.
+	InterruptionQueue string `json:"interruptionQueue,omitempty"`
+	// BatchIdleDuration closes a provisioning batch when no new pod arrived for this long. Default 1s.
+	BatchIdleDuration metav1.Duration `json:"batchIdleDuration,omitempty"`
+	// BatchMaxDuration closes a provisioning batch this long after its first pod at the latest. Default 10s.
+	BatchMaxDuration metav1.Duration `json:"batchMaxDuration,omitempty"`
+	// SolveTimeout bounds the time the solver may spend improving one batch's packing. Default 2s.
+	SolveTimeout metav1.Duration `json:"solveTimeout,omitempty"`
+	// RegistrationTimeout is how long a launched node may take to register before its NodeClaim and instance
+	// are deleted and its pods provisioned again. Default 15m.
+	RegistrationTimeout metav1.Duration `json:"registrationTimeout,omitempty"`
+	// PermitTimeout bounds how long a pod bound for a registered but not yet initialized node is held in
+	// Permit. Default 5m; at most 15m (the scheduler's cap).
+	PermitTimeout metav1.Duration `json:"permitTimeout,omitempty"`
+	// MaxInstanceTypes caps the instance types (cheapest first) offered to one CreateFleet call. Default 60.
+	MaxInstanceTypes int `json:"maxInstanceTypes,omitempty"`
+	// VMMemoryOverheadPercent is subtracted from an instance type's memory until a node of that type reports
+	// its real capacity. Default 7.5.
+	VMMemoryOverheadPercent *float64 `json:"vmMemoryOverheadPercent,omitempty"`
+	// RebalanceAction is what an EC2 rebalance recommendation does: Replace (pre-launch a replacement and drain
+	// within the NodePool's budget, the default) or Event (record an event only, as Karpenter does).
+	RebalanceAction string `json:"rebalanceAction,omitempty"`
+	// DisableDisruption turns the voluntary disruption loop (emptiness, drift, consolidation) off; expiry,
+	// interruption and manual deletion still work.
+	DisableDisruption bool `json:"disableDisruption,omitempty"`
+}
+
+// Defaults returns the arguments with every unset field defaulted, empty strings taken from env.
+func (a Args) Defaults(env func(string) string) Args {
+	fromEnv := func(v *string, key string) {
+		if *v == "" && env != nil {
+			*v = env(key)
+		}
+	}
+	fromEnv(&a.ClusterName, EnvClusterName)
+	fromEnv(&a.ClusterEndpoint, EnvClusterEndpoint)
+	fromEnv(&a.Region, EnvRegion)
+	fromEnv(&a.InterruptionQueue, EnvInterruptionQueue)
+	defDuration := func(d *metav1.Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	defDuration(&a.BatchIdleDuration, time.Second)
+	defDuration(&a.BatchMaxDuration, 10*time.Second)
+	defDuration(&a.SolveTimeout, 2*time.Second)
+	defDuration(&a.RegistrationTimeout, 15*time.Minute)
+	defDuration(&a.PermitTimeout, 5*time.Minute)
+	if a.MaxInstanceTypes == 0 {
+		a.MaxInstanceTypes = 60
+	}
+	if a.VMMemoryOverheadPercent == nil {
+		v := 7.5
+		a.VMMemoryOverheadPercent = &v
+	}
+	if a.RebalanceAction == "" {
+		a.RebalanceAction = RebalanceReplace
+	}
+	return a
+}
+
+// Validate reports every invalid field of defaulted arguments, each error naming its field.
+func (a Args) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if a.ClusterName == "" {
+		errs = append(errs, field.Required(field.NewPath("clusterName"), "set it, or $"+EnvClusterName))
+	} else if len(a.ClusterName) > 100 || strings.ContainsAny(a.ClusterName, " /\t") {
+		errs = append(errs, field.Invalid(field.NewPath("clusterName"), a.ClusterName, "must be an EKS cluster name"))
+	}
+	if a.ClusterEndpoint != "" {
+		if u, err := url.Parse(a.ClusterEndpoint); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, field.Invalid(field.NewPath("clusterEndpoint"), a.ClusterEndpoint, "must be an https:// URL"))
+		}
+	}
+	positive := func(name string, d metav1.Duration) {
+		if d.Duration <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(name), d.Duration.String(), "must be positive"))
+		}
+	}
+	positive("batchIdleDuration", a.BatchIdleDuration)
+	positive("batchMaxDuration", a.BatchMaxDuration)
+	positive("solveTimeout", a.SolveTimeout)
+	positive("registrationTimeout", a.RegistrationTimeout)
+	positive("permitTimeout", a.PermitTimeout)
+	if a.BatchMaxDuration.Duration < a.BatchIdleDuration.Duration {
+		errs = append(errs, field.Invalid(field.NewPath("batchMaxDuration"), a.BatchMaxDuration.Duration.String(),
+			"must not be shorter than batchIdleDuration ("+a.BatchIdleDuration.Duration.String()+")"))
+	}
+	if a.PermitTimeout.Duration > 15*time.Minute {
+		errs = append(errs, field.Invalid(field.NewPath("permitTimeout"), a.PermitTimeout.Duration.String(),
+			"must be at most 15m, the scheduler's cap on Permit waits"))
+	}
+	if a.MaxInstanceTypes < 1 || a.MaxInstanceTypes > 200 {
+		errs = append(errs, field.Invalid(field.NewPath("maxInstanceTypes"), a.MaxInstanceTypes, "must be between 1 and 200"))
+	}
+	if p := *a.VMMemoryOverheadPercent; p < 0 || p >= 50 {
+		errs = append(errs, field.Invalid(field.NewPath("vmMemoryOverheadPercent"), p, "must be at least 0 and below 50"))
+	}
+	if a.RebalanceAction != RebalanceReplace && a.RebalanceAction != RebalanceEvent {
+		errs = append(errs, field.NotSupported(field.NewPath("rebalanceAction"), a.RebalanceAction,
+			[]string{RebalanceReplace, RebalanceEvent}))
+	}
+	if q := a.InterruptionQueue; strings.Contains(q, "://") {
+		if u, err := url.Parse(q); err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			errs = append(errs, field.Invalid(field.NewPath("interruptionQueue"), q, "must be an SQS queue URL or a queue name"))
+		}
+	}
+	return errs
+}
+
+// DecodeArgs reads the plugin's pluginConfig args strictly (an unknown or misspelt field is an error), applies
+// defaults and validates them.
+func DecodeArgs(obj runtime.Object, env func(string) string) (Args, error) {
+	var a Args
+	if obj != nil {
+		raw, ok := obj.(*runtime.Unknown)
+		if !ok {
+			return a, fmt.Errorf("%s args: want runtime.Unknown, got %T", Name, obj)
+		}
+		if len(raw.Raw) > 0 {
+			if err := yaml.UnmarshalStrict(raw.Raw, &a); err != nil {
+				return a, fmt.Errorf("%s args: %w", Name, err)
+			}
+		}
+	}
+	a = a.Defaults(env)
+	if errs := a.Validate(); len(errs) > 0 {
+		return a, fmt.Errorf("%s args: %w", Name, errs.ToAggregate())
+	}
+	return a, nil
+}

@@ -1,0 +1,88 @@
+package provisioner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDecodeArgs(t *testing.T) {
+	cases := []struct {
+		name    string
+		raw     string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, a Args)
+	}{
+		{
+			name: "defaults with the cluster name from the environment",
+			env:  map[string]string{EnvClusterName: "prod", EnvRegion: "eu-west-1", EnvInterruptionQueue: "prod-interruptions"},
+			check: func(t *testing.T, a Args) {
+				if a.ClusterName != "prod" || a.Region != "eu-west-1" || a.InterruptionQueue != "prod-interruptions" {
+					t.Errorf("env not applied: %+v", a)
+				}
+				if a.BatchIdleDuration.Duration != time.Second || a.BatchMaxDuration.Duration != 10*time.Second {
+					t.Errorf("batch defaults = %v / %v", a.BatchIdleDuration.Duration, a.BatchMaxDuration.Duration)
+				}
+				if a.RegistrationTimeout.Duration != 15*time.Minute || a.MaxInstanceTypes != 60 || *a.VMMemoryOverheadPercent != 7.5 {
+					t.Errorf("defaults not applied: %+v", a)
+				}
+				if a.RebalanceAction != RebalanceReplace {
+					t.Errorf("rebalanceAction = %q", a.RebalanceAction)
+				}
+			},
+		},
+		{
+			name: "the file wins over the environment",
+			raw:  `{"clusterName": "from-file", "batchIdleDuration": "250ms"}`,
+			env:  map[string]string{EnvClusterName: "from-env"},
+			check: func(t *testing.T, a Args) {
+				if a.ClusterName != "from-file" || a.BatchIdleDuration.Duration != 250*time.Millisecond {
+					t.Errorf("got %+v", a)
+				}
+			},
+		},
+		{name: "YAML args", raw: "clusterName: c\nbatchMaxDuration: 30s\n", check: func(t *testing.T, a Args) {
+			if a.BatchMaxDuration.Duration != 30*time.Second {
+				t.Errorf("batchMaxDuration = %v", a.BatchMaxDuration.Duration)
+			}
+		}},
+		{name: "missing cluster name", raw: `{}`, wantErr: "clusterName: Required value"},
+		{name: "misspelt field", raw: `{"clusterName": "c", "batchIdelDuration": "1s"}`, wantErr: `unknown field "batchIdelDuration"`},
+		{name: "max window shorter than idle gap", raw: `{"clusterName": "c", "batchIdleDuration": "5s", "batchMaxDuration": "2s"}`, wantErr: "batchMaxDuration"},
+		{name: "negative duration", raw: `{"clusterName": "c", "solveTimeout": "-1s"}`, wantErr: "solveTimeout"},
+		{name: "permit wait above the scheduler's cap", raw: `{"clusterName": "c", "permitTimeout": "20m"}`, wantErr: "permitTimeout"},
+		{name: "plain http endpoint", raw: `{"clusterName": "c", "clusterEndpoint": "http://x"}`, wantErr: "clusterEndpoint"},
+		{name: "unknown rebalance action", raw: `{"clusterName": "c", "rebalanceAction": "Ignore"}`, wantErr: "rebalanceAction"},
+		{name: "queue URL without a path", raw: `{"clusterName": "c", "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/"}`, wantErr: "interruptionQueue"},
+		{name: "too many instance types", raw: `{"clusterName": "c", "maxInstanceTypes": 500}`, wantErr: "maxInstanceTypes"},
+		{name: "overhead percentage out of range", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 60}`, wantErr: "vmMemoryOverheadPercent"},
+		{name: "cluster name with a space", raw: `{"clusterName": "my cluster"}`, wantErr: "clusterName"},
+		{name: "not an object", raw: `[1, 2]`, wantErr: "Provisioner args"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj runtime.Object
+			if tc.raw != "" {
+				obj = &runtime.Unknown{Raw: []byte(tc.raw)}
+			}
+			a, err := DecodeArgs(obj, env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, a)
+		})
+	}
+}

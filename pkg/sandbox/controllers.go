@@ -1,0 +1,87 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/configz"
+	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+)
+
+// sandboxControllers are the kube-controller-manager controllers a user of a real cluster relies on.
+// node-lifecycle removes the not-ready taint once kwok reports a node Ready; taint-eviction evicts pods from
+// NoExecute-tainted nodes; disruption keeps PodDisruptionBudget status for the Eviction API.
+const sandboxControllers = "deployment,replicaset,daemonset,statefulset,job,cronjob,garbagecollector," +
+	"nodelifecycle,taint-eviction-controller,podgc,disruption,namespace,serviceaccount,endpointslice," +
+	"ttl-after-finished,clusterrole-aggregation"
+
+// controllerManager is kube-controller-manager running in this process.
+type controllerManager struct {
+	cancel  context.CancelFunc
+	stopped chan error
+}
+
+// startControllerManager runs kube-controller-manager in this process with its own component-globals registry.
+func startControllerManager(ctx context.Context, kubeconfig string) (*controllerManager, error) {
+	s, err := kcmoptions.NewKubeControllerManagerOptions()
+	if err != nil {
+		return nil, err
+	}
+	fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+	ev := utilcompatibility.DefaultBuildEffectiveVersion()
+	ev.SetEmulationVersion(fg.EmulationVersion())
+	ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
+	reg := basecompatibility.NewComponentGlobalsRegistry()
+	if err := reg.Register(basecompatibility.DefaultKubeComponent, ev, fg); err != nil {
+		return nil, err
+	}
+	s.ComponentGlobalsRegistry = reg
+
+	all, disabled, aliases := kcmapp.KnownControllers(), kcmapp.ControllersDisabledByDefault(), kcmapp.ControllerAliases()
+	nfs := s.Flags(all, disabled, aliases)
+	fs := pflag.NewFlagSet("kube-controller-manager", pflag.ContinueOnError)
+	for _, f := range nfs.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--controllers=" + sandboxControllers,
+		// a node whose simulated kubelet stops is marked unreachable after 20s rather than 50s
+		"--node-monitor-grace-period=20s",
+	}); err != nil {
+		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
+	}
+	s.ParsedFlags = &nfs
+	if err := s.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, err
+	}
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
+	c, err := s.Config(ctx, all, disabled, aliases)
+	if err != nil {
+		return nil, fmt.Errorf("kube-controller-manager config: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cm := &controllerManager{cancel: cancel, stopped: make(chan error, 1)}
+	go func() {
+		defer close(cm.stopped)
+		if err := kcmapp.Run(ctx, c.Complete()); err != nil && ctx.Err() == nil {
+			cm.stopped <- err
+		}
+	}()
+	return cm, nil
+}
+
+func (c *controllerManager) stop() {
+	c.cancel()
+	for range c.stopped {
+	}
+	configz.Delete(kcmapp.ConfigzName)
+}

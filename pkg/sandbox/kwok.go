@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+	"sigs.k8s.io/kwok/pkg/apis/internalversion"
+	kwokv1alpha1 "sigs.k8s.io/kwok/pkg/apis/v1alpha1"
+	kwokversioned "sigs.k8s.io/kwok/pkg/client/clientset/versioned"
+	kwokcontrollers "sigs.k8s.io/kwok/pkg/kwok/controllers"
+	kwoklog "sigs.k8s.io/kwok/pkg/log"
+	kwokclient "sigs.k8s.io/kwok/pkg/utils/client"
+	"sigs.k8s.io/yaml"
+)
+
+// KwokNodeAnnotation marks the Nodes the simulated kubelets manage.
+const (
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	KwokNodeValue      = "fake"
+)
+
+// startKwok runs kwok's simulated kubelets in this process: Nodes annotated kwok.x-k8s.io/node=fake report
+// Ready and renew their Lease, pods bound to them become Running, Job pods complete, deleted pods go away.
+func startKwok(ctx context.Context, kubeconfig string) error {
+	stages := map[internalversion.StageResourceRef][]*internalversion.Stage{}
+	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
+		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+		var st kwokv1alpha1.Stage
+		if err := yaml.Unmarshal([]byte(raw), &st); err != nil {
+			return fmt.Errorf("kwok stage: %w", err)
+		}
+		kwokv1alpha1.SetObjectDefaults_Stage(&st)
+		in, err := internalversion.ConvertToInternalStage(&st)
+		if err != nil {
+			return fmt.Errorf("kwok stage: %w", err)
+		}
+		stages[in.Spec.ResourceRef] = append(stages[in.Spec.ResourceRef], in)
+	}
+	cs, err := kwokclient.NewClientset("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	restConfig, err := cs.ToRESTConfig()
+	if err != nil {
+		return err
+	}
+	dyn, err := cs.ToDynamicClient()
+	if err != nil {
+		return err
+	}
+	mapper, err := cs.ToRESTMapper()
+	if err != nil {
+		return err
+	}
+	restClient, err := rest.RESTClientFor(restConfig)
+	if err != nil {
+		return err
+	}
+	typed, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	kwokTyped, err := kwokversioned.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	id, err := kwokcontrollers.Identity()
+	if err != nil {
+		return err
+	}
+	ctr, err := kwokcontrollers.NewController(kwokcontrollers.Config{
+		Clock:                             clock.RealClock{},
+		DynamicClient:                     dyn,
+		RESTClient:                        restClient,
+		RESTMapper:                        mapper,
+		ImpersonatingDynamicClient:        cs.ToImpersonatingDynamicClient(),
+		ImpersonatingTypedClient:          cs.ToImpersonatingTypedClient(),
+		TypedClient:                       typed,
+		TypedKwokClient:                   kwokTyped,
+		ManageNodesWithAnnotationSelector: KwokNodeAnnotation + "=" + KwokNodeValue,
+		CIDR:                              "10.64.0.0/10", // room for a million pod IPs
+		NodeIP:                            "10.1.0.1",
+		LocalStages:                       stages,
+		PodPlayStageParallelism:           8,
+		NodePlayStageParallelism:          4,
+		NodeLeaseParallelism:              4,
+		PodsOnNodeSyncParallelism:         2,
+		NodeLeaseDurationSeconds:          40,
+		ID:                                id,
+	})
+	if err != nil {
+		return err
+	}
+	// kwok logs every patch at info level through slog; keep its warnings and errors only.
+	ctx = kwoklog.NewContext(ctx, kwoklog.NewLogger(os.Stderr, kwoklog.LevelWarn))
+	return ctr.Start(ctx)
+}

@@ -1,0 +1,287 @@
+// Package sandbox runs a real local Kubernetes cluster in one process for the demo and the tests: embedded etcd,
+// kube-apiserver, the kube-controller-manager controllers, kwok's simulated kubelets, bootstrap nodes standing in
+// for an EKS managed node group, a simulated AWS (package awsemu) and, by default, the Stevedore scheduler
+// configured as in production. It never talks to real AWS.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stevedore-dev/stevedore/config"
+	"github.com/stevedore-dev/stevedore/pkg/client"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
+	"github.com/stevedore-dev/stevedore/pkg/schedulerapp"
+)
+
+// Options configure a sandbox.
+type Options struct {
+	// Dir holds the sandbox's files (etcd data, certificates, kubeconfig); default a new temporary directory,
+	// removed on Stop.
+	Dir string
+	// KubeconfigOut, if set, is where an admin kubeconfig is written.
+	KubeconfigOut string
+	// EnvOut, if set, is where shell export lines for the AWS endpoints and Stevedore settings are written.
+	EnvOut string
+	// WithScheduler runs the Stevedore scheduler inside the sandbox. A default scheduler (the one EKS runs in its
+	// control plane) always runs.
+	WithScheduler bool
+	// SchedulerArgs are extra command-line arguments for the in-process scheduler.
+	SchedulerArgs []string
+	// LaunchDelay is how long an emulated instance takes from launch to Node registration.
+	LaunchDelay time.Duration
+	// ClusterName of the simulated EKS cluster; default "my-cluster", the name manifests/examples use.
+	ClusterName string
+	// Region of the simulated AWS; default us-east-1.
+	Region string
+	// BootstrapNodes is the number of CriticalAddonsOnly-tainted nodes standing in for the seeds' bootstrap node
+	// group; default 2.
+	BootstrapNodes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ClusterName == "" {
+		o.ClusterName = "my-cluster"
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	if o.BootstrapNodes == 0 {
+		o.BootstrapNodes = 2
+	}
+	return o
+}
+
+// Sandbox is a running local cluster.
+type Sandbox struct {
+	opts       Options
+	dir        string
+	ownDir     bool
+	kubeconfig string
+	// StartupTime is how long Start took.
+	StartupTime time.Duration
+
+	// RESTConfig is an admin (system:masters) client configuration.
+	RESTConfig *rest.Config
+	// Kube and Stevedore are admin clients.
+	Kube      kubernetes.Interface
+	Stevedore versioned.Interface
+
+	env map[string]string
+
+	cancel    context.CancelFunc
+	etcd      *embed.Etcd
+	apiserver *apiServer
+	kcm       *controllerManager
+
+	schedMu   sync.Mutex
+	scheduler *schedulerapp.Instance
+}
+
+// Start brings a sandbox up and returns once every component is ready.
+func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
+	begin := time.Now()
+	opts = opts.withDefaults()
+	s := &Sandbox{opts: opts, dir: opts.Dir}
+	if s.dir == "" {
+		if s.dir, err = os.MkdirTemp("", "stevedore-sandbox"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	logger := klog.FromContext(ctx)
+
+	if s.etcd, err = startEtcd(ctx, filepath.Join(s.dir, "etcd")); err != nil {
+		return nil, err
+	}
+	certs := filepath.Join(s.dir, "pki")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return nil, err
+	}
+	if s.apiserver, err = startAPIServer(ctx, s.etcd.Config().ListenClientUrls[0].String(), certs); err != nil {
+		return nil, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	s.RESTConfig = s.apiserver.config
+	if s.Kube, err = kubernetes.NewForConfig(s.RESTConfig); err != nil {
+		return nil, err
+	}
+	if s.Stevedore, err = client.NewStevedore(s.RESTConfig); err != nil {
+		return nil, err
+	}
+	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
+	if err := writeKubeconfig(s.kubeconfig, s.RESTConfig); err != nil {
+		return nil, err
+	}
+	if err := installCRDs(ctx, s.RESTConfig); err != nil {
+		return nil, err
+	}
+	if s.kcm, err = startControllerManager(ctx, s.kubeconfig); err != nil {
+		return nil, fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	if err := startKwok(ctx, s.kubeconfig); err != nil {
+		return nil, fmt.Errorf("kwok: %w", err)
+	}
+	if err := waitForControllers(ctx, s.Kube); err != nil {
+		return nil, err
+	}
+	if err := createBootstrapNodes(ctx, s.Kube, opts.BootstrapNodes, opts.Region); err != nil {
+		return nil, err
+	}
+	s.env = map[string]string{
+		"AWS_REGION":                     opts.Region,
+		"AWS_ACCESS_KEY_ID":              "sandbox",
+		"AWS_SECRET_ACCESS_KEY":          "sandbox",
+		"AWS_EC2_METADATA_DISABLED":      "true",
+		provisioner.EnvClusterName:       opts.ClusterName,
+		provisioner.EnvClusterEndpoint:   s.RESTConfig.Host,
+		provisioner.EnvInterruptionQueue: "",
+	}
+	if err := s.StartScheduler(ctx); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	if opts.KubeconfigOut != "" {
+		if err := writeKubeconfig(opts.KubeconfigOut, s.RESTConfig); err != nil {
+			return nil, err
+		}
+	}
+	if opts.EnvOut != "" {
+		if err := os.WriteFile(opts.EnvOut, []byte(s.EnvFile()), 0o600); err != nil {
+			return nil, fmt.Errorf("writing --env-out: %w", err)
+		}
+	}
+	s.StartupTime = time.Since(begin)
+	logger.Info("Sandbox ready", "apiserver", s.RESTConfig.Host, "startup", s.StartupTime)
+	return s, nil
+}
+
+// Kubeconfig is the path of the sandbox's admin kubeconfig.
+func (s *Sandbox) Kubeconfig() string { return s.kubeconfig }
+
+// Env returns the environment a Stevedore scheduler needs to run against this sandbox (AWS endpoints, region,
+// dummy credentials, cluster name and endpoint, interruption queue).
+func (s *Sandbox) Env() map[string]string {
+	out := make(map[string]string, len(s.env))
+	for k, v := range s.env {
+		out[k] = v
+	}
+	return out
+}
+
+// EnvFile renders Env as shell export lines.
+func (s *Sandbox) EnvFile() string {
+	keys := make([]string, 0, len(s.env))
+	for k := range s.env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%q\n", k, s.env[k])
+	}
+	return b.String()
+}
+
+// StartScheduler runs the scheduler in this process. With WithScheduler it is Stevedore with
+// config/scheduler-config.yaml, as in production, plus a default-scheduler profile standing in for the EKS
+// control plane's scheduler; without, it is only that default scheduler (Stevedore then runs as its own process).
+// Leader election is off: an in-process scheduler cannot exit the process on losing its lease.
+func (s *Sandbox) StartScheduler(ctx context.Context) error {
+	s.schedMu.Lock()
+	defer s.schedMu.Unlock()
+	if s.scheduler != nil {
+		return errors.New("the sandbox's scheduler is already running")
+	}
+	raw, err := schedulerConfig(s.opts.WithScheduler)
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(s.dir, "scheduler-config.yaml")
+	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
+		return err
+	}
+	args := append([]string{"--config=" + cfg, "--kubeconfig=" + s.kubeconfig, "--leader-elect=false",
+		"--secure-port=0"}, s.opts.SchedulerArgs...)
+	env := s.Env()
+	lookup := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	inst, err := schedulerapp.Start(ctx, args, schedulerapp.Deps{Env: lookup})
+	if err != nil {
+		return err
+	}
+	s.scheduler = inst
+	return nil
+}
+
+// schedulerConfig returns the in-process scheduler's configuration: Stevedore's production profile (when
+// withStevedore) and a default-scheduler profile.
+func schedulerConfig(withStevedore bool) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(config.SchedulerConfig(), &doc); err != nil {
+		return nil, fmt.Errorf("config/scheduler-config.yaml: %w", err)
+	}
+	var profiles []any
+	if withStevedore {
+		profiles, _ = doc["profiles"].([]any)
+	}
+	doc["profiles"] = append(profiles, map[string]any{"schedulerName": corev1.DefaultSchedulerName})
+	return yaml.Marshal(doc)
+}
+
+// StopScheduler stops the in-process scheduler, if it runs.
+func (s *Sandbox) StopScheduler() error {
+	s.schedMu.Lock()
+	defer s.schedMu.Unlock()
+	if s.scheduler == nil {
+		return nil
+	}
+	err := s.scheduler.Stop()
+	s.scheduler = nil
+	return err
+}
+
+// Stop stops every component and removes the sandbox's own directory.
+func (s *Sandbox) Stop() {
+	if err := s.StopScheduler(); err != nil {
+		klog.Background().Error(err, "Stopping the sandbox's scheduler")
+	}
+	if s.kcm != nil {
+		s.kcm.stop()
+	}
+	if s.cancel != nil {
+		s.cancel() // kwok
+	}
+	if s.apiserver != nil {
+		s.apiserver.stop()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+}

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSandboxAndSchedulerBinaries drives the real binaries the way the README tells a user to: start the sandbox
+// without its scheduler, point kubectl at it, run `scheduler --config config/scheduler-config.yaml --kubeconfig`
+// against it, and stop everything with SIGTERM.
+func TestSandboxAndSchedulerBinaries(t *testing.T) {
+	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
+	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
+	dir := t.TempDir()
+	kubeconfig, envFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "env")
+
+	ready := make(chan string, 1)
+	sandbox := start(t, nil, func(line string) {
+		if strings.Contains(line, "sandbox ready") {
+			ready <- line
+		}
+	}, scheduler, "sandbox", "--with-scheduler=false", "--kubeconfig-out", kubeconfig, "--env-out", envFile,
+		"--log-file", filepath.Join(dir, "sandbox.log"))
+	select {
+	case line := <-ready:
+		t.Log(line)
+	case err := <-sandbox.waited:
+		t.Fatalf("sandbox exited before it was ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no 'sandbox ready' line within 3 minutes")
+	}
+	k := func(args ...string) (string, error) {
+		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}
+
+	t.Run("version and help", func(t *testing.T) {
+		out, err := run(t, nil, scheduler, "version")
+		if err != nil || !strings.Contains(out, "Stevedore") || !strings.Contains(out, "v1.37.2") {
+			t.Fatalf("scheduler version = %q, %v; want Stevedore's version and Kubernetes v1.37.2", out, err)
+		}
+		out, err = run(t, nil, scheduler, "--help")
+		if err != nil || !strings.Contains(out, "--config") || !strings.Contains(out, "sandbox") {
+			t.Fatalf("scheduler --help = %v, output lacks --config or the sandbox subcommand:\n%s", err, out)
+		}
+	})
+
+	t.Run("kubectl create deployment yields three pods", func(t *testing.T) {
+		if out, err := k("create", "deployment", "x", "--image=registry.k8s.io/pause:3.10", "--replicas=3"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		eventually(t, "three pods of deployment x", func() error {
+			out, err := k("get", "pods", "-l", "app=x", "-o", "name")
+			if err != nil {
+				return err
+			}
+			if n := len(strings.Fields(out)); n != 3 {
+				return fmt.Errorf("%d pods", n)
+			}
+			return nil
+		})
+	})
+
+	t.Run("kubectl apply of the example NodePools succeeds and a bad one is refused", func(t *testing.T) {
+		examples := filepath.Join(repoRoot(t), "manifests", "examples")
+		if out, err := k("apply", "-f", filepath.Join(examples, "ec2nodeclasses.yaml"), "-f", filepath.Join(examples, "production.yaml")); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		bad := filepath.Join(dir, "bad.yaml")
+		writeFile(t, bad, `apiVersion: stevedore.dev/v1
+kind: NodePool
+metadata: {name: bad}
+spec:
+  weight: 0
+  template:
+    spec:
+      nodeClassRef: {name: arm64}
+      requirements: [{key: kubernetes.io/arch, operator: Like, values: [arm64]}]
+  disruption: {consolidationPolicy: Sometimes}
+`)
+		out, err := k("apply", "-f", bad)
+		if err == nil {
+			t.Fatalf("the bad NodePool was accepted:\n%s", out)
+		}
+		for _, field := range []string{"spec.weight", "spec.template.spec.requirements[0].operator", "spec.disruption.consolidationPolicy"} {
+			if !strings.Contains(out, field) {
+				t.Errorf("kubectl's refusal does not name %s:\n%s", field, out)
+			}
+		}
+	})
+
+	t.Run("the scheduler binary binds pods against the sandbox", func(t *testing.T) {
+		env := readEnvFile(t, envFile)
+		sched := start(t, env, nil, scheduler, "--config", filepath.Join(repoRoot(t), "config", "scheduler-config.yaml"),
+			"--kubeconfig", kubeconfig, "--secure-port=0")
+		pod := filepath.Join(dir, "pod.yaml")
+		writeFile(t, pod, `apiVersion: v1
+kind: Pod
+metadata: {name: by-stevedore}
+spec:
+  schedulerName: stevedore
+  tolerations: [{key: CriticalAddonsOnly, operator: Exists}]
+  containers: [{name: pause, image: registry.k8s.io/pause:3.10}]
+`)
+		if out, err := k("apply", "-f", pod); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		eventually(t, "pod by-stevedore bound and Running", func() error {
+			out, err := k("get", "pod", "by-stevedore", "-o", "jsonpath={.spec.nodeName} {.status.phase}")
+			if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(out, "bootstrap-") || !strings.HasSuffix(out, "Running") {
+				return fmt.Errorf("pod is %q", out)
+			}
+			return nil
+		})
+		if err := sched.stop(t); err != nil {
+			t.Logf("scheduler exited with %v after SIGTERM", err)
+		}
+	})
+
+	if err := sandbox.stop(t); err != nil {
+		t.Fatalf("sandbox did not exit cleanly on SIGTERM: %v", err)
+	}
+}

@@ -1,0 +1,212 @@
+package foundation
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/manifest"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+var (
+	nodePools      = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "nodepools"}
+	ec2NodeClasses = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "ec2nodeclasses"}
+)
+
+const validNodePoolSpec = `
+template:
+  spec:
+    nodeClassRef: {name: default}
+    requirements:
+      - {key: kubernetes.io/arch, operator: In, values: [arm64]}
+`
+
+const validNodeClassSpec = `
+role: NodeRole
+subnetSelectorTerms:
+  - tags: {karpenter.sh/discovery: my-cluster}
+`
+
+// TestInvalidSpecsAreRefusedWithAMessageNamingTheField applies bad NodePools and EC2NodeClasses the way kubectl
+// does and checks the API server refuses each with a message that names what is wrong.
+func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
+	cases := []struct {
+		name     string
+		resource schema.GroupVersionResource
+		kind     string
+		spec     string
+		want     string
+	}{
+		{"weight zero", nodePools, "NodePool", validNodePoolSpec + "weight: 0\n", "spec.weight"},
+		{"weight above 100", nodePools, "NodePool", validNodePoolSpec + "weight: 101\n", "spec.weight"},
+		{"unknown operator", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: Like, values: [x]}]}}", "spec.template.spec.requirements[0].operator"},
+		{"In without values", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: In}]}}", "operator In needs at least one value"},
+		{"Gt with a word", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: Gt, values: [x]}]}}", "Gt and Lt need exactly one non-negative integer"},
+		{"Lt with two values", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: Lt, values: ['1','2']}]}}", "Gt and Lt need exactly one"},
+		{"Exists with values", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: Exists, values: [x]}]}}", "Exists and DoesNotExist take no values"},
+		{"minValues above values", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: a, operator: In, values: [x], minValues: 2}]}}", "minValues needs at least that many values"},
+		{"hostname requirement", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: kubernetes.io/hostname, operator: In, values: [x]}]}}", "set by Stevedore"},
+		{"nodepool requirement", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: stevedore.dev/nodepool, operator: In, values: [x]}]}}", "set by Stevedore"},
+		{"bad requirement key", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: 'bad key!', operator: Exists}]}}", "spec.template.spec.requirements[0].key"},
+		{"unknown consolidationPolicy", nodePools, "NodePool", validNodePoolSpec + "disruption: {consolidationPolicy: Sometimes}\n", "spec.disruption.consolidationPolicy"},
+		{"bad consolidateAfter", nodePools, "NodePool", validNodePoolSpec + "disruption: {consolidateAfter: soon}\n", "spec.disruption.consolidateAfter"},
+		{"bad expireAfter", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, expireAfter: 30d}}", "spec.template.spec.expireAfter"},
+		{"bad terminationGracePeriod", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, terminationGracePeriod: forever}}", "spec.template.spec.terminationGracePeriod"},
+		{"budget nodes above 100%", nodePools, "NodePool", validNodePoolSpec + "disruption: {budgets: [{nodes: '150%'}]}\n", "spec.disruption.budgets[0].nodes"},
+		{"budget nodes negative", nodePools, "NodePool", validNodePoolSpec + "disruption: {budgets: [{nodes: '-1'}]}\n", "spec.disruption.budgets[0].nodes"},
+		{"budget schedule without duration", nodePools, "NodePool", validNodePoolSpec + "disruption: {budgets: [{nodes: '1', schedule: '@daily'}]}\n", "schedule and duration must be set together"},
+		{"budget unknown reason", nodePools, "NodePool", validNodePoolSpec + "disruption: {budgets: [{nodes: '1', reasons: [Bored]}]}\n", "spec.disruption.budgets[0].reasons[0]"},
+		{"missing nodeClassRef", nodePools, "NodePool", "template: {spec: {requirements: []}}", "spec.template.spec.nodeClassRef"},
+		{"nodeClassRef of another kind", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d, kind: AzureNodeClass}}}", "spec.template.spec.nodeClassRef.kind"},
+		{"nodeClassRef of another group", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d, group: example.com}}}", "spec.template.spec.nodeClassRef.group"},
+		{"bad taint effect", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, taints: [{key: a, effect: Sometimes}]}}", "spec.template.spec.taints: effect must be"},
+		{"reserved template label", nodePools, "NodePool", "template: {metadata: {labels: {stevedore.dev/nodepool: x}}, spec: {nodeClassRef: {name: d}}}", "spec.template.metadata.labels"},
+		{"no subnets", ec2NodeClasses, "EC2NodeClass", "role: NodeRole\n", "spec.subnetSelectorTerms"},
+		{"empty subnet term", ec2NodeClasses, "EC2NodeClass", "role: R\nsubnetSelectorTerms: [{}]\n", "set id or tags"},
+		{"subnet id and tags", ec2NodeClasses, "EC2NodeClass", "role: R\nsubnetSelectorTerms: [{id: subnet-1, tags: {a: b}}]\n", "id cannot be combined with tags"},
+		{"role and instance profile", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "instanceProfile: P\n", "exactly one of role and instanceProfile"},
+		{"neither role nor instance profile", ec2NodeClasses, "EC2NodeClass", "subnetSelectorTerms: [{tags: {a: b}}]\n", "exactly one of role and instanceProfile"},
+		{"unknown amiFamily", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiFamily: Windows2022\n", "spec.amiFamily"},
+		{"bad alias", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiSelectorTerms: [{alias: ubuntu@latest}]\n", "spec.amiSelectorTerms[0].alias"},
+		{"alias with other terms", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiSelectorTerms: [{alias: al2023@latest}, {id: ami-123}]\n", "an alias term must be the only term"},
+		{"Custom without images", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiFamily: Custom\nuserData: x\n", "amiFamily Custom needs amiSelectorTerms"},
+		{"IMDS tokens unknown", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "metadataOptions: {httpTokens: sometimes}\n", "spec.metadataOptions.httpTokens"},
+		{"hop limit zero", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "metadataOptions: {httpPutResponseHopLimit: 0}\n", "spec.metadataOptions.httpPutResponseHopLimit"},
+		{"reserved tag", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "tags: {kubernetes.io/cluster/other: owned}\n", "spec.tags"},
+		{"two root volumes", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "blockDeviceMappings: [{rootVolume: true, ebs: {volumeSize: 20Gi}}, {rootVolume: true, ebs: {volumeSize: 30Gi}}]\n", "at most one mapping may be the root volume"},
+		{"unknown volume type", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "blockDeviceMappings: [{ebs: {volumeSize: 20Gi, volumeType: ssd}}]\n", "spec.blockDeviceMappings[0].ebs.volumeType"},
+		{"unknown eviction signal", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionHard: {cpu.available: 5%}}\n", "spec.kubelet.evictionHard"},
+		{"maxPods zero", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {maxPods: 0}\n", "spec.kubelet.maxPods"},
+	}
+	client := dynamic.NewForConfigOrDie(sb.RESTConfig)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatalf("test spec: %v", err)
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "stevedore.dev/v1", "kind": tc.kind,
+				"metadata": map[string]any{"name": fmt.Sprintf("invalid-%d", i)},
+				"spec":     spec,
+			}}
+			_, err := client.Resource(tc.resource).Create(context.Background(), obj, metav1.CreateOptions{})
+			if err == nil {
+				_ = client.Resource(tc.resource).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+				t.Fatalf("created, want it refused")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("error %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryExampleAppliesAndDefaultsAreFilled(t *testing.T) {
+	ctx := harness.Context(t)
+	files, err := filepath.Glob("../../../manifests/examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	d := manifest.NewDecoder()
+	for _, f := range files {
+		objs, err := d.DecodeFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range objs {
+			switch o := obj.(type) {
+			case *stevedorev1.NodePool:
+				o.Name = "example-" + o.Name
+				if _, err := sb.Stevedore.StevedoreV1().NodePools().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Errorf("%s: %s: %v", f, manifest.Name(o), err)
+				}
+				t.Cleanup(func() {
+					_ = sb.Stevedore.StevedoreV1().NodePools().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+				})
+			case *stevedorev1.EC2NodeClass:
+				o.Name = "example-" + o.Name
+				if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Errorf("%s: %s: %v", f, manifest.Name(o), err)
+				}
+				t.Cleanup(func() {
+					_ = sb.Stevedore.StevedoreV1().EC2NodeClasses().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+				})
+			}
+		}
+	}
+	nc, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, "example-amd64", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo := nc.Spec.MetadataOptions
+	if mo == nil || *mo.HTTPTokens != "required" || *mo.HTTPPutResponseHopLimit != 1 {
+		t.Errorf("metadataOptions defaults = %+v, want IMDSv2 required with hop limit 1", mo)
+	}
+}
+
+// TestOlderSpellingsAreAcceptedAndNormalised applies a NodePool written the way the user's Karpenter documents
+// write them and checks it is stored and normalised to the canonical form.
+func TestOlderSpellingsAreAcceptedAndNormalised(t *testing.T) {
+	ctx := harness.Context(t)
+	const legacy = `
+apiVersion: stevedore.dev/v1
+kind: NodePool
+metadata: {name: legacy-spellings}
+spec:
+  template:
+    spec:
+      nodeClassRef:
+        name: arm64
+      requirements:
+        - key: kubernetes.io/arch
+          values: ["arm64"]
+  disruption:
+    consolidationPolicy: WhenUnderutilized
+    consolidateAfter: 5m
+    expireAfter: 720h
+`
+	objs, err := manifest.NewDecoder().Decode(strings.NewReader(legacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := objs[0].(*stevedorev1.NodePool)
+	if _, err := sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the older spellings were refused: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = sb.Stevedore.StevedoreV1().NodePools().Delete(context.Background(), np.Name, metav1.DeleteOptions{})
+	})
+	stored, err := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, np.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := stored.Spec.Template.Spec.NodeClassRef
+	if ref.Group != stevedorev1.GroupName || ref.Kind != "EC2NodeClass" {
+		t.Errorf("nodeClassRef = %+v, want group and kind defaulted by the API server", ref)
+	}
+	if op := stored.Spec.Template.Spec.Requirements[0].Operator; op != "In" {
+		t.Errorf("requirement operator = %q, want In by default", op)
+	}
+	stored.Normalize()
+	if p := stored.Spec.Disruption.ConsolidationPolicy; p != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+		t.Errorf("consolidationPolicy normalised to %q", p)
+	}
+	if e := stored.Spec.Template.Spec.ExpireAfter; e == nil || e.String() != "720h0m0s" {
+		t.Errorf("expireAfter normalised to %v, want 720h from spec.disruption.expireAfter", e)
+	}
+}

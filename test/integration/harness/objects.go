@@ -1,0 +1,33 @@
+package harness
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StevedoreSchedulerName is the scheduler name of Stevedore's profile.
+const StevedoreSchedulerName = "stevedore"
+
+// Pod returns a pause pod scheduled by Stevedore that requests cpu and memory (either may be empty).
+func Pod(namespace, name, cpu, memory string) *corev1.Pod {
+	requests := corev1.ResourceList{}
+	if cpu != "" {
+		requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if memory != "" {
+		requests[corev1.ResourceMemory] = resource.MustParse(memory)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			SchedulerName:                 StevedoreSchedulerName,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name:      "pause",
+				Image:     "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: requests},
+			}},
+		},
+	}
+}
