@@ -1,4 +1,5 @@
 # Stevedore. `make test` runs every test; `make demo` plays the seeds' inflate scenario in the sandbox.
+SHELL         := /bin/bash
 GO            ?= go
 BIN           := $(CURDIR)/bin
 MODULE        := github.com/stevedore-dev/stevedore
