@@ -1,0 +1,214 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+)
+
+// Batching windows: identical CreateFleet requests arriving within fleetBatchWindow of the first share one call;
+// terminations within terminateBatchWindow share one TerminateInstances call.
+const (
+	defaultFleetBatchWindow = 25 * time.Millisecond
+	terminateBatchWindow = 100 * time.Millisecond
+	maxTerminateBatch    = 500
+)
+
+type fleetRequest struct {
+	input     *ec2.CreateFleetInput
+	claim     string
+	overrides []override
+}
+
+type fleetError struct {
+	instanceType, zone, code, message string
+}
+
+type fleetResult struct {
+	instanceID string
+	errors     []fleetError
+}
+
+type fleetMember struct {
+	claim string
+	done  chan fleetOutcome
+}
+
+type fleetOutcome struct {
+	result fleetResult
+	err    error
+}
+
+type fleetBatch struct {
+	input   *ec2.CreateFleetInput
+	members []fleetMember
+}
+
+// fleetBatcher merges identical concurrent CreateFleet requests into one call with TotalTargetCapacity N.
+type fleetBatcher struct {
+	client *ec2.Client
+	window time.Duration
+
+	mu      sync.Mutex
+	pending map[string]*fleetBatch
+}
+
+func newFleetBatcher(client *ec2.Client, window time.Duration) *fleetBatcher {
+	return &fleetBatcher{client: client, window: window, pending: map[string]*fleetBatch{}}
+}
+
+// launch joins (or opens) the batch of identical requests and waits for its result.
+func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResult, error) {
+	raw, err := json.Marshal(req.input)
+	if err != nil {
+		return fleetResult{}, err
+	}
+	sum := sha256.Sum256(raw)
+	key := hex.EncodeToString(sum[:])
+	member := fleetMember{claim: req.claim, done: make(chan fleetOutcome, 1)}
+	b.mu.Lock()
+	batch, open := b.pending[key]
+	if !open {
+		batch = &fleetBatch{input: req.input}
+		b.pending[key] = batch
+		time.AfterFunc(b.window, func() { b.flush(key) })
+	}
+	batch.members = append(batch.members, member)
+	b.mu.Unlock()
+	select {
+	case out := <-member.done:
+		return out.result, out.err
+	case <-ctx.Done():
+		return fleetResult{}, ctx.Err()
+	}
+}
+
+// flush sends a batch: one CreateFleet whose ClientToken is derived from the NodeClaims it launches for, so an SDK
+// retry of the same call never launches twice.
+func (b *fleetBatcher) flush(key string) {
+	b.mu.Lock()
+	batch := b.pending[key]
+	delete(b.pending, key)
+	b.mu.Unlock()
+	sort.Slice(batch.members, func(i, j int) bool { return batch.members[i].claim < batch.members[j].claim })
+	claims := make([]string, len(batch.members))
+	for i, m := range batch.members {
+		claims[i] = m.claim
+	}
+	tokenSum := sha256.Sum256([]byte(key + "/" + strings.Join(claims, ",")))
+	in := *batch.input
+	tcs := *in.TargetCapacitySpecification
+	tcs.TotalTargetCapacity = aws.Int32(int32(len(batch.members)))
+	in.TargetCapacitySpecification = &tcs
+	in.ClientToken = aws.String(hex.EncodeToString(tokenSum[:16]))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := b.client.CreateFleet(ctx, &in)
+	if err != nil {
+		for _, m := range batch.members {
+			m.done <- fleetOutcome{err: fmt.Errorf("CreateFleet: %w", err)}
+		}
+		return
+	}
+	var errs []fleetError
+	for _, e := range out.Errors {
+		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
+		if lto := e.LaunchTemplateAndOverrides; lto != nil && lto.Overrides != nil {
+			fe.instanceType, fe.zone = string(lto.Overrides.InstanceType), aws.ToString(lto.Overrides.AvailabilityZone)
+		}
+		errs = append(errs, fe)
+	}
+	var ids []string
+	for _, inst := range out.Instances {
+		ids = append(ids, inst.InstanceIds...)
+	}
+	for i, m := range batch.members {
+		res := fleetResult{errors: errs}
+		if i < len(ids) {
+			res.instanceID = ids[i]
+		}
+		m.done <- fleetOutcome{result: res}
+	}
+}
+
+// terminateBatcher merges terminations into TerminateInstances calls.
+type terminateBatcher struct {
+	client *ec2.Client
+
+	mu      sync.Mutex
+	pending map[string][]chan error
+	armed   bool
+}
+
+func newTerminateBatcher(client *ec2.Client) *terminateBatcher {
+	return &terminateBatcher{client: client, pending: map[string][]chan error{}}
+}
+
+func (t *terminateBatcher) terminate(ctx context.Context, id string) error {
+	done := make(chan error, 1)
+	t.mu.Lock()
+	t.pending[id] = append(t.pending[id], done)
+	if !t.armed {
+		t.armed = true
+		time.AfterFunc(terminateBatchWindow, t.flush)
+	}
+	t.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *terminateBatcher) flush() {
+	t.mu.Lock()
+	pending := t.pending
+	t.pending = map[string][]chan error{}
+	t.armed = false
+	t.mu.Unlock()
+	ids := sortedKeysOf(pending)
+	for start := 0; start < len(ids); start += maxTerminateBatch {
+		chunk := ids[start:min(len(ids), start+maxTerminateBatch)]
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := t.client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
+		if err != nil && isNotFound(err) && len(chunk) > 1 {
+			// one vanished instance fails the whole call: terminate the rest one by one
+			for _, id := range chunk {
+				_, e := t.client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+				if isNotFound(e) {
+					e = nil
+				}
+				notify(pending[id], e)
+			}
+			cancel()
+			continue
+		}
+		cancel()
+		if isNotFound(err) {
+			err = nil
+		}
+		for _, id := range chunk {
+			if err != nil {
+				notify(pending[id], fmt.Errorf("TerminateInstances: %w", err))
+			} else {
+				notify(pending[id], nil)
+			}
+		}
+	}
+}
+
+func notify(chans []chan error, err error) {
+	for _, c := range chans {
+		c <- err
+	}
+}

@@ -1,0 +1,212 @@
+package aws
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+)
+
+// CatalogRefreshInterval is how often instance types and prices are read again from AWS.
+const CatalogRefreshInterval = 12 * time.Hour
+
+// catalogSource keeps the region's instance-type catalog: from DescribeInstanceTypes, DescribeInstanceTypeOfferings,
+// DescribeSpotPriceHistory and the pricing API when they answer, else the embedded default.
+type catalogSource struct {
+	ec2      *ec2.Client
+	pricing  *pricing.Client
+	region   string
+	clock    clock.PassiveClock
+	fallback *catalog.File
+
+	mu        sync.RWMutex
+	current   *catalog.File
+	fromAPI   bool
+	refreshed time.Time
+}
+
+// get returns the current catalog, refreshing it first when it is older than CatalogRefreshInterval.
+func (c *catalogSource) get(ctx context.Context) *catalog.File {
+	c.mu.RLock()
+	cur, at := c.current, c.refreshed
+	c.mu.RUnlock()
+	if cur != nil && c.clock.Since(at) < CatalogRefreshInterval {
+		return cur
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current != nil && c.clock.Since(c.refreshed) < CatalogRefreshInterval {
+		return c.current
+	}
+	fresh, err := c.fetch(ctx)
+	c.refreshed = c.clock.Now()
+	switch {
+	case err == nil:
+		c.current, c.fromAPI = fresh, true
+		klog.FromContext(ctx).Info("Instance-type catalog refreshed from AWS", "region", c.region, "instanceTypes", len(fresh.InstanceTypes))
+	case c.current == nil:
+		c.current = c.fallback
+		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; using the embedded catalog",
+			"region", c.region, "instanceTypes", len(c.fallback.InstanceTypes))
+	default:
+		klog.FromContext(ctx).Error(err, "Refreshing instance types and prices failed; keeping the previous catalog")
+	}
+	return c.current
+}
+
+func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	types := map[string]ec2types.InstanceTypeInfo{}
+	p := ec2.NewDescribeInstanceTypesPaginator(c.ec2, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeInstanceTypes: %w", err)
+		}
+		for _, it := range out.InstanceTypes {
+			types[string(it.InstanceType)] = it
+		}
+	}
+	zones := map[string][]string{}
+	op := ec2.NewDescribeInstanceTypeOfferingsPaginator(c.ec2, &ec2.DescribeInstanceTypeOfferingsInput{LocationType: ec2types.LocationTypeAvailabilityZone})
+	for op.HasMorePages() {
+		out, err := op.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeInstanceTypeOfferings: %w", err)
+		}
+		for _, o := range out.InstanceTypeOfferings {
+			zones[string(o.InstanceType)] = append(zones[string(o.InstanceType)], aws.ToString(o.Location))
+		}
+	}
+	onDemand, err := c.onDemandPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spot := map[string]float64{}
+	sp := ec2.NewDescribeSpotPriceHistoryPaginator(c.ec2, &ec2.DescribeSpotPriceHistoryInput{
+		ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(c.clock.Now())})
+	for sp.HasMorePages() {
+		out, err := sp.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeSpotPriceHistory: %w", err)
+		}
+		for _, s := range out.SpotPriceHistory {
+			price, err := strconv.ParseFloat(aws.ToString(s.SpotPrice), 64)
+			if err != nil {
+				continue
+			}
+			spot[string(s.InstanceType)+"/"+aws.ToString(s.AvailabilityZone)] = price
+		}
+	}
+	out := &catalog.File{Region: c.region, Generated: c.clock.Now().UTC().Format(time.RFC3339), Source: "EC2 and pricing APIs"}
+	for name, info := range types {
+		price, ok := onDemand[name]
+		if !ok || info.VCpuInfo == nil || info.MemoryInfo == nil || info.ProcessorInfo == nil || info.NetworkInfo == nil {
+			continue
+		}
+		arch := ""
+		for _, a := range info.ProcessorInfo.SupportedArchitectures {
+			switch a {
+			case ec2types.ArchitectureTypeX8664:
+				arch = "amd64"
+			case ec2types.ArchitectureTypeArm64:
+				arch = "arm64"
+			}
+		}
+		if arch == "" {
+			continue
+		}
+		it := catalog.InstanceType{
+			Name: name, Architecture: arch, VCPU: int(aws.ToInt32(info.VCpuInfo.DefaultVCpus)),
+			MemoryMiB: aws.ToInt64(info.MemoryInfo.SizeInMiB), Hypervisor: string(info.Hypervisor),
+			ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
+		}
+		spotOK := false
+		for _, u := range info.SupportedUsageClasses {
+			spotOK = spotOK || u == ec2types.UsageClassTypeSpot
+		}
+		sort.Strings(zones[name])
+		for _, z := range zones[name] {
+			it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "on-demand", Price: price})
+			if sp, ok := spot[name+"/"+z]; ok && spotOK && sp > 0 {
+				it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "spot", Price: sp})
+			}
+		}
+		if len(it.Offerings) == 0 || it.VCPU == 0 || it.MemoryMiB == 0 || it.PodLimit() <= 0 {
+			continue
+		}
+		out.InstanceTypes = append(out.InstanceTypes, it)
+	}
+	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
+	if len(out.InstanceTypes) == 0 {
+		return nil, fmt.Errorf("the EC2 and pricing APIs returned no usable instance type")
+	}
+	if err := out.Validate(); err != nil {
+		return nil, fmt.Errorf("catalog from the APIs: %w", err)
+	}
+	return out, nil
+}
+
+// priceDocument is the part of a pricing API product document Stevedore reads.
+type priceDocument struct {
+	Product struct {
+		Attributes struct {
+			InstanceType string `json:"instanceType"`
+		} `json:"attributes"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
+func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64, error) {
+	term := func(field, value string) pricingtypes.Filter {
+		return pricingtypes.Filter{Field: aws.String(field), Value: aws.String(value), Type: pricingtypes.FilterTypeTermMatch}
+	}
+	in := &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), Filters: []pricingtypes.Filter{
+		term("regionCode", c.region), term("operatingSystem", "Linux"), term("tenancy", "Shared"),
+		term("preInstalledSw", "NA"), term("capacitystatus", "Used")}}
+	prices := map[string]float64{}
+	p := pricing.NewGetProductsPaginator(c.pricing, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("pricing GetProducts: %w", err)
+		}
+		for _, raw := range out.PriceList {
+			var doc priceDocument
+			if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+				continue
+			}
+			for _, t := range doc.Terms.OnDemand {
+				for _, d := range t.PriceDimensions {
+					if v, err := strconv.ParseFloat(d.PricePerUnit["USD"], 64); err == nil && v > 0 {
+						prices[doc.Product.Attributes.InstanceType] = v
+					}
+				}
+			}
+		}
+	}
+	if len(prices) == 0 {
+		return nil, fmt.Errorf("pricing GetProducts returned no price for region %s", c.region)
+	}
+	return prices, nil
+}

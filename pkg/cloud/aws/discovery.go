@@ -1,0 +1,321 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// discoveryTTL is how long resolved subnets, security groups and AMIs are reused.
+const discoveryTTL = time.Minute
+
+// Resolved is what an EC2NodeClass's selector terms resolve to.
+type Resolved struct {
+	// Subnets, most free addresses first, at most one per zone used for launching.
+	Subnets []Subnet
+	// SecurityGroupIDs sorted.
+	SecurityGroupIDs []string
+	// AMIs by architecture (amd64, arm64): the newest image matching the terms.
+	AMIs map[string]AMI
+	// InstanceProfile the nodes run with.
+	InstanceProfile string
+	// Problems say what did not resolve (empty when the node class is usable).
+	Problems []string
+}
+
+// Subnet is a resolved subnet.
+type Subnet struct {
+	ID, Zone, ZoneID string
+	FreeIPs          int32
+}
+
+// AMI is a resolved image.
+type AMI struct {
+	ID, Name, Architecture string
+	Created                string
+}
+
+// Zones returns the zones of the resolved subnets.
+func (r *Resolved) Zones() map[string]bool {
+	out := map[string]bool{}
+	for _, s := range r.Subnets {
+		out[s.Zone] = true
+	}
+	return out
+}
+
+// SubnetFor returns the subnet of a zone with the most free addresses.
+func (r *Resolved) SubnetFor(zone string) (Subnet, bool) {
+	for _, s := range r.Subnets {
+		if s.Zone == zone {
+			return s, true
+		}
+	}
+	return Subnet{}, false
+}
+
+type discovery struct {
+	ec2         *ec2.Client
+	ssm         *ssm.Client
+	clusterName string
+	k8sVersion  string
+	clock       clock.PassiveClock
+
+	mu    sync.Mutex
+	cache map[string]cachedResolution // by node class name + generation
+}
+
+type cachedResolution struct {
+	at  time.Time
+	res *Resolved
+}
+
+// resolve returns what a node class resolves to, from the cache when it is fresh.
+func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
+	key := fmt.Sprintf("%s/%d/%s", nc.Name, nc.Generation, nc.UID)
+	d.mu.Lock()
+	c, ok := d.cache[key]
+	d.mu.Unlock()
+	if ok && d.clock.Since(c.at) < discoveryTTL {
+		return c.res, nil
+	}
+	res, err := d.resolveNow(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.cache[key] = cachedResolution{at: d.clock.Now(), res: res}
+	d.mu.Unlock()
+	return res, nil
+}
+
+// invalidate forgets cached resolutions (after a launch failed on a vanished subnet, for instance).
+func (d *discovery) invalidate() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cache = map[string]cachedResolution{}
+}
+
+func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
+	res := &Resolved{AMIs: map[string]AMI{}}
+	var err error
+	if res.Subnets, err = d.subnets(ctx, nc.Spec.SubnetSelectorTerms); err != nil {
+		return nil, fmt.Errorf("subnets: %w", err)
+	}
+	if len(res.Subnets) == 0 {
+		res.Problems = append(res.Problems, "no subnet matches subnetSelectorTerms")
+	}
+	if res.SecurityGroupIDs, err = d.securityGroups(ctx, d.securityGroupTerms(nc)); err != nil {
+		return nil, fmt.Errorf("security groups: %w", err)
+	}
+	if len(res.SecurityGroupIDs) == 0 {
+		res.Problems = append(res.Problems, "no security group matches securityGroupSelectorTerms")
+	}
+	if res.AMIs, err = d.amis(ctx, nc); err != nil {
+		return nil, fmt.Errorf("AMIs: %w", err)
+	}
+	if len(res.AMIs) == 0 {
+		res.Problems = append(res.Problems, "no AMI matches amiSelectorTerms")
+	}
+	if nc.Spec.InstanceProfile != nil {
+		res.InstanceProfile = *nc.Spec.InstanceProfile
+	} else {
+		// The instance profile carries the role's name: the Terraform example and the EKS console create it so.
+		res.InstanceProfile = nc.Spec.Role
+	}
+	return res, nil
+}
+
+func (d *discovery) securityGroupTerms(nc *stevedorev1.EC2NodeClass) []stevedorev1.SecurityGroupSelectorTerm {
+	if len(nc.Spec.SecurityGroupSelectorTerms) > 0 {
+		return nc.Spec.SecurityGroupSelectorTerms
+	}
+	// The EKS cluster security group, which EKS tags with the cluster's name.
+	return []stevedorev1.SecurityGroupSelectorTerm{{Tags: map[string]string{"aws:eks:cluster-name": d.clusterName}}}
+}
+
+func tagFilters(tags map[string]string) []ec2types.Filter {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []ec2types.Filter
+	for _, k := range keys {
+		if tags[k] == "*" {
+			out = append(out, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
+		} else {
+			out = append(out, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{tags[k]}})
+		}
+	}
+	return out
+}
+
+func (d *discovery) subnets(ctx context.Context, terms []stevedorev1.SubnetSelectorTerm) ([]Subnet, error) {
+	byID := map[string]Subnet{}
+	for _, term := range terms {
+		in := &ec2.DescribeSubnetsInput{Filters: tagFilters(term.Tags)}
+		if term.ID != "" {
+			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("subnet-id"), Values: []string{term.ID}})
+		}
+		p := ec2.NewDescribeSubnetsPaginator(d.ec2, in)
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range out.Subnets {
+				byID[aws.ToString(s.SubnetId)] = Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone),
+					ZoneID: aws.ToString(s.AvailabilityZoneId), FreeIPs: aws.ToInt32(s.AvailableIpAddressCount)}
+			}
+		}
+	}
+	out := make([]Subnet, 0, len(byID))
+	for _, s := range byID {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].FreeIPs != out[j].FreeIPs {
+			return out[i].FreeIPs > out[j].FreeIPs
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+func (d *discovery) securityGroups(ctx context.Context, terms []stevedorev1.SecurityGroupSelectorTerm) ([]string, error) {
+	ids := map[string]bool{}
+	for _, term := range terms {
+		in := &ec2.DescribeSecurityGroupsInput{Filters: tagFilters(term.Tags)}
+		if term.ID != "" {
+			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("group-id"), Values: []string{term.ID}})
+		}
+		if term.Name != "" {
+			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("group-name"), Values: []string{term.Name}})
+		}
+		p := ec2.NewDescribeSecurityGroupsPaginator(d.ec2, in)
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, g := range out.SecurityGroups {
+				ids[aws.ToString(g.GroupId)] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(ids))
+	for id := range ids {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// aliasParameters returns the public SSM parameters naming an alias's AMIs, by architecture.
+func (d *discovery) aliasParameters(alias string) (map[string]string, error) {
+	family, version, _ := strings.Cut(alias, "@")
+	if version != "latest" {
+		return nil, fmt.Errorf("alias %q: only @latest is resolved through SSM; pin a version with an id or name term", alias)
+	}
+	switch family {
+	case "al2023":
+		base := "/aws/service/eks/optimized-ami/" + d.k8sVersion + "/amazon-linux-2023/"
+		return map[string]string{"amd64": base + "x86_64/standard/recommended/image_id", "arm64": base + "arm64/standard/recommended/image_id"}, nil
+	case "bottlerocket":
+		base := "/aws/service/bottlerocket/aws-k8s-" + d.k8sVersion + "/"
+		return map[string]string{"amd64": base + "x86_64/latest/image_id", "arm64": base + "arm64/latest/image_id"}, nil
+	}
+	return nil, fmt.Errorf("alias %q: unknown family", alias)
+}
+
+func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map[string]AMI, error) {
+	terms := nc.Spec.AMISelectorTerms
+	if len(terms) == 0 {
+		alias := "al2023@latest"
+		if nc.AMIFamilyOrDefault() == stevedorev1.AMIFamilyBottlerocket {
+			alias = "bottlerocket@latest"
+		}
+		terms = []stevedorev1.AMISelectorTerm{{Alias: alias}}
+	}
+	var ids []string
+	var filters [][]ec2types.Filter
+	var owners [][]string
+	for _, term := range terms {
+		switch {
+		case term.Alias != "":
+			params, err := d.aliasParameters(term.Alias)
+			if err != nil {
+				return nil, err
+			}
+			for _, arch := range []string{"amd64", "arm64"} {
+				out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(params[arch])})
+				if err != nil {
+					return nil, fmt.Errorf("SSM parameter %s: %w", params[arch], err)
+				}
+				ids = append(ids, aws.ToString(out.Parameter.Value))
+			}
+		case term.SSMParameter != "":
+			out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
+			if err != nil {
+				return nil, fmt.Errorf("SSM parameter %s: %w", term.SSMParameter, err)
+			}
+			ids = append(ids, aws.ToString(out.Parameter.Value))
+		case term.ID != "":
+			ids = append(ids, term.ID)
+		default:
+			f := tagFilters(term.Tags)
+			if term.Name != "" {
+				f = append(f, ec2types.Filter{Name: aws.String("name"), Values: []string{term.Name}})
+			}
+			filters = append(filters, f)
+			if term.Owner != "" {
+				owners = append(owners, []string{term.Owner})
+			} else {
+				owners = append(owners, []string{"self", "amazon"})
+			}
+		}
+	}
+	var images []ec2types.Image
+	if len(ids) > 0 {
+		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: ids})
+		if err != nil {
+			return nil, err
+		}
+		images = append(images, out.Images...)
+	}
+	for i, f := range filters {
+		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: f, Owners: owners[i]})
+		if err != nil {
+			return nil, err
+		}
+		images = append(images, out.Images...)
+	}
+	result := map[string]AMI{}
+	for _, img := range images {
+		arch := string(img.Architecture)
+		if arch == "x86_64" {
+			arch = "amd64"
+		}
+		if arch != "amd64" && arch != "arm64" {
+			continue
+		}
+		cur, ok := result[arch]
+		created := aws.ToString(img.CreationDate)
+		if !ok || created > cur.Created || (created == cur.Created && aws.ToString(img.ImageId) > cur.ID) {
+			result[arch] = AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Architecture: arch, Created: created}
+		}
+	}
+	return result, nil
+}

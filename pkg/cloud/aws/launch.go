@@ -1,0 +1,436 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// override is one (instance type, subnet) a fleet may launch.
+type override struct {
+	instanceType, arch, zone, subnetID string
+	price                              float64
+}
+
+// Create launches an instance for the NodeClaim with CreateFleet (type instant). Before launching it looks for an
+// instance already tagged with the NodeClaim's name, so a restart between a launch and the NodeClaim's status
+// update adopts the instance instead of launching another.
+func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*cloud.Instance, error) {
+	logger := klog.FromContext(ctx).WithValues("nodeclaim", claim.Name)
+	nc, err := p.nodeClass(claim.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.discovery.resolve(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Problems) > 0 {
+		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: strings.Join(res.Problems, "; ")}
+	}
+	if existing, err := p.findByClaim(ctx, claim.Name); err != nil {
+		return nil, err
+	} else if existing != nil {
+		logger.Info("Adopting the instance already launched for the NodeClaim", "instance", existing.ID)
+		return existing, nil
+	}
+	reqs, err := claimRequirements(claim)
+	if err != nil {
+		return nil, err
+	}
+	overrides, capacityType, err := p.overrides(ctx, claim, nc, res, reqs)
+	if err != nil {
+		return nil, err
+	}
+	templates := map[string]string{}
+	for _, o := range overrides {
+		if _, ok := templates[o.arch]; ok {
+			continue
+		}
+		name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o.arch)
+		if err != nil {
+			return nil, err
+		}
+		templates[o.arch] = name
+	}
+	req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
+	result, err := p.fleets.launch(ctx, req)
+	if err != nil {
+		return nil, classifyLaunchError(err)
+	}
+	for _, e := range result.errors {
+		if capacityErrorCodes[e.code] {
+			p.unavailable.Mark(e.instanceType, e.zone, capacityType)
+		}
+	}
+	if result.instanceID == "" {
+		return nil, launchFailure(result.errors, capacityType)
+	}
+	if _, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{result.instanceID}, Tags: []ec2types.Tag{
+		{Key: aws.String(TagNodeClaim), Value: aws.String(claim.Name)},
+		{Key: aws.String(TagName), Value: aws.String(claim.Labels[stevedorev1.LabelNodePool] + "/" + claim.Name)},
+	}}); err != nil {
+		logger.Error(err, "Tagging the instance with its NodeClaim failed; garbage collection will handle it if the NodeClaim is lost", "instance", result.instanceID)
+	}
+	inst, err := p.Get(ctx, result.instanceID)
+	if err != nil {
+		return nil, fmt.Errorf("describing launched instance %s: %w", result.instanceID, err)
+	}
+	inst.Tags[TagNodeClaim] = claim.Name
+	return inst, nil
+}
+
+// claimRequirements reads a NodeClaim's requirements.
+func claimRequirements(claim *stevedorev1.NodeClaim) (scheduling.Requirements, error) {
+	var nsr []corev1.NodeSelectorRequirement
+	for _, r := range claim.Spec.Requirements {
+		nsr = append(nsr, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return scheduling.FromNodeSelectorRequirements(nsr...)
+}
+
+// instanceTypeOrder returns the NodeClaim's instance types in the order it lists them (cheapest first).
+func instanceTypeOrder(claim *stevedorev1.NodeClaim) []string {
+	for _, r := range claim.Spec.Requirements {
+		if r.Key == corev1.LabelInstanceTypeStable && (r.Operator == "In" || r.Operator == "") {
+			return r.Values
+		}
+	}
+	return nil
+}
+
+// overrides lists the offerings the fleet may use, cheapest first, capped at MaxInstanceTypes types, and picks
+// the capacity type: spot when the NodeClaim allows it and a spot offering is available, else on-demand.
+func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, reqs scheduling.Requirements) ([]override, string, error) {
+	its, err := p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+	if err != nil {
+		return nil, "", err
+	}
+	byName := map[string]*cloud.InstanceType{}
+	for _, it := range its {
+		byName[it.Name] = it
+	}
+	order := instanceTypeOrder(claim)
+	if len(order) == 0 {
+		for _, it := range its {
+			if reqs.Compatible(it.Requirements, nil) == nil {
+				order = append(order, it.Name)
+			}
+		}
+	}
+	for _, ct := range []string{stevedorev1.CapacityTypeSpot, stevedorev1.CapacityTypeOnDemand} {
+		if !reqs.Get(stevedorev1.LabelCapacityType).Has(ct) {
+			continue
+		}
+		typed := reqs.Clone()
+		typed.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, ct))
+		var out []override
+		types := 0
+		for _, name := range order {
+			it, ok := byName[name]
+			if !ok {
+				continue
+			}
+			added := false
+			for _, o := range it.Offerings.Compatible(typed) {
+				subnet, ok := res.SubnetFor(o.Zone)
+				if !ok {
+					continue
+				}
+				arch := it.Requirements.Get(corev1.LabelArchStable).Any()
+				out = append(out, override{instanceType: it.Name, arch: arch, zone: o.Zone, subnetID: subnet.ID, price: o.Price})
+				added = true
+			}
+			if added {
+				types++
+				if types == p.opts.MaxInstanceTypes {
+					break
+				}
+			}
+		}
+		if len(out) > 0 {
+			sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+			return out, ct, nil
+		}
+	}
+	return nil, "", &cloud.InsufficientCapacityError{Tried: []string{"no available offering matches the NodeClaim's instance types, zones and capacity types"}}
+}
+
+// fleetRequest builds the CreateFleet input. The tags common to every instance of the NodePool are set here; the
+// NodeClaim's own tag is added after launch, so identical requests can share one call.
+func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, overrides []override, templates map[string]string, capacityType string) fleetRequest {
+	var configs []ec2types.FleetLaunchTemplateConfigRequest
+	for _, arch := range sortedKeysOf(templates) {
+		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+			LaunchTemplateName: aws.String(templates[arch]), Version: aws.String("$Latest")}}
+		for _, o := range overrides {
+			if o.arch == arch {
+				cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)})
+			}
+		}
+		configs = append(configs, cfg)
+	}
+	in := &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType), TotalTargetCapacity: aws.Int32(1)},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))}},
+	}
+	if capacityType == stevedorev1.CapacityTypeSpot {
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	return fleetRequest{input: in, claim: claim.Name, overrides: overrides}
+}
+
+// commonTags are the tags of every resource launched for a NodePool: ownership, NodePool, EKS cluster name and the
+// node class's own tags.
+func (p *Provider) commonTags(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass) map[string]string {
+	tags := map[string]string{}
+	for k, v := range nc.Spec.Tags {
+		tags[k] = v
+	}
+	tags[OwnershipTag(p.opts.ClusterName)] = "owned"
+	tags[TagEKSClusterName] = p.opts.ClusterName
+	tags[TagNodePool] = claim.Labels[stevedorev1.LabelNodePool]
+	return tags
+}
+
+func toEC2Tags(tags map[string]string) []ec2types.Tag {
+	out := make([]ec2types.Tag, 0, len(tags))
+	for _, k := range sortedKeysOf(tags) {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return out
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// findByClaim returns a live instance tagged with the NodeClaim's name, if one exists.
+func (p *Provider) findByClaim(ctx context.Context, claimName string) (*cloud.Instance, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + TagNodeClaim), Values: []string{claimName}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("looking for an instance of NodeClaim %s: %w", claimName, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			return p.instance(i), nil
+		}
+	}
+	return nil, nil
+}
+
+// ensureLaunchTemplate returns the name of the launch template for a node class, NodePool labels and taints, AMI
+// and architecture, creating it if needed. Templates are named by a hash of their content and reused.
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, arch string) (string, error) {
+	ami, ok := res.AMIs[arch]
+	if !ok {
+		return "", &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: "no AMI for architecture " + arch}
+	}
+	userData, err := p.bootstrap(claim, nc).Render(nc.AMIFamilyOrDefault())
+	if err != nil {
+		return "", err
+	}
+	data := &ec2types.RequestLaunchTemplateData{
+		ImageId:             aws.String(ami.ID),
+		UserData:            aws.String(base64.StdEncoding.EncodeToString([]byte(userData))),
+		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(res.InstanceProfile)},
+		SecurityGroupIds:    res.SecurityGroupIDs,
+		MetadataOptions:     metadataOptions(nc),
+		BlockDeviceMappings: blockDevices(nc),
+		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(nc.Spec.DetailedMonitoring != nil && *nc.Spec.DetailedMonitoring)},
+		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))},
+		},
+	}
+	raw, _ := json.Marshal(data)
+	sum := sha256.Sum256(raw)
+	name := fmt.Sprintf("stevedore/%s/%s", p.opts.ClusterName, hex.EncodeToString(sum[:10]))
+	p.ltMu.Lock()
+	_, known := p.templates[name]
+	p.ltMu.Unlock()
+	if known {
+		return name, nil
+	}
+	_, err = p.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	if isLaunchTemplateNotFound(err) {
+		tags := p.commonTags(claim, nc)
+		delete(tags, TagNodePool)
+		_, err = p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+			LaunchTemplateName: aws.String(name), LaunchTemplateData: data,
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: toEC2Tags(tags)}},
+		})
+		if isAlreadyExists(err) {
+			err = nil
+		}
+		if err == nil {
+			klog.FromContext(ctx).V(2).Info("Created launch template", "launchTemplate", name, "ami", ami.ID, "arch", arch)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("launch template %s: %w", name, classifyLaunchError(err))
+	}
+	p.ltMu.Lock()
+	p.templates[name] = name
+	p.ltMu.Unlock()
+	return name, nil
+}
+
+// bootstrap is what a node of the NodeClaim's NodePool needs to join: the NodePool's labels and taints (those
+// that do not depend on the offering EC2 picks), and the unregistered taint Stevedore removes once it has synced
+// the node.
+func (p *Provider) bootstrap(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass) Bootstrap {
+	labels := kubeletLabels(claim.Labels)
+	taints := []corev1.Taint{{Key: stevedorev1.TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoExecute}}
+	taints = append(taints, claim.Spec.Taints...)
+	taints = append(taints, claim.Spec.StartupTaints...)
+	ud := ""
+	if nc.Spec.UserData != nil {
+		ud = *nc.Spec.UserData
+	}
+	return Bootstrap{ClusterName: p.opts.ClusterName, ClusterEndpoint: p.opts.ClusterEndpoint, CABundle: p.opts.CABundle,
+		ServiceCIDR: p.opts.ServiceCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, UserData: ud}
+}
+
+// kubeletLabels are the NodeClaim's labels a kubelet may register with: not the well-known ones that depend on the
+// offering EC2 picks (Stevedore syncs those after registration) and nothing in the kubernetes.io or k8s.io
+// namespaces, which the NodeRestriction admission plugin refuses from kubelets.
+func kubeletLabels(claimLabels map[string]string) map[string]string {
+	wellKnown := map[string]bool{}
+	for _, k := range stevedorev1.WellKnownLabels() {
+		wellKnown[k] = true
+	}
+	out := map[string]string{}
+	for k, v := range claimLabels {
+		if wellKnown[k] || k == stevedorev1.LabelNodeClaim {
+			continue
+		}
+		if domain, _, ok := strings.Cut(k, "/"); ok && (strings.HasSuffix(domain, "kubernetes.io") || strings.HasSuffix(domain, "k8s.io")) {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func metadataOptions(nc *stevedorev1.EC2NodeClass) *ec2types.LaunchTemplateInstanceMetadataOptionsRequest {
+	mo := &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+		HttpEndpoint: ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled, HttpProtocolIpv6: ec2types.LaunchTemplateInstanceMetadataProtocolIpv6Disabled,
+		HttpPutResponseHopLimit: aws.Int32(1), HttpTokens: ec2types.LaunchTemplateHttpTokensStateRequired,
+	}
+	if m := nc.Spec.MetadataOptions; m != nil {
+		if m.HTTPEndpoint != nil {
+			mo.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(*m.HTTPEndpoint)
+		}
+		if m.HTTPProtocolIPv6 != nil {
+			mo.HttpProtocolIpv6 = ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(*m.HTTPProtocolIPv6)
+		}
+		if m.HTTPPutResponseHopLimit != nil {
+			mo.HttpPutResponseHopLimit = aws.Int32(int32(*m.HTTPPutResponseHopLimit))
+		}
+		if m.HTTPTokens != nil {
+			mo.HttpTokens = ec2types.LaunchTemplateHttpTokensState(*m.HTTPTokens)
+		}
+	}
+	return mo
+}
+
+func blockDevices(nc *stevedorev1.EC2NodeClass) []ec2types.LaunchTemplateBlockDeviceMappingRequest {
+	mappings := nc.Spec.BlockDeviceMappings
+	if len(mappings) == 0 {
+		size := rootVolumeSize(nc)
+		gp3 := "gp3"
+		mappings = []stevedorev1.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), RootVolume: true,
+			EBS: &stevedorev1.BlockDevice{VolumeSize: &size, VolumeType: &gp3, Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}}
+	}
+	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
+	for _, m := range mappings {
+		bd := ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: m.DeviceName}
+		if m.DeviceName == nil {
+			bd.DeviceName = aws.String("/dev/xvda")
+		}
+		if e := m.EBS; e != nil {
+			ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true), VolumeType: ec2types.VolumeTypeGp3}
+			if e.VolumeSize != nil {
+				ebs.VolumeSize = aws.Int32(int32((e.VolumeSize.Value() + 1<<30 - 1) >> 30)) // GiB, rounded up
+			}
+			if e.VolumeType != nil {
+				ebs.VolumeType = ec2types.VolumeType(*e.VolumeType)
+			}
+			if e.Encrypted != nil {
+				ebs.Encrypted = e.Encrypted
+			}
+			if e.DeleteOnTermination != nil {
+				ebs.DeleteOnTermination = e.DeleteOnTermination
+			}
+			if e.IOPS != nil {
+				ebs.Iops = aws.Int32(int32(*e.IOPS))
+			}
+			if e.Throughput != nil {
+				ebs.Throughput = aws.Int32(int32(*e.Throughput))
+			}
+			ebs.KmsKeyId, ebs.SnapshotId = e.KMSKeyID, e.SnapshotID
+			bd.Ebs = ebs
+		}
+		out = append(out, bd)
+	}
+	return out
+}
+
+// classifyLaunchError turns errors only the user can fix into LaunchConfigurationErrors with a hint.
+func classifyLaunchError(err error) error {
+	code := errorCode(err)
+	if hint, ok := configHints[code]; ok {
+		return &cloud.LaunchConfigurationError{Code: code, Message: err.Error(), Hint: hint}
+	}
+	return err
+}
+
+// launchFailure explains why a fleet launched nothing.
+func launchFailure(errs []fleetError, capacityType string) error {
+	var tried []string
+	for _, e := range errs {
+		if hint, ok := configHints[e.code]; ok && !capacityErrorCodes[e.code] {
+			return &cloud.LaunchConfigurationError{Code: e.code, Message: e.message, Hint: hint}
+		}
+		tried = append(tried, fmt.Sprintf("%s/%s/%s: %s", e.instanceType, e.zone, capacityType, e.code))
+	}
+	if len(tried) == 0 {
+		return errors.New("CreateFleet launched nothing and reported no error")
+	}
+	return &cloud.InsufficientCapacityError{Tried: tried}
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

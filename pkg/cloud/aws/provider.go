@@ -1,0 +1,398 @@
+// Package aws implements Stevedore's cloud provider on aws-sdk-go-v2: CreateFleet launches, TerminateInstances,
+// subnet, security group and AMI discovery, launch templates with AL2023 and Bottlerocket user data, and the
+// instance-type catalog from the EC2 and pricing APIs.
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+)
+
+// Tag keys Stevedore puts on every resource it creates.
+const (
+	TagNodePool       = stevedorev1.LabelNodePool
+	TagNodeClaim      = stevedorev1.LabelNodeClaim
+	TagEKSClusterName = "eks:eks-cluster-name"
+	TagName           = "Name"
+)
+
+// OwnershipTag is the tag that marks an EC2 resource as belonging to a cluster.
+func OwnershipTag(clusterName string) string { return "kubernetes.io/cluster/" + clusterName }
+
+// Options configure the provider.
+type Options struct {
+	ClusterName     string
+	ClusterEndpoint string
+	// CABundle is the cluster CA certificate (PEM) new nodes trust.
+	CABundle []byte
+	// ServiceCIDR of the cluster, for nodeadm.
+	ServiceCIDR string
+	Region      string
+	// KubernetesVersion ("1.37") selects the EKS-optimized AMIs.
+	KubernetesVersion string
+	// Env looks up AWS settings (endpoints, credentials); default os.Getenv.
+	Env func(string) string
+	// NodeClasses reads EC2NodeClasses.
+	NodeClasses listers.EC2NodeClassLister
+	// MaxInstanceTypes caps the instance types offered to one CreateFleet call.
+	MaxInstanceTypes int
+	// VMMemoryOverheadPercent is the share of nominal memory an instance does not report.
+	VMMemoryOverheadPercent float64
+	// Fallback is the catalog used when the APIs cannot be read; default the embedded one.
+	Fallback *catalog.File
+	// Clock times the caches (unavailable offerings, discovery, catalog); default the real one.
+	Clock clock.Clock
+	// FleetBatchWindow is how long identical launches wait to share a CreateFleet call; default 25ms.
+	FleetBatchWindow time.Duration
+}
+
+// Provider is the AWS cloud provider.
+type Provider struct {
+	opts        Options
+	ec2         *ec2.Client
+	sqs         *sqs.Client
+	discovery   *discovery
+	catalog     *catalogSource
+	unavailable *cloud.UnavailableOfferings
+	fleets      *fleetBatcher
+	terminator  *terminateBatcher
+
+	ltMu      sync.Mutex
+	templates map[string]string // launch template name -> id
+}
+
+var _ cloud.Provider = &Provider{}
+
+// New builds the provider and its SDK clients: the default credential chain (IRSA and EKS Pod Identity
+// included), and the standard AWS_ENDPOINT_URL_<SERVICE> overrides read through opts.Env.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.Env == nil {
+		opts.Env = os.Getenv
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Fallback == nil {
+		opts.Fallback = catalog.Default()
+	}
+	if opts.MaxInstanceTypes == 0 {
+		opts.MaxInstanceTypes = 60
+	}
+	cfg, err := sdkConfig(ctx, opts.Region, opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := func(service string) *string {
+		if v := opts.Env("AWS_ENDPOINT_URL_" + service); v != "" {
+			return aws.String(v)
+		}
+		if v := opts.Env("AWS_ENDPOINT_URL"); v != "" {
+			return aws.String(v)
+		}
+		return nil
+	}
+	ec2Client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("EC2") })
+	ssmClient := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("SSM") })
+	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("SQS") })
+	// The price list API lives in a few regions only; us-east-1 serves every region's prices.
+	pricingClient := pricing.NewFromConfig(cfg, func(o *pricing.Options) {
+		o.BaseEndpoint = endpoint("PRICING")
+		if o.BaseEndpoint == nil {
+			o.Region = "us-east-1"
+		}
+	})
+	p := &Provider{
+		opts: opts, ec2: ec2Client, sqs: sqsClient,
+		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, clusterName: opts.ClusterName, k8sVersion: opts.KubernetesVersion,
+			clock: opts.Clock, cache: map[string]cachedResolution{}},
+		catalog:     &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback},
+		unavailable: cloud.NewUnavailableOfferings(opts.Clock),
+		templates:   map[string]string{},
+	}
+	if opts.FleetBatchWindow == 0 {
+		opts.FleetBatchWindow = defaultFleetBatchWindow
+	}
+	p.fleets = newFleetBatcher(ec2Client, opts.FleetBatchWindow)
+	p.terminator = newTerminateBatcher(ec2Client)
+	return p, nil
+}
+
+// sdkConfig loads the SDK configuration: region from opts or the chain, credentials from env through lookup when
+// given there (the sandbox), else the default chain.
+func sdkConfig(ctx context.Context, region string, env func(string) string) (aws.Config, error) {
+	var loaders []func(*awsconfig.LoadOptions) error
+	if region == "" {
+		region = env("AWS_REGION")
+	}
+	if region != "" {
+		loaders = append(loaders, awsconfig.WithRegion(region))
+	}
+	if id, secret := env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		loaders = append(loaders, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, env("AWS_SESSION_TOKEN"))))
+	}
+	if env("AWS_EC2_METADATA_DISABLED") == "true" {
+		loaders = append(loaders, awsconfig.WithEC2IMDSClientEnableState(1)) // imds.ClientDisabled
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, loaders...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, fmt.Errorf("no AWS region: set the region argument or AWS_REGION")
+	}
+	return cfg, nil
+}
+
+// SQS returns the SQS client (for the interruption poller).
+func (p *Provider) SQS() *sqs.Client { return p.sqs }
+
+// Catalog returns the current instance-type catalog.
+func (p *Provider) Catalog(ctx context.Context) *catalog.File { return p.catalog.get(ctx) }
+
+// UnavailableOfferings is the provider's ICE cache.
+func (p *Provider) UnavailableOfferings() *cloud.UnavailableOfferings { return p.unavailable }
+
+// MarkUnavailable records an offering without capacity.
+func (p *Provider) MarkUnavailable(instanceType, zone, capacityType, _ string) {
+	p.unavailable.Mark(instanceType, zone, capacityType)
+}
+
+func (p *Provider) nodeClass(ref *stevedorev1.NodeClassReference) (*stevedorev1.EC2NodeClass, error) {
+	if ref == nil {
+		return nil, fmt.Errorf("no nodeClassRef")
+	}
+	nc, err := p.opts.NodeClasses.Get(ref.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, &cloud.NodeClassNotReadyError{Name: ref.Name, Reason: "EC2NodeClass not found"}
+	}
+	return nc, err
+}
+
+// Resolve returns what a node class resolves to (for its status).
+func (p *Provider) Resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
+	return p.discovery.resolve(ctx, nc)
+}
+
+// InstanceTypes returns the types the NodePool's node class can launch: the catalog's types whose architecture
+// has a resolved AMI, offered in the zones of its subnets, with allocatable computed from its kubelet settings.
+func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
+	nc, err := p.nodeClass(np.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.discovery.resolve(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Problems) > 0 {
+		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: res.Problems[0]}
+	}
+	return p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+}
+
+func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI) ([]*cloud.InstanceType, error) {
+	model := cloud.OverheadModel{VMMemoryPercent: p.opts.VMMemoryOverheadPercent, Kubelet: nc.Spec.Kubelet, RootVolume: rootVolumeSize(nc)}
+	var out []*cloud.InstanceType
+	for _, ct := range cat.InstanceTypes {
+		if _, ok := amis[ct.Architecture]; !ok {
+			continue
+		}
+		it, err := cloud.NewInstanceType(ct, model, zones)
+		if err != nil {
+			return nil, err
+		}
+		if len(it.Offerings) == 0 {
+			continue
+		}
+		out = append(out, it)
+	}
+	p.unavailable.Apply(out)
+	return out, nil
+}
+
+func rootVolumeSize(nc *stevedorev1.EC2NodeClass) resource.Quantity {
+	for _, bd := range nc.Spec.BlockDeviceMappings {
+		if bd.RootVolume && bd.EBS != nil && bd.EBS.VolumeSize != nil {
+			return bd.EBS.VolumeSize.DeepCopy()
+		}
+	}
+	return resource.MustParse("20Gi")
+}
+
+// Get returns an instance.
+func (p *Provider) Get(ctx context.Context, instanceID string) (*cloud.Instance, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%s: %w", instanceID, cloud.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing %s: %w", instanceID, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			return p.instance(i), nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w", instanceID, cloud.ErrNotFound)
+}
+
+// List returns the cluster's live instances launched by Stevedore.
+func (p *Provider) List(ctx context.Context) ([]*cloud.Instance, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag-key"), Values: []string{TagNodePool}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
+	}}
+	var out []*cloud.Instance
+	pg := ec2.NewDescribeInstancesPaginator(p.ec2, in)
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out = append(out, p.instance(i))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) instance(i ec2types.Instance) *cloud.Instance {
+	tags := map[string]string{}
+	for _, t := range i.Tags {
+		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	zone := ""
+	if i.Placement != nil {
+		zone = aws.ToString(i.Placement.AvailabilityZone)
+	}
+	ct := stevedorev1.CapacityTypeOnDemand
+	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		ct = stevedorev1.CapacityTypeSpot
+	}
+	state := ""
+	if i.State != nil {
+		state = string(i.State.Name)
+	}
+	inst := &cloud.Instance{
+		ID: aws.ToString(i.InstanceId), ProviderID: fmt.Sprintf("aws:///%s/%s", zone, aws.ToString(i.InstanceId)),
+		NodeName: aws.ToString(i.PrivateDnsName), Type: string(i.InstanceType), Zone: zone, CapacityType: ct,
+		ImageID: aws.ToString(i.ImageId), State: state, LaunchTime: aws.ToTime(i.LaunchTime), Tags: tags,
+	}
+	inst.Price = p.price(inst.Type, zone, ct)
+	return inst
+}
+
+// price looks an offering's price up in the catalog (0 if unknown).
+func (p *Provider) price(instanceType, zone, capacityType string) float64 {
+	cat := p.catalog.get(context.Background())
+	for _, it := range cat.InstanceTypes {
+		if it.Name != instanceType {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == zone && o.CapacityType == capacityType {
+				return o.Price
+			}
+		}
+	}
+	return 0
+}
+
+// Delete terminates an instance this cluster owns. An instance without the cluster's ownership tag is refused;
+// one already gone is not an error.
+func (p *Provider) Delete(ctx context.Context, instanceID string) error {
+	inst, err := p.Get(ctx, instanceID)
+	if err != nil {
+		if isNotFoundErr(err) {
+			return nil
+		}
+		return err
+	}
+	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != "owned" {
+		return fmt.Errorf("refusing to terminate %s: it lacks the tag %s=owned", instanceID, OwnershipTag(p.opts.ClusterName))
+	}
+	if inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown {
+		return nil
+	}
+	return p.terminator.terminate(ctx, instanceID)
+}
+
+func isNotFoundErr(err error) bool {
+	return err != nil && (isNotFound(err) || errorsIs(err, cloud.ErrNotFound))
+}
+
+// IsDrifted reports why a NodeClaim's instance no longer matches its node class: a new AMI for its architecture,
+// or a changed node class (its static fields hash differently).
+func (p *Provider) IsDrifted(ctx context.Context, claim *stevedorev1.NodeClaim) (string, error) {
+	nc, err := p.nodeClass(claim.Spec.NodeClassRef)
+	if err != nil {
+		return "", err
+	}
+	if h := claim.Annotations[stevedorev1.AnnotationNodeClassHash]; h != "" && h != NodeClassHash(nc) {
+		return "NodeClassDrift", nil
+	}
+	res, err := p.discovery.resolve(ctx, nc)
+	if err != nil {
+		return "", err
+	}
+	if claim.Status.ImageID == "" || len(res.AMIs) == 0 {
+		return "", nil
+	}
+	for _, ami := range res.AMIs {
+		if ami.ID == claim.Status.ImageID {
+			return "", nil
+		}
+	}
+	return "AMIDrift", nil
+}
+
+// NodeClassHash hashes the fields of an EC2NodeClass that change what a launched instance is (not its selector
+// terms, whose resolution is compared instead).
+func NodeClassHash(nc *stevedorev1.EC2NodeClass) string {
+	s := nc.Spec
+	raw, _ := json.Marshal([]any{s.AMIFamily, s.Role, s.InstanceProfile, s.UserData, s.Tags, s.BlockDeviceMappings, s.MetadataOptions,
+		s.Kubelet, s.AssociatePublicIPAddress, s.DetailedMonitoring})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+// priceString formats an hourly price the way the API shows it.
+func priceString(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+func sortedStrings(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+

@@ -1,0 +1,327 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
+)
+
+const testCluster = "test"
+
+type fixture struct {
+	emu      *awsemu.Emulator
+	provider *Provider
+	clock    *clocktesting.FakeClock
+	classes  cache.Indexer
+}
+
+func newFixture(t *testing.T, configure func(*Options)) *fixture {
+	t.Helper()
+	emu, err := awsemu.Start(awsemu.Options{ClusterName: testCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Stop)
+	clk := clocktesting.NewFakeClock(time.Now())
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	env := map[string]string{"AWS_ENDPOINT_URL": emu.URL(), "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET", "AWS_EC2_METADATA_DISABLED": "true"}
+	opts := Options{
+		ClusterName: testCluster, ClusterEndpoint: "https://api.example", CABundle: []byte("-----BEGIN CERTIFICATE-----\n"),
+		ServiceCIDR: "10.100.0.0/16", Region: "us-east-1", KubernetesVersion: "1.37",
+		Env: func(k string) string { return env[k] }, NodeClasses: listers.NewEC2NodeClassLister(indexer),
+		VMMemoryOverheadPercent: 7.5, Clock: clk,
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	p, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{emu: emu, provider: p, clock: clk, classes: indexer}
+	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "uid-1"},
+		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+			SecurityGroupSelectorTerms: []stevedorev1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+			Tags:                       map[string]string{"team": "platform"}}})
+	return f
+}
+
+func (f *fixture) addNodeClass(t *testing.T, nc *stevedorev1.EC2NodeClass) {
+	t.Helper()
+	if err := f.classes.Add(nc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claim(name string, reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) *stevedorev1.NodeClaim {
+	return &stevedorev1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{stevedorev1.LabelNodePool: "default", "team": "a"}},
+		Spec: stevedorev1.NodeClaimSpec{NodeClassRef: &stevedorev1.NodeClassReference{Group: stevedorev1.GroupName, Kind: "EC2NodeClass", Name: "default"},
+			Requirements: reqs},
+	}
+}
+
+func in(key string, values ...string) stevedorev1.NodeSelectorRequirementWithMinValues {
+	return stevedorev1.NodeSelectorRequirementWithMinValues{Key: key, Operator: "In", Values: values}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCreateLaunchesTheCheapestOfferingAndTagsTheInstance(t *testing.T) {
+	f := newFixture(t, nil)
+	inst, err := f.provider.Create(testCtx(t), claim("nc-1", in(corev1.LabelInstanceTypeStable, "m5.xlarge", "m5.large"),
+		in(stevedorev1.LabelCapacityType, "on-demand")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Type != "m5.large" || inst.CapacityType != "on-demand" || inst.Price != 0.096 {
+		t.Fatalf("launched %+v, want the cheaper m5.large on-demand at 0.096", inst)
+	}
+	if !strings.HasSuffix(inst.NodeName, ".ec2.internal") || inst.ProviderID != "aws:///"+inst.Zone+"/"+inst.ID {
+		t.Errorf("node name %q, provider id %q", inst.NodeName, inst.ProviderID)
+	}
+	got := f.emu.EC2.Instance(inst.ID)
+	for k, v := range map[string]string{OwnershipTag(testCluster): "owned", TagNodePool: "default", TagNodeClaim: "nc-1",
+		TagEKSClusterName: testCluster, "team": "platform"} {
+		if got.Tags[k] != v {
+			t.Errorf("tag %s = %q, want %q", k, got.Tags[k], v)
+		}
+	}
+	lt := got.LaunchTemplate
+	if lt.HTTPTokens != "required" || lt.HTTPPutResponseHopLimit != 1 {
+		t.Errorf("IMDS %s hop %d, want IMDSv2 required with hop limit 1", lt.HTTPTokens, lt.HTTPPutResponseHopLimit)
+	}
+	if len(lt.BlockDevices) != 1 || lt.BlockDevices[0].VolumeSize != 20 || lt.BlockDevices[0].VolumeType != "gp3" || !lt.BlockDevices[0].Encrypted {
+		t.Errorf("block devices %+v, want one encrypted gp3 20GiB root volume", lt.BlockDevices)
+	}
+	if lt.Tags["volume"][OwnershipTag(testCluster)] != "owned" {
+		t.Errorf("volumes are not tagged with the ownership tag: %v", lt.Tags)
+	}
+	fleet := f.emu.EC2.LastRequest("CreateFleet")
+	if fleet.Get("OnDemandOptions.AllocationStrategy") != "lowest-price" || fleet.Get("Type") != "instant" {
+		t.Errorf("fleet request %v, want an instant fleet with lowest-price on-demand", fleet)
+	}
+}
+
+func TestSpotUsesPriceCapacityOptimizedAndOverridesAreCheapestFirstAndCapped(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxInstanceTypes = 2 })
+	_, err := f.provider.Create(testCtx(t), claim("nc-spot", in(corev1.LabelInstanceTypeStable, "m5.large", "m5.xlarge", "m5.2xlarge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := f.emu.EC2.LastRequest("CreateFleet")
+	if fleet.Get("SpotOptions.AllocationStrategy") != "price-capacity-optimized" ||
+		fleet.Get("TargetCapacitySpecification.DefaultTargetCapacityType") != "spot" {
+		t.Fatalf("fleet %v, want spot with price-capacity-optimized", fleet)
+	}
+	types := map[string]bool{}
+	last := 0.0
+	for i := 1; ; i++ {
+		it := fleet.Get("LaunchTemplateConfigs.1.Overrides." + itoa(i) + ".InstanceType")
+		if it == "" {
+			break
+		}
+		types[it] = true
+		price := f.provider.price(it, fleet.Get("LaunchTemplateConfigs.1.Overrides."+itoa(i)+".AvailabilityZone"), "spot")
+		if price < last {
+			t.Errorf("override %d (%s at %v) is cheaper than the one before it (%v): overrides must be cheapest first", i, it, price, last)
+		}
+		last = price
+	}
+	if len(types) != 2 || types["m5.2xlarge"] {
+		t.Fatalf("override types %v, want the first two the NodeClaim lists (capped at 2)", types)
+	}
+}
+
+func TestCreateFallsBackPastExhaustedPoolsAndCachesThem(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+		f.emu.EC2.SetCapacity("m5.large", z, "on-demand", 0)
+	}
+	c := claim("nc-ice", in(corev1.LabelInstanceTypeStable, "m5.large", "m5.xlarge"), in(stevedorev1.LabelCapacityType, "on-demand"))
+	inst, err := f.provider.Create(testCtx(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Type != "m5.xlarge" {
+		t.Fatalf("launched %s, want m5.xlarge after m5.large ran out", inst.Type)
+	}
+	if !f.provider.UnavailableOfferings().IsUnavailable("m5.large", "us-east-1a", "on-demand") {
+		t.Fatal("the exhausted offering must be in the unavailable-offerings cache")
+	}
+	only := claim("nc-ice-2", in(corev1.LabelInstanceTypeStable, "m5.large"), in(stevedorev1.LabelCapacityType, "on-demand"))
+	_, err = f.provider.Create(testCtx(t), only)
+	var ice *cloud.InsufficientCapacityError
+	if !errors.As(err, &ice) {
+		t.Fatalf("error %v, want InsufficientCapacityError while every offering is cached unavailable", err)
+	}
+	f.clock.Step(cloud.UnavailableTTL + time.Second)
+	if f.provider.UnavailableOfferings().IsUnavailable("m5.large", "us-east-1a", "on-demand") {
+		t.Fatal("the cache entry must expire after its TTL")
+	}
+}
+
+func TestLaunchTemplatesAreReusedAndCreateAdoptsAnInstanceAlreadyLaunchedForTheClaim(t *testing.T) {
+	f := newFixture(t, nil)
+	first, err := f.provider.Create(testCtx(t), claim("nc-a", in(corev1.LabelInstanceTypeStable, "c6g.large")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.provider.Create(testCtx(t), claim("nc-b", in(corev1.LabelInstanceTypeStable, "c6g.large"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.emu.EC2.Calls()["CreateLaunchTemplate"]; n != 1 {
+		t.Fatalf("%d CreateLaunchTemplate calls, want 1 reused template", n)
+	}
+	again, err := f.provider.Create(testCtx(t), claim("nc-a", in(corev1.LabelInstanceTypeStable, "c6g.large")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID || len(f.emu.EC2.Instances()) != 2 {
+		t.Fatalf("relaunching nc-a gave %s (first %s), %d instances; want the first adopted", again.ID, first.ID, len(f.emu.EC2.Instances()))
+	}
+}
+
+func TestConcurrentIdenticalLaunchesShareOneFleetCall(t *testing.T) {
+	// A window far longer than the launches take to reach the batcher, so the test does not depend on timing.
+	f := newFixture(t, func(o *Options) { o.FleetBatchWindow = 2 * time.Second })
+	// one launch first, so the launch template exists and the concurrent ones reach the batcher together
+	if _, err := f.provider.Create(testCtx(t), claim("warm", in(corev1.LabelInstanceTypeStable, "m6i.large"))); err != nil {
+		t.Fatal(err)
+	}
+	before := f.emu.EC2.Calls()["CreateFleet"]
+	const n = 5
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			_, err := f.provider.Create(context.Background(), claim("batch-"+itoa(i), in(corev1.LabelInstanceTypeStable, "m6i.large")))
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := f.emu.EC2.Calls()["CreateFleet"] - before; calls >= n {
+		t.Fatalf("%d CreateFleet calls for %d identical launches, want them batched", calls, n)
+	}
+	if len(f.emu.EC2.Instances()) != n+1 {
+		t.Fatalf("%d instances, want %d", len(f.emu.EC2.Instances()), n+1)
+	}
+}
+
+func TestDeleteRefusesInstancesWithoutTheOwnershipTagAndListFiltersByTag(t *testing.T) {
+	f := newFixture(t, nil)
+	foreign := f.emu.EC2.RunInstance("m5.large", "us-east-1a", map[string]string{"Name": "someone-else"})
+	other := f.emu.EC2.RunInstance("m5.large", "us-east-1a", map[string]string{OwnershipTag("other-cluster"): "owned", TagNodePool: "x"})
+	ours, err := f.provider.Create(testCtx(t), claim("nc-ours", in(corev1.LabelInstanceTypeStable, "m5.large")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{foreign.ID, other.ID} {
+		if err := f.provider.Delete(testCtx(t), id); err == nil || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("deleting %s: %v, want a refusal", id, err)
+		}
+	}
+	listed, err := f.provider.List(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || listed[0].ID != ours.ID {
+		t.Fatalf("List = %v, want only %s", listed, ours.ID)
+	}
+	if err := f.provider.Delete(testCtx(t), ours.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.emu.EC2.Instance(ours.ID).State; st != "shutting-down" && st != "terminated" {
+		t.Fatalf("our instance is %s after Delete", st)
+	}
+	if st := f.emu.EC2.Instance(foreign.ID).State; st != "running" {
+		t.Fatalf("the foreign instance is %s, want untouched", st)
+	}
+	if err := f.provider.Delete(testCtx(t), "i-0000000000000gone"); err != nil {
+		t.Fatalf("deleting a vanished instance: %v, want nil", err)
+	}
+}
+
+func TestInstanceTypesComeFromTheAPIsWithAllocatableFromTheNodeClass(t *testing.T) {
+	f := newFixture(t, nil)
+	maxPods := int32(20)
+	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small-pods", UID: "uid-2"},
+		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{ID: "subnet-0a000000000001"}},
+			Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods}}})
+	np := &stevedorev1.NodePool{Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{
+		NodeClassRef: &stevedorev1.NodeClassReference{Name: "small-pods"}}}}}
+	its, err := f.provider.InstanceTypes(testCtx(t), np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(its) < 200 {
+		t.Fatalf("%d instance types, want the emulated region's catalog", len(its))
+	}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if o.Zone != "us-east-1a" {
+				t.Fatalf("%s offered in %s, want only the selected subnet's zone", it.Name, o.Zone)
+			}
+		}
+		if pods := it.Allocatable()[corev1.ResourcePods]; pods.Value() != 20 {
+			t.Fatalf("%s pods %d, want the node class's maxPods 20", it.Name, pods.Value())
+		}
+	}
+	if f.emu.EC2.Calls()["DescribeInstanceTypes"] == 0 {
+		t.Error("the catalog must come from DescribeInstanceTypes when EC2 answers")
+	}
+}
+
+func TestACatalogFromUnreachableAPIsFallsBackToTheEmbeddedOne(t *testing.T) {
+	f := newFixture(t, nil)
+	f.emu.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypes", Code: "UnauthorizedOperation", Status: 403, Times: -1})
+	cat := f.provider.Catalog(testCtx(t))
+	if cat.Source == "EC2 and pricing APIs" || len(cat.InstanceTypes) == 0 {
+		t.Fatalf("catalog source %q with %d types, want the embedded fallback", cat.Source, len(cat.InstanceTypes))
+	}
+}
+
+func TestIsDriftedWhenTheAMIChanges(t *testing.T) {
+	f := newFixture(t, nil)
+	c := claim("nc-drift", in(corev1.LabelInstanceTypeStable, "m5.large"))
+	inst, err := f.provider.Create(testCtx(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status.ImageID = inst.ImageID
+	if why, err := f.provider.IsDrifted(testCtx(t), c); err != nil || why != "" {
+		t.Fatalf("IsDrifted = %q, %v before any change", why, err)
+	}
+	custom := f.emu.AddImage("golden-v2", "amd64", map[string]string{"golden": "true"})
+	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "uid-1", Generation: 2},
+		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []stevedorev1.AMISelectorTerm{{ID: custom}},
+			SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}}}})
+	_ = f.classes.Update(&stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "uid-1", Generation: 2},
+		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []stevedorev1.AMISelectorTerm{{ID: custom}},
+			SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}}}})
+	if why, err := f.provider.IsDrifted(testCtx(t), c); err != nil || why != "AMIDrift" {
+		t.Fatalf("IsDrifted = %q, %v after the AMI changed, want AMIDrift", why, err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

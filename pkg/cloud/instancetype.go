@@ -1,0 +1,304 @@
+package cloud
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// InstanceType is a type a node may be launched as, with what a node of it offers pods.
+type InstanceType struct {
+	Name string
+	// Requirements describe the labels a node of this type has: single values for the type's own labels
+	// (arch, os, instance-type, family...), the offered zones and capacity types.
+	Requirements scheduling.Requirements
+	// Capacity is what the node reports: cpu, memory (less the VM overhead), pods, ephemeral-storage.
+	Capacity corev1.ResourceList
+	// Overhead is subtracted from Capacity to give Allocatable.
+	Overhead Overhead
+	// Offerings are the (zone, capacity type) pairs with their prices.
+	Offerings Offerings
+}
+
+// Overhead is what the node keeps for itself.
+type Overhead struct {
+	KubeReserved      corev1.ResourceList
+	SystemReserved    corev1.ResourceList
+	EvictionThreshold corev1.ResourceList
+}
+
+// Total sums the overhead.
+func (o Overhead) Total() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, rl := range []corev1.ResourceList{o.KubeReserved, o.SystemReserved, o.EvictionThreshold} {
+		for name, q := range rl {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	return out
+}
+
+// Allocatable is Capacity less Overhead: what pods may request.
+func (it *InstanceType) Allocatable() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	total := it.Overhead.Total()
+	for name, q := range it.Capacity {
+		v := q.DeepCopy()
+		if o, ok := total[name]; ok {
+			v.Sub(o)
+		}
+		if v.Sign() < 0 {
+			v = *resource.NewQuantity(0, q.Format)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// Offering is an instance type in a zone with a capacity type.
+type Offering struct {
+	Zone         string
+	CapacityType string
+	Price        float64
+	// Available is false while the offering is in the unavailable-offerings (ICE) cache.
+	Available bool
+}
+
+// Offerings of an instance type.
+type Offerings []Offering
+
+// Compatible returns the available offerings whose zone and capacity type reqs allow.
+func (os Offerings) Compatible(reqs scheduling.Requirements) Offerings {
+	var out Offerings
+	zone, ct := reqs.Get(corev1.LabelTopologyZone), reqs.Get(stevedorev1.LabelCapacityType)
+	for _, o := range os {
+		if o.Available && zone.Has(o.Zone) && ct.Has(o.CapacityType) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Cheapest returns the cheapest offering, and false if there is none.
+func (os Offerings) Cheapest() (Offering, bool) {
+	if len(os) == 0 {
+		return Offering{}, false
+	}
+	best := os[0]
+	for _, o := range os[1:] {
+		if o.Price < best.Price || (o.Price == best.Price && o.Zone < best.Zone) {
+			best = o
+		}
+	}
+	return best, true
+}
+
+// OverheadModel computes the overhead of a node from its type: AWS's EKS-optimized AMI defaults, or what the
+// EC2NodeClass's kubelet settings say.
+type OverheadModel struct {
+	// VMMemoryPercent is the share of nominal memory the hypervisor and firmware keep.
+	VMMemoryPercent float64
+	// Kubelet settings from the EC2NodeClass (nil for defaults).
+	Kubelet *stevedorev1.KubeletConfiguration
+	// RootVolume is the size of the root volume, the node's ephemeral-storage capacity.
+	RootVolume resource.Quantity
+}
+
+// DefaultOverheadModel is the model with AWS's defaults: 7.5% VM memory overhead, 20Gi root volume.
+func DefaultOverheadModel() OverheadModel {
+	return OverheadModel{VMMemoryPercent: 7.5, RootVolume: resource.MustParse("20Gi")}
+}
+
+// MaxPods is the pod limit of a type under the model: the kubelet's maxPods if set, else the ENI limit; capped by
+// podsPerCore.
+func (m OverheadModel) MaxPods(it catalog.InstanceType) int64 {
+	pods := int64(it.PodLimit())
+	if m.Kubelet != nil && m.Kubelet.MaxPods != nil {
+		pods = int64(*m.Kubelet.MaxPods)
+	}
+	if m.Kubelet != nil && m.Kubelet.PodsPerCore != nil && *m.Kubelet.PodsPerCore > 0 {
+		pods = min(pods, int64(*m.Kubelet.PodsPerCore)*int64(it.VCPU))
+	}
+	return pods
+}
+
+// KubeReservedCPU is the EKS AMI's CPU reservation: 6% of the first core, 1% of the second, 0.5% of the third
+// and fourth, 0.25% of every further core; in millicores.
+func KubeReservedCPU(vcpu int) int64 {
+	var milli float64
+	for core := 1; core <= vcpu; core++ {
+		switch {
+		case core == 1:
+			milli += 60
+		case core == 2:
+			milli += 10
+		case core <= 4:
+			milli += 5
+		default:
+			milli += 2.5
+		}
+	}
+	return int64(math.Ceil(milli))
+}
+
+// KubeReservedMemoryMiB is the EKS AMI's memory reservation: 11 MiB per pod plus 255 MiB.
+func KubeReservedMemoryMiB(maxPods int64) int64 { return 11*maxPods + 255 }
+
+// NewInstanceType builds an instance type from a catalog entry under the overhead model, with offerings limited to
+// zones (all zones if nil). A catalog overhead on the entry replaces the model's reservations.
+func NewInstanceType(it catalog.InstanceType, m OverheadModel, zones map[string]bool) (*InstanceType, error) {
+	maxPods := m.MaxPods(it)
+	vmPercent := m.VMMemoryPercent
+	if it.Overhead != nil && it.Overhead.VMMemoryPercent != nil {
+		vmPercent = *it.Overhead.VMMemoryPercent
+	}
+	memMiB := int64(math.Floor(float64(it.MemoryMiB) * (1 - vmPercent/100)))
+	out := &InstanceType{
+		Name: it.Name,
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:              *resource.NewQuantity(int64(it.VCPU), resource.DecimalSI),
+			corev1.ResourceMemory:           *resource.NewQuantity(memMiB*1024*1024, resource.BinarySI),
+			corev1.ResourcePods:             *resource.NewQuantity(maxPods, resource.DecimalSI),
+			corev1.ResourceEphemeralStorage: m.RootVolume.DeepCopy(),
+		},
+	}
+	if it.Overhead != nil {
+		fixed := corev1.ResourceList{}
+		for name, q := range map[corev1.ResourceName]string{corev1.ResourceCPU: it.Overhead.CPU, corev1.ResourceMemory: it.Overhead.Memory} {
+			if q == "" {
+				continue
+			}
+			v, err := resource.ParseQuantity(q)
+			if err != nil {
+				return nil, fmt.Errorf("%s overhead %s: %w", it.Name, name, err)
+			}
+			fixed[name] = v
+		}
+		out.Overhead = Overhead{KubeReserved: fixed}
+	} else {
+		var err error
+		if out.Overhead, err = m.overhead(it.VCPU, maxPods); err != nil {
+			return nil, fmt.Errorf("%s: %w", it.Name, err)
+		}
+	}
+	for _, o := range it.Offerings {
+		if zones == nil || zones[o.Zone] {
+			out.Offerings = append(out.Offerings, Offering{Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Available: true})
+		}
+	}
+	sort.Slice(out.Offerings, func(i, j int) bool {
+		a, b := out.Offerings[i], out.Offerings[j]
+		if a.Zone != b.Zone {
+			return a.Zone < b.Zone
+		}
+		return a.CapacityType < b.CapacityType
+	})
+	out.Requirements = instanceTypeRequirements(it, out.Offerings)
+	return out, nil
+}
+
+func (m OverheadModel) overhead(vcpu int, maxPods int64) (Overhead, error) {
+	o := Overhead{
+		KubeReserved: corev1.ResourceList{
+			corev1.ResourceCPU:              *resource.NewMilliQuantity(KubeReservedCPU(vcpu), resource.DecimalSI),
+			corev1.ResourceMemory:           *resource.NewQuantity(KubeReservedMemoryMiB(maxPods)*1024*1024, resource.BinarySI),
+			corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+		},
+		SystemReserved:    corev1.ResourceList{},
+		EvictionThreshold: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi")},
+	}
+	k := m.Kubelet
+	if k == nil {
+		return o, nil
+	}
+	var err error
+	if o.KubeReserved, err = overrideResources(o.KubeReserved, k.KubeReserved); err != nil {
+		return o, fmt.Errorf("kubeReserved: %w", err)
+	}
+	if o.SystemReserved, err = overrideResources(o.SystemReserved, k.SystemReserved); err != nil {
+		return o, fmt.Errorf("systemReserved: %w", err)
+	}
+	if v, ok := k.EvictionHard["memory.available"]; ok {
+		if strings.HasSuffix(v, "%") {
+			return o, fmt.Errorf("evictionHard memory.available %q: percentages are not supported for planning", v)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return o, fmt.Errorf("evictionHard memory.available: %w", err)
+		}
+		o.EvictionThreshold[corev1.ResourceMemory] = q
+	}
+	return o, nil
+}
+
+func overrideResources(base corev1.ResourceList, with map[string]string) (corev1.ResourceList, error) {
+	out := base.DeepCopy()
+	for name, v := range with {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
+var familyPattern = regexp.MustCompile(`^([a-z]+)([0-9]+)([a-z\-]*)$`)
+
+// instanceTypeRequirements are the labels a node of this type carries, and the zones and capacity types it is
+// offered in.
+func instanceTypeRequirements(it catalog.InstanceType, offerings Offerings) scheduling.Requirements {
+	in := func(key string, values ...string) *scheduling.Requirement {
+		return scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, values...)
+	}
+	rs := scheduling.NewRequirements(
+		in(corev1.LabelInstanceTypeStable, it.Name),
+		in(corev1.LabelArchStable, it.Architecture),
+		in(corev1.LabelOSStable, "linux"),
+		in(stevedorev1.LabelInstanceCPU, strconv.Itoa(it.VCPU)),
+		in(stevedorev1.LabelInstanceMemory, strconv.FormatInt(it.MemoryMiB, 10)),
+	)
+	family, size, ok := strings.Cut(it.Name, ".")
+	if ok {
+		rs.Add(in(stevedorev1.LabelInstanceFamily, family))
+		rs.Add(in(stevedorev1.LabelInstanceSize, size))
+		if m := familyPattern.FindStringSubmatch(family); m != nil {
+			rs.Add(in(stevedorev1.LabelInstanceCategory, m[1]))
+			rs.Add(in(stevedorev1.LabelInstanceGeneration, m[2]))
+		}
+	}
+	if it.Hypervisor != "" {
+		rs.Add(in(stevedorev1.LabelInstanceHypervisor, it.Hypervisor))
+	}
+	for k, v := range it.Labels {
+		rs.Add(in(k, v))
+	}
+	zones, cts := map[string]bool{}, map[string]bool{}
+	for _, o := range offerings {
+		zones[o.Zone], cts[o.CapacityType] = true, true
+	}
+	rs.Add(in(corev1.LabelTopologyZone, keys(zones)...))
+	rs.Add(in(stevedorev1.LabelCapacityType, keys(cts)...))
+	return rs
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,308 @@
+// Package awsemu is an AWS emulator for the sandbox and the tests: an HTTP server on loopback speaking the real
+// wire protocols of the calls Stevedore makes — EC2 Query (form-encoded requests, XML responses), SQS JSON 1.0,
+// SSM and Pricing JSON 1.1 — so that the unmodified aws-sdk-go-v2 clients talk to it exactly as to AWS. Its state
+// (subnets, security groups, AMIs, launch templates, instances with their lifecycle, capacity pools, queues) can
+// be inspected and faults injected.
+package awsemu
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/utils/clock"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+)
+
+const amazonAccount = "137112412989"
+
+// Options configure an emulator.
+type Options struct {
+	// ClusterName tags the subnets and security groups for discovery (karpenter.sh/discovery: <name>).
+	ClusterName string
+	// Catalog seeds the instance types, zones and prices; default the embedded catalog.
+	Catalog *catalog.File
+	// KubernetesVersion ("1.37") names the EKS AMI SSM parameters.
+	KubernetesVersion string
+	// Clock, default the real one.
+	Clock clock.WithDelayedExecution
+}
+
+// Emulator is a running AWS emulator.
+type Emulator struct {
+	EC2 *EC2
+	SQS *SQS
+	SSM *SSM
+
+	pricing  *pricing
+	region   string
+	server   *http.Server
+	listener net.Listener
+	url      string
+
+	mu     sync.Mutex
+	faults []*Fault
+}
+
+// Start serves an emulator on a free loopback port. It never listens on another interface.
+func Start(opts Options) (*Emulator, error) {
+	if opts.Catalog == nil {
+		opts.Catalog = catalog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = "1.37"
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("emulator listener: %w", err)
+	}
+	const account = "111122223333"
+	region := opts.Catalog.Region
+	e := &Emulator{
+		EC2:      newEC2(region, account, opts.Catalog, opts.Clock),
+		SQS:      newSQS(account, opts.Clock),
+		SSM:      newSSM(),
+		pricing:  newPricing(opts.Catalog),
+		region:   region,
+		listener: l,
+		url:      "http://" + l.Addr().String(),
+	}
+	e.SQS.baseURL = e.url
+	zones := map[string]bool{}
+	for _, it := range opts.Catalog.InstanceTypes {
+		for _, o := range it.Offerings {
+			zones[o.Zone] = true
+		}
+	}
+	e.EC2.seedNetwork(opts.ClusterName, sortedKeys(zones))
+	e.seedImages(opts.KubernetesVersion)
+	e.server = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.server.Serve(l) }()
+	return e, nil
+}
+
+// seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs and the public SSM parameters that name
+// them, as AWS publishes them.
+func (e *Emulator) seedImages(k8s string) {
+	created := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	for i, img := range []struct{ family, arch, ssm string }{
+		{"al2023", "amd64", "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/x86_64/standard/recommended/image_id"},
+		{"al2023", "arm64", "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/arm64/standard/recommended/image_id"},
+		{"bottlerocket", "amd64", "/aws/service/bottlerocket/aws-k8s-" + k8s + "/x86_64/latest/image_id"},
+		{"bottlerocket", "arm64", "/aws/service/bottlerocket/aws-k8s-" + k8s + "/arm64/latest/image_id"},
+	} {
+		id := fmt.Sprintf("ami-0%s%02d%012d", img.family[:2], i, 20261120)
+		e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: fmt.Sprintf("%s-eks-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch)),
+			Architecture: img.arch, OwnerID: amazonAccount, Created: created, Tags: map[string]string{}})
+		e.SSM.Put(img.ssm, id)
+	}
+}
+
+// AddImage registers an AMI owned by the account (for custom AMI selection and drift tests) and returns its id.
+func (e *Emulator) AddImage(name, arch string, tags map[string]string) string {
+	e.EC2.mu.Lock()
+	defer e.EC2.mu.Unlock()
+	id := e.EC2.newID("ami")
+	e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name, Architecture: arch, OwnerID: e.EC2.accountID,
+		Created: e.EC2.clock.Now(), Tags: cloneMap(tags)})
+	return id
+}
+
+// URL is the emulator's endpoint for every service.
+func (e *Emulator) URL() string { return e.url }
+
+// Region is the emulated region.
+func (e *Emulator) Region() string { return e.region }
+
+// SetHooks sets the instance lifecycle hooks.
+func (e *Emulator) SetHooks(h InstanceHooks) {
+	e.EC2.mu.Lock()
+	defer e.EC2.mu.Unlock()
+	e.EC2.hooks = h
+}
+
+// Stop shuts the server down.
+func (e *Emulator) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = e.server.Shutdown(ctx)
+}
+
+// Fault is an injected failure: the next Times requests of Action (EC2 action name, or "SQS.ReceiveMessage" style
+// for JSON services; "*" for any) answer with Code and Status after Delay. Times < 0 means every request until
+// cleared. A Fault with a Delay and no Code only slows requests down.
+type Fault struct {
+	Action  string
+	Code    string
+	Message string
+	Status  int
+	Delay   time.Duration
+	Times   int
+}
+
+// InjectFault adds a fault.
+func (e *Emulator) InjectFault(f Fault) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.Status == 0 && f.Code != "" {
+		f.Status = http.StatusServiceUnavailable
+	}
+	e.faults = append(e.faults, &f)
+}
+
+// ClearFaults removes every injected fault.
+func (e *Emulator) ClearFaults() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = nil
+}
+
+// takeFault returns the fault for action, consuming one of its times.
+func (e *Emulator) takeFault(action string) *Fault {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, f := range e.faults {
+		if f.Action != action && f.Action != "*" {
+			continue
+		}
+		out := *f
+		if f.Times > 0 {
+			f.Times--
+			if f.Times == 0 {
+				e.faults = append(e.faults[:i], e.faults[i+1:]...)
+			}
+		}
+		return &out
+	}
+	return nil
+}
+
+// ServeHTTP dispatches by protocol: X-Amz-Target for the JSON services, the form's Action for EC2.
+func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
+		writeEC2Error(w, http.StatusForbidden, "AuthFailure", "requests must be signed with AWS Signature Version 4")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		writeEC2Error(w, http.StatusBadRequest, "InvalidRequest", err.Error())
+		return
+	}
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		service, action, _ := strings.Cut(target, ".")
+		if f := e.takeFault(service + "." + action); f != nil && e.applyFault(w, r, f, true) {
+			return
+		}
+		switch service {
+		case "AmazonSQS":
+			e.SQS.handle(w, r, action, body)
+		case "AmazonSSM":
+			e.SSM.handle(w, action, body)
+		case "AWSPriceListService":
+			e.pricing.handle(w, action, body)
+		default:
+			writeJSONError(w, http.StatusBadRequest, "UnknownOperationException", "UnknownOperationException", "unknown target "+target)
+		}
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		writeEC2Error(w, http.StatusBadRequest, "InvalidParameterValue", "request body is not form-encoded: "+err.Error())
+		return
+	}
+	q := parseQuery(form)
+	if f := e.takeFault(q.Str("Action")); f != nil && e.applyFault(w, r, f, false) {
+		return
+	}
+	e.EC2.handle(w, q, form)
+}
+
+// applyFault delays and/or fails a request; it reports whether the response was written.
+func (e *Emulator) applyFault(w http.ResponseWriter, r *http.Request, f *Fault, jsonProtocol bool) bool {
+	if f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if f.Code == "" {
+		return false
+	}
+	msg := f.Message
+	if msg == "" {
+		msg = "injected fault " + f.Code
+	}
+	if jsonProtocol {
+		writeJSONError(w, f.Status, f.Code, f.Code, msg)
+	} else {
+		writeEC2Error(w, f.Status, f.Code, msg)
+	}
+	return true
+}
+
+func writeXML(w http.ResponseWriter, v any) {
+	out, err := xml.Marshal(v)
+	if err != nil {
+		writeEC2Error(w, http.StatusInternalServerError, "InternalError", err.Error())
+		return
+	}
+	// every response element carries the EC2 namespace, as AWS writes it
+	if i := strings.IndexByte(string(out), '>'); i > 0 {
+		out = append([]byte(string(out[:i])+` xmlns="`+ec2Namespace+`"`), out[i:]...)
+	}
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+func writeEC2Error(w http.ResponseWriter, status int, code, message string) {
+	var resp ec2ErrorResponse
+	resp.Errors.Error.Code, resp.Errors.Error.Message, resp.RequestID = code, message, uuid.NewString()
+	out, _ := xml.Marshal(resp)
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}
+
+func writeJSON(w http.ResponseWriter, version string, v any) {
+	out, err := json.Marshal(v)
+	if err != nil {
+		writeJSONError(w, http.StatusInternalServerError, "InternalFailure", "InternalFailure", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-"+version)
+	w.Header().Set("x-amzn-RequestId", uuid.NewString())
+	_, _ = w.Write(out)
+}
+
+// writeJSONError writes an AWS JSON protocol error; queryCode is the legacy code SQS also reports.
+func writeJSONError(w http.ResponseWriter, status int, typ, queryCode, message string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("x-amzn-RequestId", uuid.NewString())
+	if queryCode != "" {
+		w.Header().Set("x-amzn-query-error", queryCode+";Sender")
+	}
+	w.WriteHeader(status)
+	out, _ := json.Marshal(map[string]string{"__type": typ, "message": message})
+	_, _ = w.Write(out)
+}
+
+func epochSeconds(t time.Time) float64 {
+	return math.Round(float64(t.UnixMilli())) / 1000
+}

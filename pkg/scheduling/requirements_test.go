@@ -1,0 +1,107 @@
+package scheduling
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func req(key string, op corev1.NodeSelectorOperator, values ...string) *Requirement {
+	return MustRequirement(key, op, values...)
+}
+
+func TestRequirementIntersection(t *testing.T) {
+	cases := []struct {
+		name      string
+		a, b      *Requirement
+		wantEmpty bool
+		has       []string
+		hasNot    []string
+	}{
+		{"In and In overlap", req("k", "In", "a", "b"), req("k", "In", "b", "c"), false, []string{"b"}, []string{"a", "c"}},
+		{"In and In disjoint", req("k", "In", "a"), req("k", "In", "b"), true, nil, []string{"a", "b"}},
+		{"In and NotIn", req("k", "In", "a", "b"), req("k", "NotIn", "a"), false, []string{"b"}, []string{"a"}},
+		{"NotIn and NotIn", req("k", "NotIn", "a"), req("k", "NotIn", "b"), false, []string{"c"}, []string{"a", "b"}},
+		{"Exists and In", req("k", "Exists"), req("k", "In", "x"), false, []string{"x"}, []string{"y"}},
+		{"DoesNotExist and In", req("k", "DoesNotExist"), req("k", "In", "x"), true, nil, []string{"x"}},
+		{"Gt and In", req("gen", "Gt", "5"), req("gen", "In", "4", "5", "6", "7"), false, []string{"6", "7"}, []string{"4", "5"}},
+		{"Gt and Lt empty range", req("gen", "Gt", "5"), req("gen", "Lt", "6"), true, nil, []string{"5", "6"}},
+		{"Gt and Lt range", req("gen", "Gt", "5"), req("gen", "Lt", "8"), false, []string{"6", "7"}, []string{"5", "8", "x"}},
+		{"Gt and a word", req("gen", "Gt", "3"), req("gen", "In", "x"), true, nil, []string{"x"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, got := range []*Requirement{tc.a.Intersection(tc.b), tc.b.Intersection(tc.a)} {
+				if got.IsEmpty() != tc.wantEmpty {
+					t.Errorf("IsEmpty = %v, want %v (%s)", got.IsEmpty(), tc.wantEmpty, got)
+				}
+				for _, v := range tc.has {
+					if !got.Has(v) {
+						t.Errorf("%s should allow %q", got, v)
+					}
+				}
+				for _, v := range tc.hasNot {
+					if got.Has(v) {
+						t.Errorf("%s should not allow %q", got, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRequirementsCompatibleWithANode(t *testing.T) {
+	node := NewRequirements(
+		req("kubernetes.io/arch", "In", "arm64"),
+		req("topology.kubernetes.io/zone", "In", "us-east-1a", "us-east-1b"),
+		req("karpenter.k8s.aws/instance-generation", "In", "7"),
+	)
+	cases := []struct {
+		name    string
+		pod     Requirements
+		wantErr bool
+	}{
+		{"nothing required", NewRequirements(), false},
+		{"same arch", NewRequirements(req("kubernetes.io/arch", "In", "arm64")), false},
+		{"other arch", NewRequirements(req("kubernetes.io/arch", "In", "amd64")), true},
+		{"one of the zones", NewRequirements(req("topology.kubernetes.io/zone", "In", "us-east-1b", "us-east-1c")), false},
+		{"generation above 5", NewRequirements(req("karpenter.k8s.aws/instance-generation", "Gt", "5")), false},
+		{"generation above 7", NewRequirements(req("karpenter.k8s.aws/instance-generation", "Gt", "7")), true},
+		{"label the node lacks", NewRequirements(req("team", "In", "a")), true},
+		{"NotIn a label the node lacks", NewRequirements(req("team", "NotIn", "a")), false},
+		{"DoesNotExist on a label the node lacks", NewRequirements(req("gpu", "DoesNotExist")), false},
+		{"Exists on a label the node lacks", NewRequirements(req("gpu", "Exists")), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.pod.Compatible(node, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Compatible = %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+	if err := NewRequirements(req("team", "In", "a")).Compatible(node, func(k string) bool { return k == "team" }); err != nil {
+		t.Errorf("a label the node will still define must be compatible: %v", err)
+	}
+}
+
+func TestRequirementsAddIntersectsAndLabelsPinsSingleValues(t *testing.T) {
+	rs := NewRequirements(req("zone", "In", "a", "b"), req("arch", "In", "arm64"))
+	rs.Add(req("zone", "NotIn", "a"))
+	labels := rs.Labels()
+	if labels["zone"] != "b" || labels["arch"] != "arm64" || len(labels) != 2 {
+		t.Fatalf("Labels = %v", labels)
+	}
+	if err := rs.Intersects(NewRequirements(req("zone", "In", "a"))); err == nil {
+		t.Error("zone b and zone a must not intersect")
+	}
+	if err := rs.Intersects(NewRequirements(req("other", "In", "x"))); err != nil {
+		t.Errorf("disjoint keys intersect: %v", err)
+	}
+	if _, err := NewRequirement("k", "Gt", "x"); err == nil {
+		t.Error("Gt with a word must be an error")
+	}
+	if _, err := NewRequirement("k", "Like", "x"); err == nil {
+		t.Error("an unknown operator must be an error")
+	}
+}
