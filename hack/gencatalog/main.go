@@ -30,7 +30,7 @@ var (
 	}
 	sizeVCPU = map[string]int{"medium": 1, "large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32,
 		"12xlarge": 48, "16xlarge": 64, "24xlarge": 96}
-	burstable = map[string][2]int{"small": {2, 2}, "medium": {2, 4}, "large": {2, 8}, "xlarge": {4, 16}, "2xlarge": {8, 32}}
+	burstable  = map[string][2]int{"small": {2, 2}, "medium": {2, 4}, "large": {2, 8}, "xlarge": {4, 16}, "2xlarge": {8, 32}}
 	gibPerVCPU = map[byte]int{'c': 2, 'm': 4, 'r': 8}
 	zones      = []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 )

@@ -19,8 +19,8 @@ import (
 // terminations within terminateBatchWindow share one TerminateInstances call.
 const (
 	defaultFleetBatchWindow = 25 * time.Millisecond
-	terminateBatchWindow = 100 * time.Millisecond
-	maxTerminateBatch    = 500
+	terminateBatchWindow    = 100 * time.Millisecond
+	maxTerminateBatch       = 500
 )
 
 type fleetRequest struct {

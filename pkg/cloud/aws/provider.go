@@ -395,4 +395,3 @@ func sortedStrings(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -56,7 +56,7 @@ func newEC2(region, accountID string, cat *catalog.File, clk clock.WithDelayedEx
 		catalog: indexCatalog(cat), instanceTypes: cat.InstanceTypes,
 		templates: map[string]*LaunchTemplate{}, instances: map[string]*Instance{},
 		fleets: map[string]*createFleetResponse{}, capacity: map[string]int{}, calls: map[string]int{},
-		lastRequests: map[string]url.Values{},
+		lastRequests:    map[string]url.Values{},
 		pendingDuration: 50 * time.Millisecond, shuttingDownDuration: 50 * time.Millisecond,
 	}
 	return e
