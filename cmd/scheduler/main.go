@@ -16,6 +16,6 @@ import (
 
 func main() {
 	cmd := schedulerapp.NewCommand(schedulerapp.Deps{})
-	cmd.AddCommand(newVersionCommand(), newSandboxCommand())
+	cmd.AddCommand(newVersionCommand(), newSandboxCommand(), newPlanCommand())
 	os.Exit(cli.Run(cmd))
 }

@@ -28,6 +28,22 @@ type InstanceType struct {
 	Overhead Overhead
 	// Offerings are the (zone, capacity type) pairs with their prices.
 	Offerings Offerings
+
+	allocatable corev1.ResourceList
+	labels      map[string]string
+	// fast holds allocatable cpu (millicores), memory (bytes) and pods as integers.
+	fast      [3]int64
+	fastValid bool
+}
+
+// AllocatableCPUMemoryPods returns allocatable millicores, bytes of memory and pods without touching maps.
+func (it *InstanceType) AllocatableCPUMemoryPods() (int64, int64, int64) {
+	if !it.fastValid {
+		a := it.Allocatable()
+		it.fast = [3]int64{a.Cpu().MilliValue(), a.Memory().Value(), a.Pods().Value()}
+		it.fastValid = true
+	}
+	return it.fast[0], it.fast[1], it.fast[2]
 }
 
 // Overhead is what the node keeps for itself.
@@ -50,8 +66,23 @@ func (o Overhead) Total() corev1.ResourceList {
 	return out
 }
 
-// Allocatable is Capacity less Overhead: what pods may request.
+// Allocatable is Capacity less Overhead: what pods may request. It is computed once; callers must not modify it.
 func (it *InstanceType) Allocatable() corev1.ResourceList {
+	if it.allocatable == nil {
+		it.allocatable = it.computeAllocatable()
+	}
+	return it.allocatable
+}
+
+// Labels returns the labels the type pins (single-valued requirements), computed once; callers must not modify it.
+func (it *InstanceType) Labels() map[string]string {
+	if it.labels == nil {
+		it.labels = it.Requirements.Labels()
+	}
+	return it.labels
+}
+
+func (it *InstanceType) computeAllocatable() corev1.ResourceList {
 	out := corev1.ResourceList{}
 	total := it.Overhead.Total()
 	for name, q := range it.Capacity {
@@ -78,6 +109,18 @@ type Offering struct {
 
 // Offerings of an instance type.
 type Offerings []Offering
+
+// HasCompatible reports whether an available offering's zone and capacity type reqs allow.
+func (os Offerings) HasCompatible(reqs scheduling.Requirements) bool {
+	zone, zok := reqs[corev1.LabelTopologyZone]
+	ct, cok := reqs[stevedorev1.LabelCapacityType]
+	for _, o := range os {
+		if o.Available && (!zok || zone.Has(o.Zone)) && (!cok || ct.Has(o.CapacityType)) {
+			return true
+		}
+	}
+	return false
+}
 
 // Compatible returns the available offerings whose zone and capacity type reqs allow.
 func (os Offerings) Compatible(reqs scheduling.Requirements) Offerings {
@@ -206,6 +249,9 @@ func NewInstanceType(it catalog.InstanceType, m OverheadModel, zones map[string]
 		return a.CapacityType < b.CapacityType
 	})
 	out.Requirements = instanceTypeRequirements(it, out.Offerings)
+	out.allocatable = out.computeAllocatable()
+	out.labels = out.Requirements.Labels()
+	out.AllocatableCPUMemoryPods()
 	return out, nil
 }
 

@@ -25,7 +25,9 @@ import (
 	"github.com/stevedore-dev/stevedore/config"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/pkg/schedulerapp"
 )
 
@@ -52,6 +54,8 @@ type Options struct {
 	// BootstrapNodes is the number of CriticalAddonsOnly-tainted nodes standing in for the seeds' bootstrap node
 	// group; default 2.
 	BootstrapNodes int
+	// Catalog seeds the emulated EC2 (instance types, zones, prices); default the embedded catalog.
+	Catalog *catalog.File
 }
 
 func (o Options) withDefaults() Options {
@@ -91,6 +95,12 @@ type Sandbox struct {
 
 	schedMu   sync.Mutex
 	scheduler *schedulerapp.Instance
+
+	// AWS is the emulated AWS the scheduler talks to.
+	AWS *awsemu.Emulator
+	// InterruptionQueueURL is the emulated SQS queue EventBridge would feed.
+	InterruptionQueueURL string
+	nodes                *nodeRegistrar
 }
 
 // Start brings a sandbox up and returns once every component is ready.
@@ -274,6 +284,12 @@ func (s *Sandbox) Stop() {
 	}
 	if s.cancel != nil {
 		s.cancel() // kwok
+	}
+	if s.AWS != nil {
+		s.AWS.Stop()
+	}
+	if s.nodes != nil {
+		s.nodes.stop()
 	}
 	if s.apiserver != nil {
 		s.apiserver.stop()

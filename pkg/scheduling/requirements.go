@@ -117,6 +117,28 @@ func (r *Requirement) Intersection(o *Requirement) *Requirement {
 	return out
 }
 
+// overlaps reports whether some value satisfies both requirements, without building their intersection.
+func (r *Requirement) overlaps(o *Requirement) bool {
+	switch {
+	case !r.complement:
+		for v := range r.values {
+			if o.Has(v) {
+				return true
+			}
+		}
+		return false
+	case !o.complement:
+		for v := range o.values {
+			if r.Has(v) {
+				return true
+			}
+		}
+		return false
+	default:
+		return !r.Intersection(o).IsEmpty()
+	}
+}
+
 // IsEmpty reports whether no value is allowed (including an empty integer range).
 func (r *Requirement) IsEmpty() bool {
 	if !r.complement {
@@ -243,7 +265,7 @@ func (rs Requirements) Intersects(o Requirements) error {
 		if !ok {
 			continue
 		}
-		if r.Intersection(other).IsEmpty() && !(r.AllowsAbsence() && other.AllowsAbsence()) {
+		if !r.overlaps(other) && !(r.AllowsAbsence() && other.AllowsAbsence()) {
 			return fmt.Errorf("%s conflicts with %s", r, other)
 		}
 	}
@@ -262,7 +284,7 @@ func (rs Requirements) Compatible(node Requirements, undefinedOK func(key string
 			}
 			return fmt.Errorf("%s is required but the node does not have label %s", r, key)
 		}
-		if r.Intersection(n).IsEmpty() {
+		if !r.overlaps(n) {
 			return fmt.Errorf("%s conflicts with the node's %s", r, n)
 		}
 	}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/manifest"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+// planOutput is `scheduler plan -o json`.
+type planOutput struct {
+	Nodes         []planNode          `json:"nodes"`
+	Unschedulable []planUnschedulable `json:"unschedulable"`
+	TotalPrice    float64             `json:"totalPrice"`
+	SolveSeconds  float64             `json:"solveSeconds"`
+}
+
+type planNode struct {
+	Name          string   `json:"name"`
+	NodePool      string   `json:"nodePool"`
+	InstanceType  string   `json:"instanceType"`
+	InstanceTypes []string `json:"instanceTypes"`
+	Zone          string   `json:"zone"`
+	CapacityType  string   `json:"capacityType"`
+	Price         float64  `json:"price"`
+	Pods          []string `json:"pods"`
+}
+
+type planUnschedulable struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+func newPlanCommand() *cobra.Command {
+	var files []string
+	var catalogFile, output string
+	var budget time.Duration
+	var vmOverhead float64
+	cmd := &cobra.Command{
+		Use:   "plan -f nodepools.yaml -f pods.json [-f daemonsets.yaml] [--catalog catalog.json] [-o json|table]",
+		Short: "Print the nodes Stevedore would launch for the given pods, without a cluster or a cloud",
+		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, Pods (and Lists of
+them), DaemonSets and Nodes from files, and prints the nodes it would launch, the pods on each, and the pods it
+could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
+before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return fmt.Errorf("give the objects with -f (NodePools and the pods at least)")
+			}
+			cat := catalog.Default()
+			if catalogFile != "" {
+				var err error
+				if cat, err = catalog.ReadFile(catalogFile); err != nil {
+					return err
+				}
+			}
+			dec := manifest.NewDecoder()
+			var objs []runtime.Object
+			for _, f := range files {
+				o, err := dec.DecodeFile(f)
+				if err != nil {
+					return err
+				}
+				objs = append(objs, o...)
+			}
+			ctx := context.Background()
+			problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead})
+			if err != nil {
+				return err
+			}
+			sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+			if err != nil {
+				return err
+			}
+			plan, err := problem.Solve(ctx, sim, budget)
+			if err != nil {
+				return err
+			}
+			out := renderPlan(plan, problem.Pods)
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			case "table", "":
+				return printPlanTable(cmd.OutOrStdout(), out)
+			default:
+				return fmt.Errorf("-o must be json or table, not %q", output)
+			}
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, Pods, Lists, DaemonSets, Nodes (repeatable)")
+	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "json or table")
+	cmd.Flags().DurationVar(&budget, "solve-timeout", 2*time.Second, "time the solver may spend improving the packing")
+	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
+	return cmd
+}
+
+func renderPlan(plan *provision.Plan, pods []*corev1.Pod) planOutput {
+	out := planOutput{Nodes: []planNode{}, Unschedulable: []planUnschedulable{}, SolveSeconds: plan.Duration.Seconds()}
+	for i, n := range plan.NewNodes {
+		pn := planNode{Name: fmt.Sprintf("node-%d", i+1), NodePool: n.NodePool.Name, InstanceType: n.InstanceType.Name,
+			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, Price: n.Offering.Price}
+		for _, it := range n.InstanceTypes {
+			pn.InstanceTypes = append(pn.InstanceTypes, it.Name)
+		}
+		for _, p := range n.Pods {
+			pn.Pods = append(pn.Pods, p.Namespace+"/"+p.Name)
+		}
+		sort.Strings(pn.Pods)
+		out.Nodes = append(out.Nodes, pn)
+		out.TotalPrice += n.Offering.Price
+	}
+	for _, p := range pods {
+		if reason, ok := plan.Unschedulable[p.UID]; ok {
+			out.Unschedulable = append(out.Unschedulable, planUnschedulable{Pod: p.Namespace + "/" + p.Name, Reason: reason})
+		}
+	}
+	return out
+}
+
+func printPlanTable(w io.Writer, out planOutput) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tPRICE/H\tPODS")
+	for _, n := range out.Nodes {
+		pods := strings.Join(n.Pods, ",")
+		if len(n.Pods) > 4 {
+			pods = strings.Join(n.Pods[:4], ",") + fmt.Sprintf(" and %d more", len(n.Pods)-4)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, n.CapacityType, n.Price, pods)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d nodes, $%.4f per hour, solved in %.3fs\n", len(out.Nodes), out.TotalPrice, out.SolveSeconds)
+	for _, u := range out.Unschedulable {
+		fmt.Fprintf(w, "unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	return nil
+}

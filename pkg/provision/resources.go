@@ -1,0 +1,61 @@
+package provision
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// vec is a resource vector in the units the solver compares fast: millicores, bytes, pods. The Filter plugins
+// check every resource exactly; vec only orders and pre-screens candidates.
+type vec struct {
+	cpu, mem, pods int64
+}
+
+func (v vec) add(o vec) vec { return vec{v.cpu + o.cpu, v.mem + o.mem, v.pods + o.pods} }
+func (v vec) sub(o vec) vec { return vec{v.cpu - o.cpu, v.mem - o.mem, v.pods - o.pods} }
+
+// fits reports whether v fits within capacity c.
+func (v vec) fits(c vec) bool { return v.cpu <= c.cpu && v.mem <= c.mem && v.pods <= c.pods }
+
+// weight is a scalar size used to sort pods and nodes: CPU and memory normalised at 4 GiB per core.
+func (v vec) weight() float64 {
+	return float64(v.cpu)/1000 + float64(v.mem)/float64(4<<30)
+}
+
+func podVec(pod *corev1.Pod) vec {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return vec{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value(), pods: 1}
+}
+
+func listVec(rl corev1.ResourceList) vec {
+	return vec{cpu: rl.Cpu().MilliValue(), mem: rl.Memory().Value(), pods: rl.Pods().Value()}
+}
+
+// podRequests sums the full requests (every resource) of pods.
+func podRequests(pods []*corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, p := range pods {
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	out[corev1.ResourcePods] = *resource.NewQuantity(int64(len(pods)), resource.DecimalSI)
+	return out
+}
+
+// fitsList reports whether requests fit allocatable for every resource requests names.
+func fitsList(requests, allocatable corev1.ResourceList) bool {
+	for name, q := range requests {
+		if q.IsZero() {
+			continue
+		}
+		a, ok := allocatable[name]
+		if !ok || q.Cmp(a) > 0 {
+			return false
+		}
+	}
+	return true
+}

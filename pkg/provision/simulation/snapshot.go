@@ -1,0 +1,187 @@
+// Package simulation runs the scheduler's own PreFilter and Filter plugins against a cluster that does not exist
+// yet: real nodes and their pods, nodes being launched, and virtual nodes the solver is considering, each a
+// NodeInfo carrying the labels, taints and allocatable the real node will have. Whatever passes here passes in
+// kube-scheduler.
+package simulation
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// Snapshot is a mutable set of NodeInfos the framework's plugins read through the scheduler's SharedLister
+// interface. Unlike the scheduler's own snapshot it is changed in place, a pod or node at a time, so a solver can
+// place pods one by one and every later check sees the earlier placements. It is not safe for concurrent use.
+type Snapshot struct {
+	*cache.Snapshot // empty: pod-group listers for the Workload API, which Stevedore does not simulate
+
+	nodes map[string]*framework.NodeInfo
+	list  []fwk.NodeInfo
+	index map[string]int
+
+	listsDirty   bool
+	withAffinity []fwk.NodeInfo
+	withAnti     []fwk.NodeInfo
+	withWideAnti []fwk.NodeInfo
+	pvcRefs      map[string]int
+}
+
+// NewSnapshot returns an empty snapshot.
+func NewSnapshot() *Snapshot {
+	return &Snapshot{Snapshot: cache.NewEmptySnapshot(), nodes: map[string]*framework.NodeInfo{}, index: map[string]int{},
+		pvcRefs: map[string]int{}}
+}
+
+// AddNode adds a node with pods already on it. Adding a node that exists replaces it.
+func (s *Snapshot) AddNode(node *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
+	if _, ok := s.nodes[node.Name]; ok {
+		s.RemoveNode(node.Name)
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	s.nodes[node.Name] = ni
+	s.index[node.Name] = len(s.list)
+	s.list = append(s.list, ni)
+	for _, p := range pods {
+		s.addPod(ni, p)
+	}
+	s.listsDirty = true
+	return ni
+}
+
+// RemoveNode removes a node and its pods.
+func (s *Snapshot) RemoveNode(name string) {
+	ni, ok := s.nodes[name]
+	if !ok {
+		return
+	}
+	for _, pi := range ni.GetPods() {
+		s.countPVCs(pi.GetPod(), -1)
+	}
+	delete(s.nodes, name)
+	i := s.index[name]
+	last := len(s.list) - 1
+	s.list[i] = s.list[last]
+	s.index[s.list[i].Node().Name] = i
+	s.list = s.list[:last]
+	delete(s.index, name)
+	s.listsDirty = true
+}
+
+// AddPod places a pod on a node.
+func (s *Snapshot) AddPod(nodeName string, pod *v1.Pod) error {
+	ni, ok := s.nodes[nodeName]
+	if !ok {
+		return fmt.Errorf("node %s is not in the snapshot", nodeName)
+	}
+	s.addPod(ni, pod)
+	return nil
+}
+
+func (s *Snapshot) addPod(ni *framework.NodeInfo, pod *v1.Pod) {
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		// NewPodInfo fails only on unparsable affinity terms, which the API server refuses; keep the resources.
+		pi = &framework.PodInfo{Pod: pod}
+	}
+	hadAffinity := len(ni.PodsWithAffinity) > 0
+	ni.AddPodInfo(pi)
+	if hadAffinity != (len(ni.PodsWithAffinity) > 0) || len(pi.RequiredAntiAffinityTerms) > 0 {
+		s.listsDirty = true
+	}
+	s.countPVCs(pod, 1)
+}
+
+// RemovePod takes a pod off a node.
+func (s *Snapshot) RemovePod(nodeName string, pod *v1.Pod) error {
+	ni, ok := s.nodes[nodeName]
+	if !ok {
+		return fmt.Errorf("node %s is not in the snapshot", nodeName)
+	}
+	if err := ni.RemovePod(klog.Background(), pod); err != nil {
+		return err
+	}
+	s.countPVCs(pod, -1)
+	s.listsDirty = true
+	return nil
+}
+
+func (s *Snapshot) countPVCs(pod *v1.Pod, delta int) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			key := pod.Namespace + "/" + v.PersistentVolumeClaim.ClaimName
+			s.pvcRefs[key] += delta
+			if s.pvcRefs[key] <= 0 {
+				delete(s.pvcRefs, key)
+			}
+		}
+	}
+}
+
+// NodeInfo returns the concrete NodeInfo of a node, or nil.
+func (s *Snapshot) NodeInfo(name string) *framework.NodeInfo { return s.nodes[name] }
+
+// Len is the number of nodes.
+func (s *Snapshot) Len() int { return len(s.list) }
+
+// NodeInfos implements fwk.SharedLister.
+func (s *Snapshot) NodeInfos() fwk.NodeInfoLister { return s }
+
+// StorageInfos implements fwk.SharedLister.
+func (s *Snapshot) StorageInfos() fwk.StorageInfoLister { return s }
+
+// List implements fwk.NodeInfoLister.
+func (s *Snapshot) List() ([]fwk.NodeInfo, error) { return s.list, nil }
+
+func (s *Snapshot) refreshLists() {
+	if !s.listsDirty {
+		return
+	}
+	s.withAffinity, s.withAnti, s.withWideAnti = s.withAffinity[:0], s.withAnti[:0], s.withWideAnti[:0]
+	for _, ni := range s.list {
+		if len(ni.GetPodsWithAffinity()) > 0 {
+			s.withAffinity = append(s.withAffinity, ni)
+		}
+		if len(ni.GetPodsWithRequiredAntiAffinity()) > 0 {
+			s.withAnti = append(s.withAnti, ni)
+		}
+		if len(ni.GetPodsWithRequiredNonHostScopedAntiAffinity()) > 0 {
+			s.withWideAnti = append(s.withWideAnti, ni)
+		}
+	}
+	s.listsDirty = false
+}
+
+// HavePodsWithAffinityList implements fwk.NodeInfoLister.
+func (s *Snapshot) HavePodsWithAffinityList() ([]fwk.NodeInfo, error) {
+	s.refreshLists()
+	return s.withAffinity, nil
+}
+
+// HavePodsWithRequiredAntiAffinityList implements fwk.NodeInfoLister.
+func (s *Snapshot) HavePodsWithRequiredAntiAffinityList() ([]fwk.NodeInfo, error) {
+	s.refreshLists()
+	return s.withAnti, nil
+}
+
+// HavePodsWithRequiredNonHostScopedAntiAffinityList implements fwk.NodeInfoLister.
+func (s *Snapshot) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]fwk.NodeInfo, error) {
+	s.refreshLists()
+	return s.withWideAnti, nil
+}
+
+// Get implements fwk.NodeInfoLister.
+func (s *Snapshot) Get(name string) (fwk.NodeInfo, error) {
+	if ni, ok := s.nodes[name]; ok {
+		return ni, nil
+	}
+	return nil, fmt.Errorf("nodeinfo not found for node name %q", name)
+}
+
+// IsPVCUsedByPods implements fwk.StorageInfoLister.
+func (s *Snapshot) IsPVCUsedByPods(key string) bool { return s.pvcRefs[key] > 0 }

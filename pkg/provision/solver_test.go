@@ -1,0 +1,274 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+func testPool(name string, weight int32, reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) *stevedorev1.NodePool {
+	np := &stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{
+			NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"}, Requirements: reqs}}}}
+	if weight > 0 {
+		np.Spec.Weight = &weight
+	}
+	return np
+}
+
+func req(key string, op string, values ...string) stevedorev1.NodeSelectorRequirementWithMinValues {
+	return stevedorev1.NodeSelectorRequirementWithMinValues{Key: key, Operator: stevedorev1.NodeSelectorOperator(op), Values: values}
+}
+
+func testPod(name, cpu, mem string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func replicas(prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) []runtime.Object {
+	var out []runtime.Object
+	for i := 0; i < n; i++ {
+		p := testPod(fmt.Sprintf("%s-%d", prefix, i), cpu, mem)
+		p.Labels = map[string]string{"app": prefix}
+		for _, m := range mutate {
+			m(p)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func solveObjects(t *testing.T, objs ...runtime.Object) (*Plan, *OfflineProblem, *simulation.Simulator) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Solve(ctx, sim, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := Verify(ctx, sim, p.Snapshot(), p.Region, plan); len(v) > 0 {
+		t.Fatalf("the plan breaks scheduling rules: %v", v)
+	}
+	return plan, p, sim
+}
+
+func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
+	spread := func(key string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: key,
+				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": p.Labels["app"]}}}}
+		}
+	}
+	cases := []struct {
+		name  string
+		objs  []runtime.Object
+		check func(t *testing.T, plan *Plan)
+	}{
+		{
+			name: "the higher weight NodePool is tried first",
+			objs: append([]runtime.Object{testPool("low", 10), testPool("high", 90)}, replicas("web", 3, "500m", "512Mi")...),
+			check: func(t *testing.T, plan *Plan) {
+				for _, n := range plan.NewNodes {
+					if n.NodePool.Name != "high" {
+						t.Errorf("node of NodePool %s, want high", n.NodePool.Name)
+					}
+				}
+			},
+		},
+		{
+			name: "a NodePool's limits send the rest to the next one",
+			objs: append([]runtime.Object{func() runtime.Object {
+				np := testPool("capped", 90, req(corev1.LabelInstanceTypeStable, "In", "m5.large"))
+				np.Spec.Limits = stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("4")}
+				return np
+			}(), testPool("overflow", 10)}, replicas("big", 4, "1500m", "1Gi", func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "big"}}, TopologyKey: corev1.LabelHostname}}}}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				count := map[string]int{}
+				for _, n := range plan.NewNodes {
+					count[n.NodePool.Name]++
+				}
+				if count["capped"] != 2 || count["overflow"] != 2 {
+					t.Errorf("nodes per NodePool %v, want 2 m5.large (4 CPUs) in capped and the rest in overflow", count)
+				}
+			},
+		},
+		{
+			name: "a taint keeps pods that do not tolerate it out",
+			objs: append(append([]runtime.Object{func() runtime.Object {
+				np := testPool("tainted", 90)
+				np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "workload-priority", Value: "critical", Effect: corev1.TaintEffectNoSchedule}}
+				return np
+			}(), testPool("general", 10)}, replicas("plain", 2, "500m", "512Mi")...),
+				replicas("critical", 2, "500m", "512Mi", func(p *corev1.Pod) {
+					p.Spec.Tolerations = []corev1.Toleration{{Key: "workload-priority", Operator: corev1.TolerationOpEqual, Value: "critical"}}
+				})...),
+			check: func(t *testing.T, plan *Plan) {
+				for _, n := range plan.NewNodes {
+					for _, p := range n.Pods {
+						if strings.HasPrefix(p.Name, "plain") && n.NodePool.Name == "tainted" {
+							t.Errorf("%s landed on the tainted NodePool", p.Name)
+						}
+						if strings.HasPrefix(p.Name, "critical") && n.NodePool.Name != "tainted" {
+							t.Errorf("%s did not use the higher-weight tainted NodePool it tolerates", p.Name)
+						}
+					}
+				}
+			},
+		},
+		{
+			name: "arch and capacity type come from the pod's node selector",
+			objs: append([]runtime.Object{testPool("default", 0)}, replicas("arm", 2, "1", "2Gi", func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64", stevedorev1.LabelCapacityType: "on-demand"}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				for _, n := range plan.NewNodes {
+					if n.InstanceType.Labels()[corev1.LabelArchStable] != "arm64" || n.Offering.CapacityType != "on-demand" {
+						t.Errorf("node %s/%s, want arm64 on-demand", n.InstanceType.Name, n.Offering.CapacityType)
+					}
+				}
+			},
+		},
+		{
+			name: "zone spread uses three zones",
+			objs: append([]runtime.Object{testPool("default", 0)}, replicas("zonal", 6, "1", "1Gi", spread(corev1.LabelTopologyZone))...),
+			check: func(t *testing.T, plan *Plan) {
+				zones := map[string]int{}
+				for _, n := range plan.NewNodes {
+					zones[n.Offering.Zone] += len(n.Pods)
+				}
+				if len(zones) != 3 {
+					t.Fatalf("pods per zone %v, want 3 zones", zones)
+				}
+				for z, c := range zones {
+					if c != 2 {
+						t.Errorf("zone %s has %d pods, want 2", z, c)
+					}
+				}
+			},
+		},
+		{
+			name: "hostname anti-affinity gives each replica its own node",
+			objs: append([]runtime.Object{testPool("default", 0)}, replicas("solo", 4, "250m", "256Mi", func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}, TopologyKey: corev1.LabelHostname}}}}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				if len(plan.NewNodes) != 4 {
+					t.Errorf("%d nodes, want 4", len(plan.NewNodes))
+				}
+			},
+		},
+		{
+			name: "DaemonSet pods are counted on every new node",
+			objs: append([]runtime.Object{testPool("default", 0), &appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "kube-system", UID: "ds-1"},
+				Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}}}},
+			}}, replicas("web", 2, "1", "1Gi")...),
+			check: func(t *testing.T, plan *Plan) {
+				for _, n := range plan.NewNodes {
+					if len(n.DaemonSets) != 1 {
+						t.Errorf("node has %d DaemonSet pods, want 1", len(n.DaemonSets))
+					}
+					alloc := n.InstanceType.Allocatable()
+					if !fitsList(n.Requests, alloc) {
+						t.Errorf("requests %v do not fit %s", n.Requests, n.InstanceType.Name)
+					}
+					if cpu := n.Requests[corev1.ResourceCPU]; cpu.MilliValue() < 500 {
+						t.Errorf("requests %v leave out the DaemonSet", n.Requests)
+					}
+				}
+			},
+		},
+		{
+			name: "a pod no instance type can hold is unschedulable with a reason",
+			objs: []runtime.Object{testPool("default", 0), testPod("huge", "1000", "1Gi")},
+			check: func(t *testing.T, plan *Plan) {
+				reason, ok := plan.Unschedulable["huge"]
+				if !ok || !strings.Contains(reason, "NodePool default") {
+					t.Errorf("unschedulable = %v, want huge with a reason naming the NodePool", plan.Unschedulable)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, _, _ := solveObjects(t, tc.objs...)
+			tc.check(t, plan)
+		})
+	}
+}
+
+// TestSolverBeatsFirstFitDecreasing packs a mix of the benchmark's pod kinds (generic, zone spread, hostname
+// spread, zone self-affinity, hostname anti-affinity; each kind's constraints select its own pods, as workloads'
+// do) and checks the plan breaks no rule and costs less than plain first-fit decreasing.
+func TestSolverBeatsFirstFitDecreasing(t *testing.T) {
+	objs := []runtime.Object{testPool("default", 0)}
+	sizes := []string{"100m", "250m", "500m", "1", "1500m"}
+	mems := []string{"128Mi", "512Mi", "1Gi", "2Gi", "4Gi"}
+	kinds := []string{"generic", "zone-spread", "host-spread", "zone-affinity", "anti"}
+	for i := 0; i < 150; i++ {
+		p := testPod(fmt.Sprintf("p-%d", i), sizes[i%5], mems[(i/5)%5])
+		kind := kinds[i%5]
+		p.Labels = map[string]string{"app": kind}
+		sel := &metav1.LabelSelector{MatchLabels: p.Labels}
+		switch kind {
+		case "zone-spread":
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel}}
+		case "host-spread":
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel}}
+		case "zone-affinity":
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel, TopologyKey: corev1.LabelTopologyZone}}}}
+		case "anti":
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel, TopologyKey: corev1.LabelHostname}}}}
+		}
+		objs = append(objs, p)
+	}
+	plan, problem, sim := solveObjects(t, objs...)
+	if len(plan.Unschedulable) > 0 {
+		t.Fatalf("unschedulable: %v", plan.Unschedulable)
+	}
+	in := problem.Input(0)
+	in.FirstFitDecreasing = true
+	ffd, err := NewSolver(sim).Solve(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Cost >= ffd.Cost {
+		t.Fatalf("solver $%.3f/h, first-fit decreasing $%.3f/h: the solver must be cheaper", plan.Cost, ffd.Cost)
+	}
+	t.Logf("solver $%.3f/h on %d nodes, first-fit decreasing $%.3f/h on %d nodes", plan.Cost, len(plan.NewNodes), ffd.Cost, len(ffd.NewNodes))
+}

@@ -1,0 +1,91 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+// NodeForPlan renders a planned node as the Node its instance would register as: the planned instance type's
+// labels and allocatable, the priced offering's zone and capacity type, the NodePool's labels and taints.
+func NodeForPlan(name, region string, n *PlannedNode) *corev1.Node {
+	labels := map[string]string{}
+	for k, v := range n.InstanceType.Labels() {
+		labels[k] = v
+	}
+	for k, v := range n.Requirements.Labels() {
+		labels[k] = v
+	}
+	for k, v := range n.NodePool.Spec.Template.ObjectMeta.Labels {
+		labels[k] = v
+	}
+	labels[corev1.LabelTopologyZone] = n.Offering.Zone
+	labels[stevedorev1.LabelCapacityType] = n.Offering.CapacityType
+	labels[stevedorev1.LabelNodePool] = n.NodePool.Name
+	labels[corev1.LabelHostname] = name
+	if region != "" {
+		labels[corev1.LabelTopologyRegion] = region
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: n.NodePool.Spec.Template.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: n.InstanceType.Allocatable(), Capacity: n.InstanceType.Capacity},
+	}
+}
+
+// Verify builds the cluster a plan leads to on top of base (the existing nodes and pods, may be empty) and checks,
+// with the scheduler's PreFilter and Filter plugins, that every pod the plan places could be scheduled on its
+// node with all the other pods in place. It returns one message per violation; none means no rule is broken.
+func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Snapshot, region string, plan *Plan) []string {
+	snap := base
+	if snap == nil {
+		snap = simulation.NewSnapshot()
+	}
+	sim.Use(snap)
+	type placed struct {
+		node string
+		pod  *corev1.Pod
+	}
+	var all []placed
+	var names []string
+	for i, n := range plan.NewNodes {
+		name := fmt.Sprintf("planned-%d", i+1)
+		names = append(names, name)
+		snap.AddNode(NodeForPlan(name, region, n), append(append([]*corev1.Pod(nil), n.DaemonSets...), n.Pods...)...)
+		for _, p := range n.Pods {
+			all = append(all, placed{name, p})
+		}
+	}
+	for node, pods := range plan.InFlight {
+		for _, p := range pods {
+			if err := snap.AddPod(node, p); err == nil {
+				all = append(all, placed{node, p})
+			}
+		}
+	}
+	var violations []string
+	for _, pl := range all {
+		if err := snap.RemovePod(pl.node, pl.pod); err != nil {
+			violations = append(violations, fmt.Sprintf("%s/%s: %v", pl.pod.Namespace, pl.pod.Name, err))
+			continue
+		}
+		if err := sim.Fits(ctx, pl.pod, pl.node); err != nil {
+			violations = append(violations, fmt.Sprintf("%s/%s on %s: %v", pl.pod.Namespace, pl.pod.Name, pl.node, err))
+		}
+		_ = snap.AddPod(pl.node, pl.pod)
+	}
+	for _, name := range names {
+		snap.RemoveNode(name)
+	}
+	for node, pods := range plan.InFlight {
+		for _, p := range pods {
+			_ = snap.RemovePod(node, p)
+		}
+	}
+	return violations
+}

@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
+)
+
+// startAWS starts the emulator seeded from the catalog, creates the interruption queue and registers a Node for
+// every instance that starts running, as its kubelet would, LaunchDelay after launch.
+func (s *Sandbox) startAWS(ctx context.Context) error {
+	cat := s.opts.Catalog
+	if cat == nil {
+		cat = catalog.Default()
+	}
+	emu, err := awsemu.Start(awsemu.Options{ClusterName: s.opts.ClusterName, Catalog: cat})
+	if err != nil {
+		return err
+	}
+	s.AWS = emu
+	s.InterruptionQueueURL = emu.SQS.CreateQueue(s.opts.ClusterName + "-interruptions")
+	s.nodes = &nodeRegistrar{kube: s.Kube, delay: s.opts.LaunchDelay, region: emu.Region(), catalog: indexByName(cat),
+		ctx: ctx, timers: map[string]*time.Timer{}}
+	emu.SetHooks(awsemu.InstanceHooks{Running: s.nodes.instanceRunning, Terminated: s.nodes.instanceTerminated})
+	return nil
+}
+
+func indexByName(c *catalog.File) map[string]catalog.InstanceType {
+	out := map[string]catalog.InstanceType{}
+	for _, it := range c.InstanceTypes {
+		out[it.Name] = it
+	}
+	return out
+}
+
+// nodeRegistrar plays the kubelets and the cloud node controller: Nodes appear when instances have booted and go
+// when instances terminate.
+type nodeRegistrar struct {
+	kube    kubernetes.Interface
+	delay   time.Duration
+	region  string
+	catalog map[string]catalog.InstanceType
+	ctx     context.Context
+
+	mu       sync.Mutex
+	timers   map[string]*time.Timer
+	stopped  bool
+	withhold func(*awsemu.Instance) bool
+}
+
+// SetNodeRegistration makes instances for which withhold returns true never register a Node (a broken AMI or
+// bootstrap); nil restores normal registration.
+func (s *Sandbox) SetNodeRegistration(withhold func(*awsemu.Instance) bool) {
+	s.nodes.mu.Lock()
+	defer s.nodes.mu.Unlock()
+	s.nodes.withhold = withhold
+}
+
+func (r *nodeRegistrar) instanceRunning(inst *awsemu.Instance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || (r.withhold != nil && r.withhold(inst)) {
+		return
+	}
+	r.timers[inst.ID] = time.AfterFunc(r.delay, func() { r.register(inst) })
+}
+
+func (r *nodeRegistrar) register(inst *awsemu.Instance) {
+	r.mu.Lock()
+	delete(r.timers, inst.ID)
+	stopped := r.stopped
+	r.mu.Unlock()
+	if stopped {
+		return
+	}
+	logger := klog.FromContext(r.ctx).WithValues("instance", inst.ID)
+	it, ok := r.catalog[inst.Type]
+	if !ok {
+		logger.Error(nil, "Emulated instance has a type the catalog lacks; no node registers", "type", inst.Type)
+		return
+	}
+	node, err := nodeForInstance(inst, it, r.region)
+	if err != nil {
+		logger.Error(err, "Emulated kubelet cannot start; no node registers")
+		return
+	}
+	if _, err := r.kube.CoreV1().Nodes().Create(r.ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		logger.Error(err, "Registering the emulated node failed", "node", node.Name)
+	}
+}
+
+func (r *nodeRegistrar) instanceTerminated(inst *awsemu.Instance) {
+	r.mu.Lock()
+	if t, ok := r.timers[inst.ID]; ok {
+		t.Stop()
+		delete(r.timers, inst.ID)
+	}
+	stopped := r.stopped
+	r.mu.Unlock()
+	if stopped {
+		return
+	}
+	// The cloud node controller deletes the Node of an instance that no longer exists.
+	node, err := r.kube.CoreV1().Nodes().Get(r.ctx, inst.PrivateDNSName, metav1.GetOptions{})
+	if err != nil || node.Spec.ProviderID != inst.ProviderID() {
+		return
+	}
+	if err := r.kube.CoreV1().Nodes().Delete(r.ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(r.ctx).Error(err, "Deleting the node of a terminated instance failed", "node", node.Name)
+	}
+}
+
+func (r *nodeRegistrar) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	for _, t := range r.timers {
+		t.Stop()
+	}
+}
+
+var _ = corev1.NodeReady
