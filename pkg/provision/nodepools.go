@@ -78,7 +78,7 @@ func SortNodePools(pools []NodePoolOption) {
 func DaemonSetPod(ds *appsv1.DaemonSet) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-daemon", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels,
-			UID: types.UID("daemonset-" + string(ds.UID) + ds.Namespace + "/" + ds.Name),
+			UID:             types.UID("daemonset-" + string(ds.UID) + ds.Namespace + "/" + ds.Name),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}}},
 		Spec: *ds.Spec.Template.Spec.DeepCopy(),
 	}

@@ -140,8 +140,6 @@ type openNode struct {
 	cacheValid  bool
 }
 
-
-
 // pricedType is an instance type with the price of its cheapest offering a node may use and its allocatable.
 type pricedType struct {
 	it    *cloud.InstanceType

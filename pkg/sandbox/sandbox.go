@@ -24,8 +24,8 @@ import (
 
 	"github.com/stevedore-dev/stevedore/config"
 	"github.com/stevedore-dev/stevedore/pkg/client"
-	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/pkg/schedulerapp"
