@@ -594,7 +594,7 @@ func (st *solve) tryOpen(n *openNode, pod *corev1.Pod, state fwk.CycleState, nee
 			continue
 		}
 		for _, choice := range offeringChoices(cands, reqs, cared, n) {
-			if !total.fits(allocVec(largestType(choice.candidates))) {
+			if !total.fits(allocVec(largestType(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, total) {
 				continue
 			}
 			trial := *n
@@ -1071,41 +1071,85 @@ func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType)
 	if pool.Remaining == nil {
 		return types
 	}
-	used := corev1.ResourceList{}
-	count := int64(0)
-	for _, n := range st.open {
-		if n.removed || n.pool != pool {
-			continue
-		}
-		count++
-		for name, q := range n.largest.Capacity {
-			sum := used[name]
-			sum.Add(q)
-			used[name] = sum
-		}
-	}
+	used, count := st.poolUsage(pool, nil)
 	if nodes, ok := pool.Remaining["nodes"]; ok && count+1 > nodes.Value() {
 		return nil
 	}
 	var out []*cloud.InstanceType
 	for _, it := range types {
-		ok := true
-		for name, limit := range pool.Remaining {
-			if name == "nodes" {
-				continue
-			}
-			total := used[name].DeepCopy()
-			total.Add(it.Capacity[name])
-			if total.Cmp(limit) > 0 {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if fitsLimits(used, it, pool.Remaining) {
 			out = append(out, it)
 		}
 	}
 	return out
+}
+
+// poolUsage sums the capacity of the cheapest type each open node of the pool needs now (except one node).
+func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (corev1.ResourceList, int64) {
+	used := corev1.ResourceList{}
+	count := int64(0)
+	for _, n := range st.open {
+		if n.removed || n.pool != pool || n == except {
+			continue
+		}
+		count++
+		_, _, idx := n.current()
+		it := n.largest
+		if idx < len(n.byPrice) {
+			it = n.byPrice[idx].it
+		}
+		for name, q := range it.Capacity {
+			sum := used[name]
+			sum.Add(q)
+			used[name] = sum
+		}
+	}
+	return used, count
+}
+
+// fitsLimits reports whether one more node of type it keeps used within the remaining limits.
+func fitsLimits(used corev1.ResourceList, it *cloud.InstanceType, remaining corev1.ResourceList) bool {
+	for name, limit := range remaining {
+		if name == "nodes" {
+			continue
+		}
+		total := used[name].DeepCopy()
+		total.Add(it.Capacity[name])
+		if total.Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// growthWithinLimits reports whether a node of a limited NodePool may grow to hold total: the cheapest candidate
+// holding it must keep the pool within its limits.
+func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec) bool {
+	if n.pool.Remaining == nil {
+		return true
+	}
+	zone, ct := "", ""
+	if n.pinned[corev1.LabelTopologyZone] {
+		zone = n.zone
+	}
+	if n.pinned[stevedorev1.LabelCapacityType] {
+		ct = n.ct
+	}
+	var best *cloud.InstanceType
+	bestPrice := math.Inf(1)
+	for _, it := range candidates {
+		if !total.fits(allocVec(it)) {
+			continue
+		}
+		if p, ok := cheapestOffering(it, reqs, zone, ct); ok && p < bestPrice {
+			best, bestPrice = it, p
+		}
+	}
+	if best == nil {
+		return false
+	}
+	used, _ := st.poolUsage(n.pool, n)
+	return fitsLimits(used, best, n.pool.Remaining)
 }
 
 // finish picks each node's cheapest fitting type, builds the plan and takes the virtual nodes out of the

@@ -158,14 +158,24 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if err := createBootstrapNodes(ctx, s.Kube, opts.BootstrapNodes, opts.Region); err != nil {
 		return nil, err
 	}
+	if err := s.startAWS(ctx); err != nil {
+		return nil, fmt.Errorf("AWS emulator: %w", err)
+	}
+	url := s.AWS.URL()
+	// Every AWS endpoint points at the emulator, the catch-all too, so that no SDK client can reach real AWS.
 	s.env = map[string]string{
-		"AWS_REGION":                     opts.Region,
+		"AWS_REGION":                     s.AWS.Region(),
 		"AWS_ACCESS_KEY_ID":              "sandbox",
 		"AWS_SECRET_ACCESS_KEY":          "sandbox",
 		"AWS_EC2_METADATA_DISABLED":      "true",
+		"AWS_ENDPOINT_URL":               url,
+		"AWS_ENDPOINT_URL_EC2":           url,
+		"AWS_ENDPOINT_URL_SQS":           url,
+		"AWS_ENDPOINT_URL_SSM":           url,
+		"AWS_ENDPOINT_URL_PRICING":       url,
 		provisioner.EnvClusterName:       opts.ClusterName,
 		provisioner.EnvClusterEndpoint:   s.RESTConfig.Host,
-		provisioner.EnvInterruptionQueue: "",
+		provisioner.EnvInterruptionQueue: s.InterruptionQueueURL,
 	}
 	if err := s.StartScheduler(ctx); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)

@@ -14,7 +14,8 @@ type scenario func(ctx context.Context, sb *Sandbox, out io.Writer) error
 
 func scenarios() map[string]scenario {
 	return map[string]scenario{
-		"smoke": smokeScenario,
+		"smoke":   smokeScenario,
+		"inflate": inflateScenario,
 	}
 }
 

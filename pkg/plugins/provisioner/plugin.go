@@ -12,20 +12,21 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // Name is the plugin's name in the scheduler configuration.
 const Name = "Provisioner"
 
-// Reasons recorded on pods.
-const (
-	ReasonProvisioning = "Provisioning"
-)
 
 // Provisioner is the scheduler plugin.
 type Provisioner struct {
@@ -49,12 +50,6 @@ type Options struct {
 	Leadership *state.Leadership
 }
 
-// Shared is the state every instance of the plugin in one process shares: each scheduler profile that enables
-// Provisioner gets its own plugin instance, but there is one provisioner per process.
-type Shared struct {
-	opts Options
-}
-
 // NewFactory returns the plugin factory to register with the scheduler. All plugin instances it makes share one
 // Shared.
 func NewFactory(opts Options) frameworkruntime.PluginFactory {
@@ -65,15 +60,20 @@ func NewFactory(opts Options) frameworkruntime.PluginFactory {
 		opts.Leadership = state.NewLeadership()
 		opts.Leadership.Lead()
 	}
-	shared := &Shared{opts: opts}
+	// The scheduler's event recorder resolves references through client-go's scheme; NodeClaim events need it.
+	utilruntime.Must(stevedorev1.AddToScheme(clientgoscheme.Scheme))
+	shared := &Shared{opts: opts, waiting: map[types.UID]waitingPod{}}
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, err := DecodeArgs(obj, opts.Env)
 		if err != nil {
 			return nil, err
 		}
-		klog.FromContext(ctx).Info("Provisioner plugin configured", "clusterName", args.ClusterName,
+		klog.FromContext(ctx).Info("Provisioner plugin configured", "profile", h.ProfileName(), "clusterName", args.ClusterName,
 			"region", args.Region, "batchIdleDuration", args.BatchIdleDuration.Duration,
 			"batchMaxDuration", args.BatchMaxDuration.Duration, "interruptionQueue", args.InterruptionQueue)
+		if err := shared.init(ctx, h, args); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
 		return &Provisioner{handle: h, args: args, shared: shared}, nil
 	}
 }
@@ -81,25 +81,45 @@ func NewFactory(opts Options) frameworkruntime.PluginFactory {
 // Name returns the plugin's name.
 func (p *Provisioner) Name() string { return Name }
 
-// PostFilter is called for a pod that no existing node fits.
+// PostFilter is called for a pod that no existing node fits. The pod is kept on the node launching for it,
+// put on a launching node with room, or batched for the next solve; the scheduler then waits for the node to
+// register. Only a pod no NodePool can launch a node for is left to preemption.
 func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	klog.FromContext(ctx).V(2).Info("No node fits pod; considering provisioning", "pod", klog.KObj(pod))
-	p.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, ReasonProvisioning, "Provision",
-		"no existing node fits the pod; %s is considering it for a new node", Name)
-	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no new node is planned for this pod yet", Name))
+	d := p.shared.prov.Consider(ctx, pod)
+	switch d.Kind {
+	case provision.Nominated:
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
+			fwk.NewStatus(fwk.Success, fmt.Sprintf("waiting for node %s, launched for this pod (NodeClaim %s)", d.NodeName, d.Claim))
+	case provision.Waiting:
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
+			fwk.NewStatus(fwk.Success, fmt.Sprintf("waiting for NodeClaim %s to launch a node for this pod", d.Claim))
+	case provision.Batched:
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
+			fwk.NewStatus(fwk.Success, "planning a new node for this pod")
+	default:
+		return nil, fwk.NewStatus(fwk.Unschedulable, "no NodePool can launch a node for this pod: "+d.Reason)
+	}
 }
 
-// Reserve is called when the scheduler has picked a node for the pod.
-func (p *Provisioner) Reserve(context.Context, fwk.CycleState, *v1.Pod, string) *fwk.Status {
+// Reserve releases the slot planned for the pod on a launching node: it is binding now.
+func (p *Provisioner) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	p.shared.prov.PodBound(pod.UID)
 	return nil
 }
 
-// Unreserve undoes Reserve.
+// Unreserve has nothing to undo: a pod that does not bind comes back through PostFilter.
 func (p *Provisioner) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
 
-// Permit lets the pod bind.
-func (p *Provisioner) Permit(context.Context, fwk.CycleState, *v1.Pod, string) (*fwk.Status, time.Duration) {
-	return nil, 0
+// Permit holds a pod bound for a node that registered but is still initializing (its startup taints or
+// readiness pending) until it is ready, at most permitTimeout.
+func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	if !p.shared.prov.IsNodeInitializing(nodeName) {
+		return nil, 0
+	}
+	p.shared.mu.Lock()
+	p.shared.waiting[pod.UID] = waitingPod{node: nodeName, handle: p.handle}
+	p.shared.mu.Unlock()
+	return fwk.NewStatus(fwk.Wait, "node "+nodeName+" is initializing"), p.args.PermitTimeout.Duration
 }
 
 // EventsToRegister lists the cluster events that may let a pod this plugin held back bind: a node appearing or

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
@@ -45,9 +45,9 @@ func TestProvisionerRunsInPostFilterForAPodThatFitsNowhere(t *testing.T) {
 	if _, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev := waitForEvent(t, ns, pod.Name, provisioner.ReasonProvisioning)
+	ev := waitForEvent(t, ns, pod.Name, provision.ReasonFailedProvision)
 	if ev.ReportingController != harness.StevedoreSchedulerName {
-		t.Errorf("%s event reported by %q, want %q", provisioner.ReasonProvisioning, ev.ReportingController, harness.StevedoreSchedulerName)
+		t.Errorf("%s event reported by %q, want %q", provision.ReasonFailedProvision, ev.ReportingController, harness.StevedoreSchedulerName)
 	}
 	p, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {

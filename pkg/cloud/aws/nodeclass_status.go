@@ -1,0 +1,159 @@
+package aws
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	informers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+)
+
+// Condition types of an EC2NodeClass.
+const (
+	ConditionSubnetsReady        = "SubnetsReady"
+	ConditionSecurityGroupsReady = "SecurityGroupsReady"
+	ConditionAMIsReady           = "AMIsReady"
+)
+
+// NodeClassStatus writes what each EC2NodeClass resolves to into its status, with a Ready condition whose reason
+// says what did not resolve. It resolves on every change and every minute (subnets fill up, AMIs are released).
+type NodeClassStatus struct {
+	provider *Provider
+	client   versioned.Interface
+	informer informers.EC2NodeClassInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewNodeClassStatus returns the controller.
+func NewNodeClassStatus(p *Provider, client versioned.Interface, informer informers.EC2NodeClassInformer) *NodeClassStatus {
+	c := &NodeClassStatus{provider: p, client: client, informer: informer,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ec2nodeclass-status"})}
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueue(obj) },
+		UpdateFunc: func(old, obj any) { c.enqueue(obj) },
+	})
+	return c
+}
+
+func (c *NodeClassStatus) enqueue(obj any) {
+	if nc, ok := obj.(*stevedorev1.EC2NodeClass); ok {
+		c.queue.Add(nc.Name)
+	}
+}
+
+// Run reconciles until ctx ends.
+func (c *NodeClassStatus) Run(ctx context.Context) {
+	defer c.queue.ShutDown()
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for {
+			name, quit := c.queue.Get()
+			if quit {
+				return
+			}
+			if err := c.reconcile(ctx, name); err != nil {
+				klog.FromContext(ctx).V(2).Info("EC2NodeClass status update failed; retrying", "ec2nodeclass", name, "err", err)
+				c.queue.AddRateLimited(name)
+			} else {
+				c.queue.Forget(name)
+			}
+			c.queue.Done(name)
+		}
+	}, time.Second)
+	wait.UntilWithContext(ctx, func(context.Context) {
+		ncs, _ := c.informer.Lister().List(labels.Everything())
+		for _, nc := range ncs {
+			c.queue.Add(nc.Name)
+		}
+	}, time.Minute)
+}
+
+func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
+	nc, err := c.informer.Lister().Get(name)
+	if err != nil {
+		return nil
+	}
+	res, resolveErr := c.provider.Resolve(ctx, nc)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status := cur.Status.DeepCopy()
+		set := func(t string, ok bool, reason, message string) {
+			s := metav1.ConditionTrue
+			if !ok {
+				s = metav1.ConditionFalse
+			}
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: cur.Generation})
+		}
+		if resolveErr != nil {
+			set(stevedorev1.ConditionReady, false, "ResolutionFailed", resolveErr.Error())
+		} else {
+			status.Subnets, status.SecurityGroups, status.AMIs = nil, nil, nil
+			for _, s := range res.Subnets {
+				status.Subnets = append(status.Subnets, stevedorev1.SubnetStatus{ID: s.ID, Zone: s.Zone, ZoneID: s.ZoneID})
+			}
+			for _, id := range res.SecurityGroupIDs {
+				status.SecurityGroups = append(status.SecurityGroups, stevedorev1.SecurityGroupStatus{ID: id})
+			}
+			for _, arch := range []string{"amd64", "arm64"} {
+				if ami, ok := res.AMIs[arch]; ok {
+					status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
+						Requirements: archRequirement(arch)})
+				}
+			}
+			status.InstanceProfile = res.InstanceProfile
+			set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
+			set(ConditionSecurityGroupsReady, len(res.SecurityGroupIDs) > 0, reasonFor(len(res.SecurityGroupIDs) > 0, "SecurityGroupsFound", "NoSecurityGroupMatches"), countMessage(len(res.SecurityGroupIDs), "security group"))
+			set(ConditionAMIsReady, len(res.AMIs) > 0, reasonFor(len(res.AMIs) > 0, "AMIsFound", "NoAMIMatches"), countMessage(len(res.AMIs), "AMI"))
+			if len(res.Problems) == 0 {
+				set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups and AMIs resolved")
+			} else {
+				set(stevedorev1.ConditionReady, false, "NotResolved", strings.Join(res.Problems, "; "))
+			}
+		}
+		if equalStatus(&cur.Status, status) {
+			return nil
+		}
+		cur.Status = *status
+		_, err = c.client.StevedoreV1().EC2NodeClasses().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func archRequirement(arch string) []corev1.NodeSelectorRequirement {
+	return []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}
+}
+
+func reasonFor(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+func countMessage(n int, what string) string {
+	if n == 1 {
+		return "1 " + what + " resolved"
+	}
+	return strconv.Itoa(n) + " " + what + "s resolved"
+}
+
+func equalStatus(a, b *stevedorev1.EC2NodeClassStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,112 @@
+package provision
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Batcher collects pods for one solve. A batch opens with its first pod and closes when no pod arrived for the
+// idle gap, when the max window since its first pod passed, or at once when Flush is called (the scheduling
+// queue holds none of our pods waiting to be considered).
+type Batcher struct {
+	idle, max time.Duration
+	clock     clock.WithDelayedExecution
+	closed    chan []*corev1.Pod
+
+	mu      sync.Mutex
+	pods    map[types.UID]*corev1.Pod
+	order   []types.UID
+	opened  time.Time
+	last    time.Time
+	timer   clock.Timer
+	version int
+}
+
+// NewBatcher returns a batcher; closed batches are delivered on Closed.
+func NewBatcher(idle, max time.Duration, clk clock.WithDelayedExecution) *Batcher {
+	return &Batcher{idle: idle, max: max, clock: clk, closed: make(chan []*corev1.Pod, 16), pods: map[types.UID]*corev1.Pod{}}
+}
+
+// Closed delivers closed batches.
+func (b *Batcher) Closed() <-chan []*corev1.Pod { return b.closed }
+
+// Add puts a pod in the open batch (or opens one); a pod already in it is refreshed.
+func (b *Batcher) Add(pod *corev1.Pod) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if len(b.pods) == 0 {
+		b.opened = now
+	}
+	if _, ok := b.pods[pod.UID]; !ok {
+		b.order = append(b.order, pod.UID)
+	}
+	b.pods[pod.UID] = pod
+	b.last = now
+	b.schedule()
+}
+
+// Contains reports whether a pod waits in the open batch.
+func (b *Batcher) Contains(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.pods[uid]
+	return ok
+}
+
+// Len is the open batch's size.
+func (b *Batcher) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pods)
+}
+
+// Flush closes the open batch now.
+func (b *Batcher) Flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.close()
+}
+
+// schedule arms the timer for the earlier of the idle gap and the max window. Caller holds b.mu.
+func (b *Batcher) schedule() {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	due := b.last.Add(b.idle)
+	if deadline := b.opened.Add(b.max); deadline.Before(due) {
+		due = deadline
+	}
+	b.version++
+	v := b.version
+	b.timer = b.clock.AfterFunc(max(due.Sub(b.clock.Now()), 0), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if v == b.version {
+			b.close()
+		}
+	})
+}
+
+// close hands the batch over. Caller holds b.mu.
+func (b *Batcher) close() {
+	if len(b.pods) == 0 {
+		return
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.version++
+	batch := make([]*corev1.Pod, 0, len(b.order))
+	for _, uid := range b.order {
+		batch = append(batch, b.pods[uid])
+	}
+	b.pods = map[types.UID]*corev1.Pod{}
+	b.order = nil
+	b.closed <- batch
+}

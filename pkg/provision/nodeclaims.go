@@ -1,0 +1,168 @@
+package provision
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+)
+
+// maxClaimInstanceTypes caps the instance types a NodeClaim lists (CreateFleet caps them again).
+const maxClaimInstanceTypes = 60
+
+// NodePoolHash hashes what of a NodePool's template a node was launched from; a different hash means drift.
+func NodePoolHash(np *stevedorev1.NodePool) string {
+	t := np.Spec.Template
+	raw, _ := json.Marshal([]any{t.ObjectMeta, t.Spec.Taints, t.Spec.StartupTaints, t.Spec.NodeClassRef})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+// NewNodeClaim turns a planned node into the NodeClaim to create: its NodePool's labels, taints and node class,
+// requirements narrowed to what its pods pinned, and the instance types that fit them, cheapest first.
+func NewNodeClaim(pn *PlannedNode, nodeClassHash string) *stevedorev1.NodeClaim {
+	np := pn.NodePool
+	labels := map[string]string{stevedorev1.LabelNodePool: np.Name}
+	for k, v := range np.Spec.Template.ObjectMeta.Labels {
+		labels[k] = v
+	}
+	for k, v := range pn.Requirements.Labels() {
+		if definedByNodePool(k) {
+			labels[k] = v
+		}
+	}
+	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np)}
+	if nodeClassHash != "" {
+		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Annotations {
+		annotations[k] = v
+	}
+	var types []string
+	for _, it := range pn.InstanceTypes {
+		types = append(types, it.Name)
+		if len(types) == maxClaimInstanceTypes {
+			break
+		}
+	}
+	var reqs []stevedorev1.NodeSelectorRequirementWithMinValues
+	for _, r := range pn.Requirements.NodeSelectorRequirements() {
+		if r.Key == corev1.LabelInstanceTypeStable || r.Key == stevedorev1.LabelNodePool {
+			continue
+		}
+		out := stevedorev1.NodeSelectorRequirementWithMinValues{Key: r.Key, Operator: stevedorev1.NodeSelectorOperator(r.Operator), Values: r.Values}
+		if req, ok := pn.Requirements[r.Key]; ok && req.MinValues != nil {
+			out.MinValues = req.MinValues
+		}
+		reqs = append(reqs, out)
+	}
+	// the instance types, in price order (not sorted by name): CreateFleet tries them cheapest first
+	reqs = append(reqs, stevedorev1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: "In", Values: types})
+	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].Key < reqs[j].Key })
+	ref := *np.Spec.Template.Spec.NodeClassRef
+	ref.Normalize()
+	return &stevedorev1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			Finalizers:   []string{stevedorev1.TerminationFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: stevedorev1.SchemeGroupVersion.String(), Kind: "NodePool",
+				Name: np.Name, UID: np.UID, BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: stevedorev1.NodeClaimSpec{
+			Taints:                 np.Spec.Template.Spec.Taints,
+			StartupTaints:          np.Spec.Template.Spec.StartupTaints,
+			Requirements:           reqs,
+			Resources:              stevedorev1.ResourceRequirements{Requests: pn.Requests},
+			NodeClassRef:           &ref,
+			ExpireAfter:            np.Spec.Template.Spec.ExpireAfter,
+			TerminationGracePeriod: np.Spec.Template.Spec.TerminationGracePeriod,
+		},
+	}
+}
+
+// ClaimNode renders an in-flight NodeClaim as the node it will become, for the simulation: the launched type when
+// EC2 has answered, else the first (cheapest) type it lists; the NodeClaim's labels and taints.
+func ClaimNode(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType, region string) *corev1.Node {
+	typeName := claim.Status.InstanceType
+	if typeName == "" {
+		for _, r := range claim.Spec.Requirements {
+			if r.Key == corev1.LabelInstanceTypeStable && len(r.Values) > 0 {
+				typeName = r.Values[0]
+			}
+		}
+	}
+	it := its[typeName]
+	labels := map[string]string{}
+	if it != nil {
+		for k, v := range it.Labels() {
+			labels[k] = v
+		}
+	}
+	for _, r := range claim.Spec.Requirements {
+		if (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
+			labels[r.Key] = r.Values[0]
+		}
+	}
+	for k, v := range claim.Labels {
+		labels[k] = v
+	}
+	name := claim.Status.NodeName
+	if name == "" {
+		name = "nodeclaim-" + claim.Name
+	}
+	labels[corev1.LabelHostname] = name
+	if claim.Status.Zone != "" {
+		labels[corev1.LabelTopologyZone] = claim.Status.Zone
+	}
+	if claim.Status.CapacityType != "" {
+		labels[stevedorev1.LabelCapacityType] = claim.Status.CapacityType
+	}
+	if claim.Status.InstanceType != "" {
+		labels[corev1.LabelInstanceTypeStable] = claim.Status.InstanceType
+	}
+	if region != "" {
+		labels[corev1.LabelTopologyRegion] = region
+	}
+	allocatable := claim.Status.Allocatable
+	if len(allocatable) == 0 && it != nil {
+		allocatable = it.Allocatable()
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: claim.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: allocatable},
+	}
+}
+
+// formatPrice renders an hourly price as the API stores it.
+func formatPrice(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+// ParsePrice reads a stored hourly price (0 when absent or malformed).
+func ParsePrice(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
+}
+
+// quantityOf returns q or zero.
+func quantityOf(rl corev1.ResourceList, name corev1.ResourceName) resource.Quantity {
+	if q, ok := rl[name]; ok {
+		return q
+	}
+	return resource.Quantity{}
+}
+
+func claimString(c *stevedorev1.NodeClaim) string {
+	return fmt.Sprintf("%s (%s %s %s)", c.Name, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType)
+}

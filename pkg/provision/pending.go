@@ -1,0 +1,67 @@
+package provision
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// WatchPending periodically hands to Consider the pods of ours the scheduler found unschedulable without
+// PostFilter ever seeing them (a cluster with no node at all makes the scheduler skip PostFilter) or whose plan
+// was lost (a NodeClaim deleted, a restart). It also forgets plans of pods that are bound or gone.
+func (p *Provisioner) WatchPending(ctx context.Context, every time.Duration) {
+	wait.UntilWithContext(ctx, p.sweepPending, every)
+}
+
+func (p *Provisioner) sweepPending(ctx context.Context) {
+	pods, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	live := map[types.UID]bool{}
+	for _, pod := range pods {
+		if pod.Spec.SchedulerName != p.opts.SchedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		live[pod.UID] = true
+		if !failedScheduling(pod) {
+			continue
+		}
+		if _, ok := p.assignedDecision(pod); ok {
+			continue
+		}
+		if nn := pod.Status.NominatedNodeName; nn != "" {
+			if _, err := p.opts.Nodes.Get(nn); err == nil {
+				continue // the scheduler will use the node it nominated
+			}
+		}
+		p.Consider(ctx, pod)
+	}
+	p.mu.Lock()
+	for uid, claim := range p.podClaim {
+		if !live[uid] {
+			delete(p.podClaim, uid)
+			delete(p.assigned[claim], uid)
+		}
+	}
+	for uid := range p.unprovisionable {
+		if !live[uid] {
+			delete(p.unprovisionable, uid)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// failedScheduling reports whether the scheduler tried the pod and found no node.
+func failedScheduling(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}

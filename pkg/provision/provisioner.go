@@ -1,0 +1,678 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+// Event reasons Stevedore records.
+const (
+	ReasonNominated         = "Nominated"
+	ReasonWaitingForNode    = "WaitingForNode"
+	ReasonFailedProvision   = "FailedProvisioning"
+	ReasonLaunched          = "Launched"
+	ReasonLaunchFailed      = "LaunchFailed"
+	ReasonRegistered        = "Registered"
+	ReasonInitialized       = "Initialized"
+	ReasonRegistrationLapse = "RegistrationTimeout"
+)
+
+// Options configure a Provisioner.
+type Options struct {
+	ClusterName   string
+	Region        string
+	SchedulerName string
+	BatchIdle     time.Duration
+	BatchMax      time.Duration
+	SolveTimeout  time.Duration
+
+	Kube       kubernetes.Interface
+	Stevedore  versioned.Interface
+	Nodes      corelisters.NodeLister
+	Pods       corelisters.PodLister
+	DaemonSets appslisters.DaemonSetLister
+	NodeClaims listers.NodeClaimLister
+	NodePools  listers.NodePoolLister
+	Cloud      cloud.Provider
+	// NodeClassHash hashes a node class for drift detection (cloud specific); may be nil.
+	NodeClassHash func(ctx context.Context, ref *stevedorev1.NodeClassReference) string
+	Simulator     *simulation.Simulator
+	Recorder      events.EventRecorder
+	Clock         clock.WithDelayedExecution
+}
+
+// Provisioner decides which nodes to launch for pods no node fits. It is shared by every scheduler profile of the
+// process and by the NodeClaim lifecycle controller.
+type Provisioner struct {
+	opts    Options
+	batcher *Batcher
+
+	simMu sync.Mutex // the simulator is not safe for concurrent use
+
+	mu sync.Mutex
+	// assigned maps a NodeClaim to the pods planned on it, podClaim the reverse.
+	assigned map[string]map[types.UID]*corev1.Pod
+	podClaim map[types.UID]string
+	// unprovisionable remembers why a pod could not be provisioned, until NodePools change.
+	unprovisionable map[types.UID]string
+
+	typesMu sync.Mutex
+	types   map[string]cachedTypes // by NodePool name
+}
+
+type cachedTypes struct {
+	at       time.Time
+	gen      int64
+	types    []*cloud.InstanceType
+	err      error
+	nodePool *stevedorev1.NodePool
+}
+
+// New returns a Provisioner. Run starts its batch loop.
+func New(opts Options) *Provisioner {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Provisioner{
+		opts:            opts,
+		batcher:         NewBatcher(opts.BatchIdle, opts.BatchMax, opts.Clock),
+		assigned:        map[string]map[types.UID]*corev1.Pod{},
+		podClaim:        map[types.UID]string{},
+		unprovisionable: map[types.UID]string{},
+		types:           map[string]cachedTypes{},
+	}
+}
+
+// DecisionKind is what Consider did with a pod.
+type DecisionKind int
+
+// Decision kinds.
+const (
+	// Nominated: the pod goes to a node being launched, whose name is known.
+	Nominated DecisionKind = iota
+	// Waiting: the pod goes to a NodeClaim whose instance has not been launched yet.
+	Waiting
+	// Batched: the pod waits in the open batch.
+	Batched
+	// Unprovisionable: no NodePool can launch a node for the pod.
+	Unprovisionable
+)
+
+// Decision is Consider's answer.
+type Decision struct {
+	Kind     DecisionKind
+	NodeName string
+	Claim    string
+	Reason   string
+}
+
+// Consider is called for a pod that fits no existing node: it keeps the pod on the node planned for it, puts it on a
+// node being launched that has room, or adds it to the batch for the next solve.
+func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod) Decision {
+	if d, ok := p.assignedDecision(pod); ok {
+		return d
+	}
+	p.mu.Lock()
+	reason, known := p.unprovisionable[pod.UID]
+	p.mu.Unlock()
+	if known {
+		return Decision{Kind: Unprovisionable, Reason: reason}
+	}
+	if nn := pod.Status.NominatedNodeName; nn != "" {
+		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
+			p.assign(claim.Name, []*corev1.Pod{pod})
+			return Decision{Kind: Nominated, NodeName: nn, Claim: claim.Name}
+		}
+	}
+	if d, ok := p.fitInFlight(ctx, pod); ok {
+		return d
+	}
+	p.batcher.Add(pod)
+	if p.nothingElseWaiting() {
+		p.batcher.Flush()
+	}
+	return Decision{Kind: Batched}
+}
+
+// assignedDecision returns the decision for a pod already planned on a live NodeClaim.
+func (p *Provisioner) assignedDecision(pod *corev1.Pod) (Decision, bool) {
+	p.mu.Lock()
+	name, ok := p.podClaim[pod.UID]
+	p.mu.Unlock()
+	if !ok {
+		if p.batcher.Contains(pod.UID) {
+			return Decision{Kind: Batched}, true
+		}
+		return Decision{}, false
+	}
+	claim, err := p.opts.NodeClaims.Get(name)
+	if err != nil || claim.DeletionTimestamp != nil {
+		p.forgetPod(pod.UID)
+		return Decision{}, false
+	}
+	if claim.Status.NodeName != "" {
+		return Decision{Kind: Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
+	}
+	return Decision{Kind: Waiting, Claim: name}, true
+}
+
+// claimForNode returns the in-flight NodeClaim whose node has this name.
+func (p *Provisioner) claimForNode(nodeName string) *stevedorev1.NodeClaim {
+	claims, _ := p.opts.NodeClaims.List(labels.Everything())
+	for _, c := range claims {
+		if c.Status.NodeName == nodeName && !IsInitialized(c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// nothingElseWaiting reports whether every unbound pod of ours is accounted for (in the batch, planned on a
+// NodeClaim, or nominated): the batch need not wait for more.
+func (p *Provisioner) nothingElseWaiting() bool {
+	pods, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, pod := range pods {
+		if pod.Spec.SchedulerName != p.opts.SchedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.batcher.Contains(pod.UID) || pod.Status.NominatedNodeName != "" {
+			continue
+		}
+		p.mu.Lock()
+		_, planned := p.podClaim[pod.UID]
+		_, failed := p.unprovisionable[pod.UID]
+		p.mu.Unlock()
+		if planned || failed {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func (p *Provisioner) assign(claim string, pods []*corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := p.assigned[claim]
+	if set == nil {
+		set = map[types.UID]*corev1.Pod{}
+		p.assigned[claim] = set
+	}
+	for _, pod := range pods {
+		if prev, ok := p.podClaim[pod.UID]; ok && prev != claim {
+			delete(p.assigned[prev], pod.UID)
+		}
+		set[pod.UID] = pod
+		p.podClaim[pod.UID] = claim
+	}
+}
+
+func (p *Provisioner) forgetPod(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if claim, ok := p.podClaim[uid]; ok {
+		delete(p.assigned[claim], uid)
+		delete(p.podClaim, uid)
+	}
+}
+
+// ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again.
+func (p *Provisioner) ForgetClaim(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for uid := range p.assigned[name] {
+		delete(p.podClaim, uid)
+	}
+	delete(p.assigned, name)
+}
+
+// AssignedPods returns the pods planned on a NodeClaim.
+func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.assigned[claim]))
+	for _, pod := range p.assigned[claim] {
+		out = append(out, pod)
+	}
+	return out
+}
+
+// PodBound is called when a pod binds (Reserve): its planned slot on a NodeClaim is released.
+func (p *Provisioner) PodBound(uid types.UID) { p.forgetPod(uid) }
+
+// NodePoolsChanged forgets why pods were unprovisionable, so they are tried again.
+func (p *Provisioner) NodePoolsChanged() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unprovisionable = map[types.UID]string{}
+}
+
+// Run solves the batches as they close, until ctx ends.
+func (p *Provisioner) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case batch := <-p.batcher.Closed():
+			if err := p.solveBatch(ctx, batch); err != nil && ctx.Err() == nil {
+				logger.Error(err, "Provisioning a batch failed; its pods will be retried", "pods", len(batch))
+				for _, pod := range batch {
+					p.forgetPod(pod.UID)
+				}
+			}
+		}
+	}
+}
+
+// IsInitialized reports whether a NodeClaim's node is ready for pods.
+func IsInitialized(c *stevedorev1.NodeClaim) bool {
+	return conditionTrue(c.Status.Conditions, stevedorev1.ConditionInitialized)
+}
+
+func conditionTrue(conds []metav1.Condition, t string) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// solveBatch plans a batch and creates its NodeClaims.
+func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
+	logger := klog.FromContext(ctx)
+	pods := p.stillPending(batch)
+	if len(pods) == 0 {
+		return nil
+	}
+	start := p.opts.Clock.Now()
+	in, claimByNode, err := p.input(ctx, pods)
+	if err != nil {
+		return err
+	}
+	p.simMu.Lock()
+	plan, err := NewSolver(p.opts.Simulator).Solve(ctx, in)
+	p.simMu.Unlock()
+	if err != nil {
+		return err
+	}
+	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
+		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
+		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "total", p.opts.Clock.Since(start))
+	for node, placed := range plan.InFlight {
+		claim := claimByNode[node]
+		if claim == nil {
+			continue
+		}
+		p.assign(claim.Name, placed)
+		if claim.Status.NodeName != "" {
+			p.nominate(ctx, claim, placed)
+		}
+	}
+	for _, pn := range plan.NewNodes {
+		hash := ""
+		if p.opts.NodeClassHash != nil {
+			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
+		}
+		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, NewNodeClaim(pn, hash), metav1.CreateOptions{})
+		if err != nil {
+			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodePool", pn.NodePool.Name)
+			continue
+		}
+		p.assign(claim.Name, pn.Pods)
+		types := make([]string, 0, 3)
+		for i, it := range pn.InstanceTypes {
+			if i == 3 {
+				break
+			}
+			types = append(types, it.Name)
+		}
+		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
+			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
+			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))
+		for _, pod := range pn.Pods {
+			p.event(pod, corev1.EventTypeNormal, ReasonWaitingForNode, "Provision",
+				"NodeClaim %s is launching a node for this pod (%s in %s, %s, $%s/h)", claim.Name,
+				strings.Join(types, " or "), pn.Offering.Zone, pn.Offering.CapacityType, formatPrice(pn.Offering.Price))
+		}
+	}
+	for _, pod := range pods {
+		reason, ok := plan.Unschedulable[pod.UID]
+		if !ok {
+			continue
+		}
+		p.mu.Lock()
+		p.unprovisionable[pod.UID] = reason
+		p.mu.Unlock()
+		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
+	}
+	return nil
+}
+
+func countPods(m map[string][]*corev1.Pod) int {
+	n := 0
+	for _, ps := range m {
+		n += len(ps)
+	}
+	return n
+}
+
+// stillPending keeps the batch's pods that still wait for a node, as the cache has them now.
+func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, b := range batch {
+		pod, err := p.opts.Pods.Pods(b.Namespace).Get(b.Name)
+		if err != nil || pod.UID != b.UID || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		p.mu.Lock()
+		_, planned := p.podClaim[pod.UID]
+		p.mu.Unlock()
+		if planned {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// nominate records on the pods the node being launched for them, so that the scheduler holds its capacity for
+// them when it registers and tries it first.
+func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
+	for _, pod := range pods {
+		if pod.Status.NominatedNodeName == claim.Status.NodeName {
+			continue
+		}
+		patch := []byte(fmt.Sprintf(`{"status":{"nominatedNodeName":%q}}`, claim.Status.NodeName))
+		_, err := p.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).V(2).Info("Nominating a pod failed; the scheduler will still find the node", "pod", klog.KObj(pod), "err", err)
+			continue
+		}
+		p.event(pod, corev1.EventTypeNormal, ReasonNominated, "Nominate", "nominated to node %s, launched for it as %s",
+			claim.Status.NodeName, claimString(claim))
+	}
+}
+
+// NominateAssigned nominates a NodeClaim's planned pods to its node once it has a name.
+func (p *Provisioner) NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim) {
+	var pending []*corev1.Pod
+	for _, pod := range p.AssignedPods(claim.Name) {
+		if cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name); err == nil && cur.UID == pod.UID && cur.Spec.NodeName == "" {
+			pending = append(pending, cur)
+		}
+	}
+	p.nominate(ctx, claim, pending)
+}
+
+func (p *Provisioner) event(obj *corev1.Pod, eventType, reason, action, note string, args ...any) {
+	if p.opts.Recorder == nil {
+		return
+	}
+	p.opts.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
+}
+
+// InstanceTypes returns a NodePool's instance types, cached for a minute.
+func (p *Provisioner) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
+	p.typesMu.Lock()
+	c, ok := p.types[np.Name]
+	p.typesMu.Unlock()
+	if ok && c.gen == np.Generation && p.opts.Clock.Since(c.at) < time.Minute {
+		return c.types, c.err
+	}
+	its, err := p.opts.Cloud.InstanceTypes(ctx, np)
+	p.typesMu.Lock()
+	p.types[np.Name] = cachedTypes{at: p.opts.Clock.Now(), gen: np.Generation, types: its, err: err, nodePool: np}
+	p.typesMu.Unlock()
+	return its, err
+}
+
+// input builds the solver input: the NodePools with their instance types and what their limits still allow, the
+// DaemonSets, and a snapshot of the cluster with the NodeClaims being launched as nodes.
+func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map[string]*stevedorev1.NodeClaim, error) {
+	logger := klog.FromContext(ctx)
+	pools, err := p.opts.NodePools.List(labels.Everything())
+	if err != nil {
+		return Input{}, nil, err
+	}
+	var daemonSets []*corev1.Pod
+	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
+		for _, ds := range dss {
+			daemonSets = append(daemonSets, DaemonSetPod(ds))
+		}
+	}
+	claims, err := p.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return Input{}, nil, err
+	}
+	usage := nodePoolUsage(claims)
+	byName := map[string]*cloud.InstanceType{}
+	var options []NodePoolOption
+	for _, np := range pools {
+		if np.DeletionTimestamp != nil {
+			continue
+		}
+		its, err := p.InstanceTypes(ctx, np)
+		if err != nil {
+			logger.Error(err, "NodePool cannot launch nodes now", "nodepool", np.Name)
+			continue
+		}
+		for _, it := range its {
+			byName[it.Name] = it
+		}
+		opt, err := NewNodePoolOption(np, its, remaining(np, usage[np.Name]), daemonSets)
+		if err != nil {
+			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
+			continue
+		}
+		options = append(options, opt)
+	}
+	SortNodePools(options)
+	snap, inflight, claimByNode, err := p.clusterSnapshot(claims, byName)
+	if err != nil {
+		return Input{}, nil, err
+	}
+	return Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
+		Region: p.opts.Region}, claimByNode, nil
+}
+
+// clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
+// yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
+func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
+	nodes, err := p.opts.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pods, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		}
+	}
+	inflightNodes := map[string]*stevedorev1.NodeClaim{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil || IsInitialized(c) {
+			continue
+		}
+		inflightNodes[ClaimNode(c, its, p.opts.Region).Name] = c
+	}
+	snap := simulation.NewSnapshot()
+	for _, n := range nodes {
+		if _, inflight := inflightNodes[n.Name]; inflight {
+			continue
+		}
+		snap.AddNode(n, byNode[n.Name]...)
+	}
+	var inflight []InFlightNode
+	claimByNode := map[string]*stevedorev1.NodeClaim{}
+	names := make([]string, 0, len(inflightNodes))
+	for name := range inflightNodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := inflightNodes[name]
+		node := ClaimNode(c, its, p.opts.Region)
+		if len(node.Status.Allocatable) == 0 {
+			continue
+		}
+		placed := append([]*corev1.Pod(nil), byNode[name]...)
+		for _, pod := range p.AssignedPods(c.Name) {
+			if pod.Spec.NodeName == "" {
+				placed = append(placed, pod)
+			}
+		}
+		snap.AddNode(node, placed...)
+		inflight = append(inflight, InFlightNode{Name: name, Claim: c.Name, NodePool: c.Labels[stevedorev1.LabelNodePool]})
+		claimByNode[name] = c
+	}
+	return snap, inflight, claimByNode, nil
+}
+
+// fitInFlight puts a pod on a NodeClaim being launched when one has room and the Filter plugins accept it there.
+func (p *Provisioner) fitInFlight(ctx context.Context, pod *corev1.Pod) (Decision, bool) {
+	claims, err := p.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return Decision{}, false
+	}
+	need := podVec(pod)
+	var candidates []*stevedorev1.NodeClaim
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil || IsInitialized(c) || len(c.Status.Allocatable) == 0 {
+			continue
+		}
+		used := vec{}
+		for _, q := range p.AssignedPods(c.Name) {
+			used = used.add(podVec(q))
+		}
+		if need.add(used).fits(listVec(c.Status.Allocatable)) {
+			candidates = append(candidates, c)
+		}
+	}
+	if len(candidates) == 0 {
+		return Decision{}, false
+	}
+	snap, _, claimByNode, err := p.clusterSnapshot(claims, p.knownTypes())
+	if err != nil {
+		return Decision{}, false
+	}
+	p.simMu.Lock()
+	defer p.simMu.Unlock()
+	p.opts.Simulator.Use(snap)
+	for node, c := range claimByNode {
+		if !contains(candidates, c) {
+			continue
+		}
+		if err := p.opts.Simulator.Fits(ctx, pod, node); err == nil {
+			p.assign(c.Name, []*corev1.Pod{pod})
+			if c.Status.NodeName != "" {
+				go p.nominate(context.WithoutCancel(ctx), c, []*corev1.Pod{pod})
+				return Decision{Kind: Nominated, NodeName: c.Status.NodeName, Claim: c.Name}, true
+			}
+			return Decision{Kind: Waiting, Claim: c.Name}, true
+		}
+	}
+	return Decision{}, false
+}
+
+func contains(list []*stevedorev1.NodeClaim, c *stevedorev1.NodeClaim) bool {
+	for _, x := range list {
+		if x.Name == c.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// nodePoolUsage sums, per NodePool, the capacity of its live NodeClaims (their instance type once launched, else
+// their requests) and counts them.
+func nodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		pool := c.Labels[stevedorev1.LabelNodePool]
+		u := out[pool]
+		if u == nil {
+			u = corev1.ResourceList{}
+			out[pool] = u
+		}
+		src := c.Status.Capacity
+		if len(src) == 0 {
+			src = c.Spec.Resources.Requests
+		}
+		for name, q := range src {
+			sum := u[name]
+			sum.Add(q)
+			u[name] = sum
+		}
+		nodes := u["nodes"]
+		nodes.Add(resourceOne())
+		u["nodes"] = nodes
+	}
+	return out
+}
+
+// remaining is what a NodePool's limits still allow given its usage (nil when it has no limits).
+func remaining(np *stevedorev1.NodePool, used corev1.ResourceList) corev1.ResourceList {
+	if len(np.Spec.Limits) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, limit := range np.Spec.Limits {
+		v := limit.DeepCopy()
+		if u, ok := used[name]; ok {
+			v.Sub(u)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+func resourceOne() resource.Quantity { return *resource.NewQuantity(1, resource.DecimalSI) }
+
+// knownTypes returns every instance type the NodePools' caches hold, by name.
+func (p *Provisioner) knownTypes() map[string]*cloud.InstanceType {
+	p.typesMu.Lock()
+	defer p.typesMu.Unlock()
+	out := map[string]*cloud.InstanceType{}
+	for _, c := range p.types {
+		for _, it := range c.types {
+			out[it.Name] = it
+		}
+	}
+	return out
+}
