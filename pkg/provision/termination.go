@@ -27,7 +27,9 @@ const (
 	ReasonEvicted    = "Evicted"
 )
 
-func client(p *Provisioner) typedv1.NodeClaimInterface { return p.opts.Stevedore.StevedoreV1().NodeClaims() }
+func client(p *Provisioner) typedv1.NodeClaimInterface {
+	return p.opts.Stevedore.StevedoreV1().NodeClaims()
+}
 
 // terminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by processNode), its instance
 // terminated, then its finalizer removed.

@@ -27,7 +27,6 @@ import (
 // Name is the plugin's name in the scheduler configuration.
 const Name = "Provisioner"
 
-
 // Provisioner is the scheduler plugin.
 type Provisioner struct {
 	handle fwk.Handle
