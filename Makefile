@@ -13,7 +13,7 @@ UNIT_PKGS     := ./pkg/... ./cmd/... ./hack/testsummary/...
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration demo generate verify verify-generated lint tools clean image
+.PHONY: all build test unit integration demo bench generate verify verify-generated lint tools clean image
 
 all: build
 
@@ -42,6 +42,10 @@ integration: build $(BIN)/kubectl
 ## demo: run the sandbox and play the seeds' inflate scenario
 demo: build
 	$(BIN)/scheduler sandbox --scenario inflate --log-file /tmp/stevedore-demo.log
+
+## bench: the README's benchmark figures (solver on Karpenter's benchmark input, 1000 pods in the sandbox)
+bench:
+	hack/bench.sh
 
 ## tools: build the code generators pinned in hack/tools/go.mod
 tools:

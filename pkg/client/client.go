@@ -3,9 +3,17 @@ package client
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+)
+
+// Client-side rate limits of Stevedore's own clients: launching hundreds of nodes writes NodeClaims, Nodes and
+// pod nominations in bursts, which the scheduler's default 50 QPS would queue for seconds.
+const (
+	QPS   = 200
+	Burst = 400
 )
 
 // NewStevedore returns a clientset for Stevedore's resources. Custom resources have no protobuf encoding, so
@@ -14,5 +22,13 @@ func NewStevedore(cfg *rest.Config) (versioned.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.QPS, c.Burst = QPS, Burst
 	return versioned.NewForConfig(c)
+}
+
+// NewKube returns a Kubernetes clientset for Stevedore's controllers, with their own rate limits.
+func NewKube(cfg *rest.Config) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = QPS, Burst
+	return kubernetes.NewForConfig(c)
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // Batcher collects pods for one solve. A batch opens with its first pod and closes when no pod arrived for the
-// idle gap, when the max window since its first pod passed, or at once when Flush is called (the scheduling
-// queue holds none of our pods waiting to be considered).
+// idle gap, or when the max window since its first pod passed: replicas created together are planned together,
+// so that their spread and affinity constraints are solved as one.
 type Batcher struct {
 	idle, max time.Duration
 	clock     clock.WithDelayedExecution
@@ -65,13 +65,6 @@ func (b *Batcher) Len() int {
 	return len(b.pods)
 }
 
-// Flush closes the open batch now.
-func (b *Batcher) Flush() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.close()
-}
-
 // schedule arms the timer for the earlier of the idle gap and the max window. Caller holds b.mu.
 func (b *Batcher) schedule() {
 	if b.timer != nil {
@@ -87,6 +80,7 @@ func (b *Batcher) schedule() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if v == b.version {
+			b.timer = nil // fired: nothing to stop
 			b.close()
 		}
 	})

@@ -70,6 +70,7 @@ func (l *Lifecycle) Register(claims, nodes cache.SharedIndexInformer) error {
 			}
 			if c, ok := obj.(*stevedorev1.NodeClaim); ok {
 				l.prov.ForgetClaim(c.Name)
+				l.prov.NodePoolsChanged() // room under a NodePool's limits
 			}
 		},
 	}); err != nil {
@@ -232,9 +233,6 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	if err != nil {
 		return 0, fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
 	}
-	if err := l.labelClaim(ctx, claim.Name, inst); err != nil {
-		logger.V(2).Info("Labelling the NodeClaim failed", "err", err)
-	}
 	pods := p.AssignedPods(claim.Name)
 	podNames := make([]string, 0, len(pods))
 	for _, pod := range pods {
@@ -299,24 +297,6 @@ func (l *Lifecycle) daemonSetOverhead(claim *stevedorev1.NodeClaim) []*corev1.Po
 	return out
 }
 
-// labelClaim adds the offering EC2 picked to the NodeClaim's labels.
-func (l *Lifecycle) labelClaim(ctx context.Context, name string, inst *cloud.Instance) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(l.prov).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.Labels == nil {
-			cur.Labels = map[string]string{}
-		}
-		cur.Labels[corev1.LabelInstanceTypeStable] = inst.Type
-		cur.Labels[corev1.LabelTopologyZone] = inst.Zone
-		cur.Labels[stevedorev1.LabelCapacityType] = inst.CapacityType
-		_, err = client(l.prov).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-}
-
 // register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
 // the registration timeout is deleted with its instance.
 func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
@@ -338,7 +318,9 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	if err := l.syncNode(ctx, claim, node); err != nil {
 		return 0, err
 	}
-	if err := l.setCondition(ctx, claim.Name, stevedorev1.ConditionRegistered, metav1.ConditionTrue, "Registered", "node "+node.Name+" registered"); err != nil {
+	changed, err := l.setConditions(ctx, claim.Name, metav1.Condition{Type: stevedorev1.ConditionRegistered,
+		Status: metav1.ConditionTrue, Reason: "Registered", Message: "node " + node.Name + " registered"})
+	if err != nil || !changed {
 		return 0, err
 	}
 	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID,
@@ -438,10 +420,10 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 	if why := notInitialized(claim, node); why != "" {
 		return 0, nil // node events bring it back
 	}
-	if err := l.setCondition(ctx, claim.Name, stevedorev1.ConditionInitialized, metav1.ConditionTrue, "Initialized", "node is ready"); err != nil {
-		return 0, err
-	}
-	if err := l.setCondition(ctx, claim.Name, stevedorev1.ConditionReady, metav1.ConditionTrue, "Ready", "node is ready"); err != nil {
+	changed, err := l.setConditions(ctx, claim.Name,
+		metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"},
+		metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node is ready"})
+	if err != nil {
 		return 0, err
 	}
 	if node.Labels[stevedorev1.LabelInitialized] != "true" {
@@ -450,7 +432,10 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 			return 0, err
 		}
 	}
-	l.prov.claimEvent(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
+	if changed {
+		klog.FromContext(ctx).Info("Initialized node", "node", node.Name, "readyAfter", l.prov.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Millisecond))
+		l.prov.claimEvent(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
+	}
 	if l.opts.OnInitialized != nil {
 		l.opts.OnInitialized(node.Name)
 	}
@@ -500,18 +485,31 @@ func (p *Provisioner) IsNodeInitializing(nodeName string) bool {
 }
 
 func (l *Lifecycle) setCondition(ctx context.Context, name, condType string, status metav1.ConditionStatus, reason, message string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	_, err := l.setConditions(ctx, name, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message})
+	return err
+}
+
+// setConditions sets conditions on a NodeClaim's status in one update; it reports whether any changed.
+func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...metav1.Condition) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := client(l.prov).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if !meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: condType, Status: status, Reason: reason,
-			Message: truncate(message, 1000), ObservedGeneration: cur.Generation}) {
+		changed = false
+		for _, c := range conds {
+			c.Message = truncate(c.Message, 1000)
+			c.ObservedGeneration = cur.Generation
+			changed = meta.SetStatusCondition(&cur.Status.Conditions, c) || changed
+		}
+		if !changed {
 			return nil
 		}
 		_, err = client(l.prov).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
+	return changed, err
 }
 
 func truncate(s string, n int) string {

@@ -46,6 +46,7 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 		if !live[uid] {
 			delete(p.podClaim, uid)
 			delete(p.assigned[claim], uid)
+			delete(p.nominated, uid)
 		}
 	}
 	for uid := range p.unprovisionable {

@@ -2,14 +2,11 @@ package provision
 
 import (
 	"context"
-	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +15,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -39,6 +37,9 @@ const (
 	ReasonInitialized       = "Initialized"
 	ReasonRegistrationLapse = "RegistrationTimeout"
 )
+
+// createWorkers bounds the NodeClaim creates in flight.
+const createWorkers = 16
 
 // Options configure a Provisioner.
 type Options struct {
@@ -76,8 +77,19 @@ type Provisioner struct {
 	// assigned maps a NodeClaim to the pods planned on it, podClaim the reverse.
 	assigned map[string]map[types.UID]*corev1.Pod
 	podClaim map[types.UID]string
-	// unprovisionable remembers why a pod could not be provisioned, until NodePools change.
-	unprovisionable map[types.UID]string
+	// unprovisionable remembers why a pod could not be provisioned, until NodePools or NodeClaims change or a
+	// minute passes.
+	unprovisionable map[types.UID]unprovisionable
+	// created holds the NodeClaims this process created that the informer cache may not show yet, so that the
+	// next solve counts them (room for pods, NodePool limits) and their pods are not planned twice.
+	created map[string]*stevedorev1.NodeClaim
+	// solving holds the pods of the batch being solved: until their NodeClaims exist they are neither in the
+	// batch nor planned, and must not be batched again.
+	solving map[types.UID]bool
+	// binding holds the pods the scheduler reserved a node for (Reserve) that are not bound yet, and the node.
+	binding map[types.UID]bindingPod
+	// nominated holds the pods nominated to the node of the NodeClaim planned for them, and the node.
+	nominated map[types.UID]string
 
 	typesMu sync.Mutex
 	types   map[string]cachedTypes // by NodePool name
@@ -101,7 +113,11 @@ func New(opts Options) *Provisioner {
 		batcher:         NewBatcher(opts.BatchIdle, opts.BatchMax, opts.Clock),
 		assigned:        map[string]map[types.UID]*corev1.Pod{},
 		podClaim:        map[types.UID]string{},
-		unprovisionable: map[types.UID]string{},
+		unprovisionable: map[types.UID]unprovisionable{},
+		created:         map[string]*stevedorev1.NodeClaim{},
+		solving:         map[types.UID]bool{},
+		binding:         map[types.UID]bindingPod{},
+		nominated:       map[types.UID]string{},
 		types:           map[string]cachedTypes{},
 	}
 }
@@ -136,24 +152,27 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod) Decision {
 		return d
 	}
 	p.mu.Lock()
-	reason, known := p.unprovisionable[pod.UID]
+	u, known := p.unprovisionable[pod.UID]
+	if known && p.opts.Clock.Since(u.at) > time.Minute {
+		delete(p.unprovisionable, pod.UID)
+		known = false
+	}
 	p.mu.Unlock()
 	if known {
-		return Decision{Kind: Unprovisionable, Reason: reason}
+		return Decision{Kind: Unprovisionable, Reason: u.reason}
 	}
 	if nn := pod.Status.NominatedNodeName; nn != "" {
 		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
 			p.assign(claim.Name, []*corev1.Pod{pod})
+			p.mu.Lock()
+			p.nominated[pod.UID] = nn
+			p.mu.Unlock()
 			return Decision{Kind: Nominated, NodeName: nn, Claim: claim.Name}
 		}
 	}
-	if d, ok := p.fitInFlight(ctx, pod); ok {
-		return d
-	}
+	// A pod that fits a node being launched is found by the next solve, which fills in-flight nodes before it
+	// plans new ones; PostFilter runs inside the scheduling cycle and must stay cheap.
 	p.batcher.Add(pod)
-	if p.nothingElseWaiting() {
-		p.batcher.Flush()
-	}
 	return Decision{Kind: Batched}
 }
 
@@ -161,7 +180,11 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod) Decision {
 func (p *Provisioner) assignedDecision(pod *corev1.Pod) (Decision, bool) {
 	p.mu.Lock()
 	name, ok := p.podClaim[pod.UID]
+	solving := p.solving[pod.UID]
 	p.mu.Unlock()
+	if solving {
+		return Decision{Kind: Batched}, true
+	}
 	if !ok {
 		if p.batcher.Contains(pod.UID) {
 			return Decision{Kind: Batched}, true
@@ -169,11 +192,15 @@ func (p *Provisioner) assignedDecision(pod *corev1.Pod) (Decision, bool) {
 		return Decision{}, false
 	}
 	claim, err := p.opts.NodeClaims.Get(name)
-	if err != nil || claim.DeletionTimestamp != nil {
+	if err != nil {
+		// Created but not in the cache yet: a NodeClaim that is really gone is forgotten by ForgetClaim.
+		return Decision{Kind: Waiting, Claim: name}, true
+	}
+	if claim.DeletionTimestamp != nil {
 		p.forgetPod(pod.UID)
 		return Decision{}, false
 	}
-	if claim.Status.NodeName != "" {
+	if claim.Status.NodeName != "" && p.isNominated(pod.UID, claim.Status.NodeName) {
 		return Decision{Kind: Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
 	}
 	return Decision{Kind: Waiting, Claim: name}, true
@@ -188,33 +215,6 @@ func (p *Provisioner) claimForNode(nodeName string) *stevedorev1.NodeClaim {
 		}
 	}
 	return nil
-}
-
-// nothingElseWaiting reports whether every unbound pod of ours is accounted for (in the batch, planned on a
-// NodeClaim, or nominated): the batch need not wait for more.
-func (p *Provisioner) nothingElseWaiting() bool {
-	pods, err := p.opts.Pods.List(labels.Everything())
-	if err != nil {
-		return false
-	}
-	for _, pod := range pods {
-		if pod.Spec.SchedulerName != p.opts.SchedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
-			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if p.batcher.Contains(pod.UID) || pod.Status.NominatedNodeName != "" {
-			continue
-		}
-		p.mu.Lock()
-		_, planned := p.podClaim[pod.UID]
-		_, failed := p.unprovisionable[pod.UID]
-		p.mu.Unlock()
-		if planned || failed {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 func (p *Provisioner) assign(claim string, pods []*corev1.Pod) {
@@ -241,14 +241,17 @@ func (p *Provisioner) forgetPod(uid types.UID) {
 		delete(p.assigned[claim], uid)
 		delete(p.podClaim, uid)
 	}
+	delete(p.nominated, uid)
 }
 
 // ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again.
 func (p *Provisioner) ForgetClaim(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.created, name)
 	for uid := range p.assigned[name] {
 		delete(p.podClaim, uid)
+		delete(p.nominated, uid)
 	}
 	delete(p.assigned, name)
 }
@@ -264,14 +267,65 @@ func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod {
 	return out
 }
 
-// PodBound is called when a pod binds (Reserve): its planned slot on a NodeClaim is released.
-func (p *Provisioner) PodBound(uid types.UID) { p.forgetPod(uid) }
+type bindingPod struct {
+	pod  *corev1.Pod
+	node string
+}
 
-// NodePoolsChanged forgets why pods were unprovisionable, so they are tried again.
+// PodReserved is called when the scheduler reserves a node for a pod (Reserve): until it is bound, the pod counts
+// on that node rather than on the NodeClaim planned for it.
+func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.binding[pod.UID] = bindingPod{pod: pod, node: node}
+}
+
+// PodUnreserved is called when a reserved pod does not bind (Unreserve): it counts on its NodeClaim again.
+func (p *Provisioner) PodUnreserved(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.binding, uid)
+}
+
+// PodBound is called when a pod is bound (PostBind): its planned slot on a NodeClaim is released. A pod whose
+// binding fails keeps its slot.
+func (p *Provisioner) PodBound(uid types.UID) {
+	p.PodUnreserved(uid)
+	p.forgetPod(uid)
+}
+
+func (p *Provisioner) isBinding(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.binding[uid]
+	return ok
+}
+
+// bindingPods returns the pods being bound, by node, leaving out those the cache already shows bound.
+func (p *Provisioner) bindingPods() map[string][]*corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]*corev1.Pod{}
+	for _, b := range p.binding {
+		if cur, err := p.opts.Pods.Pods(b.pod.Namespace).Get(b.pod.Name); err == nil && cur.Spec.NodeName != "" {
+			continue
+		}
+		out[b.node] = append(out[b.node], b.pod)
+	}
+	return out
+}
+
+type unprovisionable struct {
+	reason string
+	at     time.Time
+}
+
+// NodePoolsChanged forgets why pods were unprovisionable, so they are tried again (a NodePool or its limits
+// changed, or a NodeClaim went away and freed room under them).
 func (p *Provisioner) NodePoolsChanged() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.unprovisionable = map[types.UID]string{}
+	p.unprovisionable = map[types.UID]unprovisionable{}
 }
 
 // Run solves the batches as they close, until ctx ends.
@@ -309,6 +363,18 @@ func conditionTrue(conds []metav1.Condition, t string) bool {
 // solveBatch plans a batch and creates its NodeClaims.
 func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
 	logger := klog.FromContext(ctx)
+	p.mu.Lock()
+	for _, pod := range batch {
+		p.solving[pod.UID] = true
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, pod := range batch {
+			delete(p.solving, pod.UID)
+		}
+	}()
 	pods := p.stillPending(batch)
 	if len(pods) == 0 {
 		return nil
@@ -337,7 +403,9 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			p.nominate(ctx, claim, placed)
 		}
 	}
-	for _, pn := range plan.NewNodes {
+	// NodeClaims are created in parallel: a burst plans hundreds, and each create is an API round trip.
+	workqueue.ParallelizeUntil(ctx, createWorkers, len(plan.NewNodes), func(i int) {
+		pn := plan.NewNodes[i]
 		hash := ""
 		if p.opts.NodeClassHash != nil {
 			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
@@ -345,32 +413,23 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, NewNodeClaim(pn, hash), metav1.CreateOptions{})
 		if err != nil {
 			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodePool", pn.NodePool.Name)
-			continue
+			return
 		}
+		p.mu.Lock()
+		p.created[claim.Name] = claim
+		p.mu.Unlock()
 		p.assign(claim.Name, pn.Pods)
-		types := make([]string, 0, 3)
-		for i, it := range pn.InstanceTypes {
-			if i == 3 {
-				break
-			}
-			types = append(types, it.Name)
-		}
 		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
 			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
 			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))
-		for _, pod := range pn.Pods {
-			p.event(pod, corev1.EventTypeNormal, ReasonWaitingForNode, "Provision",
-				"NodeClaim %s is launching a node for this pod (%s in %s, %s, $%s/h)", claim.Name,
-				strings.Join(types, " or "), pn.Offering.Zone, pn.Offering.CapacityType, formatPrice(pn.Offering.Price))
-		}
-	}
+	})
 	for _, pod := range pods {
 		reason, ok := plan.Unschedulable[pod.UID]
 		if !ok {
 			continue
 		}
 		p.mu.Lock()
-		p.unprovisionable[pod.UID] = reason
+		p.unprovisionable[pod.UID] = unprovisionable{reason: reason, at: p.opts.Clock.Now()}
 		p.mu.Unlock()
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 	}
@@ -402,35 +461,6 @@ func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
 		out = append(out, pod)
 	}
 	return out
-}
-
-// nominate records on the pods the node being launched for them, so that the scheduler holds its capacity for
-// them when it registers and tries it first.
-func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
-	for _, pod := range pods {
-		if pod.Status.NominatedNodeName == claim.Status.NodeName {
-			continue
-		}
-		patch := []byte(fmt.Sprintf(`{"status":{"nominatedNodeName":%q}}`, claim.Status.NodeName))
-		_, err := p.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err != nil && !apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).V(2).Info("Nominating a pod failed; the scheduler will still find the node", "pod", klog.KObj(pod), "err", err)
-			continue
-		}
-		p.event(pod, corev1.EventTypeNormal, ReasonNominated, "Nominate", "nominated to node %s, launched for it as %s",
-			claim.Status.NodeName, claimString(claim))
-	}
-}
-
-// NominateAssigned nominates a NodeClaim's planned pods to its node once it has a name.
-func (p *Provisioner) NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim) {
-	var pending []*corev1.Pod
-	for _, pod := range p.AssignedPods(claim.Name) {
-		if cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name); err == nil && cur.UID == pod.UID && cur.Spec.NodeName == "" {
-			pending = append(pending, cur)
-		}
-	}
-	p.nominate(ctx, claim, pending)
 }
 
 func (p *Provisioner) event(obj *corev1.Pod, eventType, reason, action, note string, args ...any) {
@@ -469,7 +499,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map
 			daemonSets = append(daemonSets, DaemonSetPod(ds))
 		}
 	}
-	claims, err := p.opts.NodeClaims.List(labels.Everything())
+	claims, err := p.liveClaims()
 	if err != nil {
 		return Input{}, nil, err
 	}
@@ -504,6 +534,31 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map
 		Region: p.opts.Region}, claimByNode, nil
 }
 
+// liveClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet.
+func (p *Provisioner) liveClaims() ([]*stevedorev1.NodeClaim, error) {
+	claims, err := p.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		seen[c.Name] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, c := range p.created {
+		switch {
+		case seen[name]:
+			delete(p.created, name)
+		case p.opts.Clock.Since(c.CreationTimestamp.Time) > 5*time.Minute:
+			delete(p.created, name) // deleted before the cache ever saw it
+		default:
+			claims = append(claims, c)
+		}
+	}
+	return claims, nil
+}
+
 // clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
 // yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
 func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
@@ -520,6 +575,10 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
 		}
+	}
+	binding := p.bindingPods()
+	for node, ps := range binding {
+		byNode[node] = append(byNode[node], ps...)
 	}
 	inflightNodes := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
@@ -550,7 +609,7 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		}
 		placed := append([]*corev1.Pod(nil), byNode[name]...)
 		for _, pod := range p.AssignedPods(c.Name) {
-			if pod.Spec.NodeName == "" {
+			if !p.isBinding(pod.UID) {
 				placed = append(placed, pod)
 			}
 		}
@@ -559,61 +618,6 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		claimByNode[name] = c
 	}
 	return snap, inflight, claimByNode, nil
-}
-
-// fitInFlight puts a pod on a NodeClaim being launched when one has room and the Filter plugins accept it there.
-func (p *Provisioner) fitInFlight(ctx context.Context, pod *corev1.Pod) (Decision, bool) {
-	claims, err := p.opts.NodeClaims.List(labels.Everything())
-	if err != nil {
-		return Decision{}, false
-	}
-	need := podVec(pod)
-	var candidates []*stevedorev1.NodeClaim
-	for _, c := range claims {
-		if c.DeletionTimestamp != nil || IsInitialized(c) || len(c.Status.Allocatable) == 0 {
-			continue
-		}
-		used := vec{}
-		for _, q := range p.AssignedPods(c.Name) {
-			used = used.add(podVec(q))
-		}
-		if need.add(used).fits(listVec(c.Status.Allocatable)) {
-			candidates = append(candidates, c)
-		}
-	}
-	if len(candidates) == 0 {
-		return Decision{}, false
-	}
-	snap, _, claimByNode, err := p.clusterSnapshot(claims, p.knownTypes())
-	if err != nil {
-		return Decision{}, false
-	}
-	p.simMu.Lock()
-	defer p.simMu.Unlock()
-	p.opts.Simulator.Use(snap)
-	for node, c := range claimByNode {
-		if !contains(candidates, c) {
-			continue
-		}
-		if err := p.opts.Simulator.Fits(ctx, pod, node); err == nil {
-			p.assign(c.Name, []*corev1.Pod{pod})
-			if c.Status.NodeName != "" {
-				go p.nominate(context.WithoutCancel(ctx), c, []*corev1.Pod{pod})
-				return Decision{Kind: Nominated, NodeName: c.Status.NodeName, Claim: c.Name}, true
-			}
-			return Decision{Kind: Waiting, Claim: c.Name}, true
-		}
-	}
-	return Decision{}, false
-}
-
-func contains(list []*stevedorev1.NodeClaim, c *stevedorev1.NodeClaim) bool {
-	for _, x := range list {
-		if x.Name == c.Name {
-			return true
-		}
-	}
-	return false
 }
 
 // nodePoolUsage sums, per NodePool, the capacity of its live NodeClaims (their instance type once launched, else

@@ -35,6 +35,41 @@ type NodePoolOption struct {
 	DaemonSetPods []*corev1.Pod
 
 	byPrice []pricedType
+	// maxCapacity is the largest capacity of any instance type, per limited resource (computed once).
+	maxCapacity map[corev1.ResourceName]float64
+}
+
+// limitsFar reports whether the NodePool's limits cannot be reached even if every one of nodes+1 nodes were its
+// largest type: then no limit check is needed. It keeps limit checks off the solver's hot path for NodePools whose
+// limits are a safety net far above the batch.
+func (o *NodePoolOption) limitsFar(nodes int) bool {
+	if o.Remaining == nil {
+		return true
+	}
+	if o.maxCapacity == nil {
+		o.maxCapacity = map[corev1.ResourceName]float64{}
+		for name := range o.Remaining {
+			for _, it := range o.InstanceTypes {
+				if q, ok := it.Capacity[name]; ok && q.AsApproximateFloat64() > o.maxCapacity[name] {
+					o.maxCapacity[name] = q.AsApproximateFloat64()
+				}
+			}
+		}
+	}
+	n := float64(nodes + 1)
+	for name, limit := range o.Remaining {
+		if name == "nodes" {
+			if limit.AsApproximateFloat64() < n {
+				return false
+			}
+			continue
+		}
+		// a margin of one node more absorbs float rounding
+		if limit.AsApproximateFloat64() < (n+1)*o.maxCapacity[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // cheapest returns the NodePool's types ordered by their cheapest offering.
@@ -1014,8 +1049,11 @@ func (st *solve) openOn(pool *NodePoolOption, pod *corev1.Pod, state fwk.CycleSt
 		reqs := pool.Requirements.Clone()
 		reqs.AddAll(pr)
 		cands := filterTypes(pool.InstanceTypes, reqs, need, nil, "", "")
-		cands = st.withinLimits(pool, cands)
 		if len(cands) == 0 {
+			continue
+		}
+		if cands = st.withinLimits(pool, cands); len(cands) == 0 {
+			reason = "the NodePool's limits are reached"
 			continue
 		}
 		st.nextID++
@@ -1068,7 +1106,7 @@ func (st *solve) daemonSetsFor(n *openNode) []*corev1.Pod {
 
 // withinLimits keeps the types that fit what the NodePool's limits still allow after the nodes already planned.
 func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType) []*cloud.InstanceType {
-	if pool.Remaining == nil {
+	if pool.limitsFar(len(st.open)) {
 		return types
 	}
 	used, count := st.poolUsage(pool, nil)
@@ -1125,7 +1163,7 @@ func fitsLimits(used corev1.ResourceList, it *cloud.InstanceType, remaining core
 // growthWithinLimits reports whether a node of a limited NodePool may grow to hold total: the cheapest candidate
 // holding it must keep the pool within its limits.
 func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec) bool {
-	if n.pool.Remaining == nil {
+	if n.pool.limitsFar(len(st.open)) {
 		return true
 	}
 	zone, ct := "", ""

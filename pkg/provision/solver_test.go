@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
@@ -271,4 +272,32 @@ func TestSolverBeatsFirstFitDecreasing(t *testing.T) {
 		t.Fatalf("solver $%.3f/h, first-fit decreasing $%.3f/h: the solver must be cheaper", plan.Cost, ffd.Cost)
 	}
 	t.Logf("solver $%.3f/h on %d nodes, first-fit decreasing $%.3f/h on %d nodes", plan.Cost, len(plan.NewNodes), ffd.Cost, len(ffd.NewNodes))
+}
+
+func TestLimitsFar(t *testing.T) {
+	types := []*cloud.InstanceType{
+		{Name: "small", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}},
+		{Name: "large", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}},
+	}
+	tests := []struct {
+		name      string
+		remaining corev1.ResourceList
+		nodes     int
+		want      bool
+	}{
+		{name: "no limits", remaining: nil, nodes: 1000, want: true},
+		{name: "cpu limit far above the largest type times the nodes", remaining: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}, nodes: 10, want: true},
+		{name: "cpu limit within reach", remaining: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}, nodes: 10, want: false},
+		{name: "huge memory limit does not overflow", remaining: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("10000000Gi")}, nodes: 5000, want: true},
+		{name: "node count limit within reach", remaining: corev1.ResourceList{"nodes": resource.MustParse("10")}, nodes: 10, want: false},
+		{name: "node count limit far", remaining: corev1.ResourceList{"nodes": resource.MustParse("100")}, nodes: 10, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &NodePoolOption{InstanceTypes: types, Remaining: tc.remaining}
+			if got := o.limitsFar(tc.nodes); got != tc.want {
+				t.Errorf("limitsFar(%d) = %v, want %v", tc.nodes, got, tc.want)
+			}
+		})
+	}
 }

@@ -241,7 +241,13 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 	p := l.prov
 	var pods []*corev1.Pod
 	lowest := 3
+	disrupted := []corev1.Taint{{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	for _, pod := range p.PodsOnNode(node.Name) {
+		// A pod that tolerates the disrupted taint would be scheduled right back (DaemonSet pods that tolerate
+		// everything, for instance); it goes with the node.
+		if tolerates(pod, disrupted) && !expired {
+			continue
+		}
 		if isMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
 			if !isMirrorPod(pod) {
 				pods = append(pods, pod) // still terminating: wait for it

@@ -56,6 +56,8 @@ func startControllerManager(ctx context.Context, kubeconfig string) (*controller
 		"--controllers=" + sandboxControllers,
 		// a node whose simulated kubelet stops is marked unreachable after 20s rather than 50s
 		"--node-monitor-grace-period=20s",
+		// the default 20 QPS would take the not-ready taint off a burst of new nodes at a few per second
+		"--kube-api-qps=500", "--kube-api-burst=1000",
 	}); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
 	}

@@ -54,6 +54,8 @@ type Options struct {
 	// BootstrapNodes is the number of CriticalAddonsOnly-tainted nodes standing in for the seeds' bootstrap node
 	// group; default 2.
 	BootstrapNodes int
+	// NoBootstrapNodes starts the cluster with no node at all.
+	NoBootstrapNodes bool
 	// Catalog seeds the emulated EC2 (instance types, zones, prices); default the embedded catalog.
 	Catalog *catalog.File
 }
@@ -67,6 +69,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BootstrapNodes == 0 {
 		o.BootstrapNodes = 2
+	}
+	if o.NoBootstrapNodes {
+		o.BootstrapNodes = 0
 	}
 	return o
 }

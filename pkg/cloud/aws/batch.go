@@ -13,6 +13,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // Batching windows: identical CreateFleet requests arriving within fleetBatchWindow of the first share one call;
@@ -21,11 +24,13 @@ const (
 	defaultFleetBatchWindow = 25 * time.Millisecond
 	terminateBatchWindow    = 100 * time.Millisecond
 	maxTerminateBatch       = 500
+	tagWorkers              = 8
 )
 
 type fleetRequest struct {
 	input     *ec2.CreateFleetInput
 	claim     string
+	nodePool  string
 	overrides []override
 }
 
@@ -39,8 +44,9 @@ type fleetResult struct {
 }
 
 type fleetMember struct {
-	claim string
-	done  chan fleetOutcome
+	ctx             context.Context
+	claim, nodePool string
+	done            chan fleetOutcome
 }
 
 type fleetOutcome struct {
@@ -74,7 +80,7 @@ func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResul
 	}
 	sum := sha256.Sum256(raw)
 	key := hex.EncodeToString(sum[:])
-	member := fleetMember{claim: req.claim, done: make(chan fleetOutcome, 1)}
+	member := fleetMember{ctx: ctx, claim: req.claim, nodePool: req.nodePool, done: make(chan fleetOutcome, 1)}
 	b.mu.Lock()
 	batch, open := b.pending[key]
 	if !open {
@@ -93,12 +99,24 @@ func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResul
 }
 
 // flush sends a batch: one CreateFleet whose ClientToken is derived from the NodeClaims it launches for, so an SDK
-// retry of the same call never launches twice.
+// retry of the same call never launches twice. It then tags each instance with its NodeClaim, whether or not the
+// caller still waits: the tag is what a restarted process adopts instead of launching again.
 func (b *fleetBatcher) flush(key string) {
 	b.mu.Lock()
 	batch := b.pending[key]
 	delete(b.pending, key)
 	b.mu.Unlock()
+	// A caller that gave up (its process is stopping) launches nothing.
+	live := batch.members[:0]
+	for _, m := range batch.members {
+		if m.ctx.Err() == nil {
+			live = append(live, m)
+		}
+	}
+	batch.members = live
+	if len(live) == 0 {
+		return
+	}
 	sort.Slice(batch.members, func(i, j int) bool { return batch.members[i].claim < batch.members[j].claim })
 	claims := make([]string, len(batch.members))
 	for i, m := range batch.members {
@@ -131,6 +149,17 @@ func (b *fleetBatcher) flush(key string) {
 	for _, inst := range out.Instances {
 		ids = append(ids, inst.InstanceIds...)
 	}
+	workqueue.ParallelizeUntil(ctx, tagWorkers, min(len(ids), len(batch.members)), func(i int) {
+		m := batch.members[i]
+		_, err := b.client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ids[i]}, Tags: []ec2types.Tag{
+			{Key: aws.String(TagNodeClaim), Value: aws.String(m.claim)},
+			{Key: aws.String(TagName), Value: aws.String(m.nodePool + "/" + m.claim)},
+		}})
+		if err != nil {
+			klog.Background().Error(err, "Tagging an instance with its NodeClaim failed; garbage collection terminates it if the NodeClaim is lost",
+				"instance", ids[i], "nodeclaim", m.claim)
+		}
+	})
 	for i, m := range batch.members {
 		res := fleetResult{errors: errs}
 		if i < len(ids) {

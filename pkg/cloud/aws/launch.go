@@ -82,12 +82,6 @@ func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*c
 	if result.instanceID == "" {
 		return nil, launchFailure(result.errors, capacityType)
 	}
-	if _, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{result.instanceID}, Tags: []ec2types.Tag{
-		{Key: aws.String(TagNodeClaim), Value: aws.String(claim.Name)},
-		{Key: aws.String(TagName), Value: aws.String(claim.Labels[stevedorev1.LabelNodePool] + "/" + claim.Name)},
-	}}); err != nil {
-		logger.Error(err, "Tagging the instance with its NodeClaim failed; garbage collection will handle it if the NodeClaim is lost", "instance", result.instanceID)
-	}
 	inst, err := p.Get(ctx, result.instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("describing launched instance %s: %w", result.instanceID, err)
@@ -200,7 +194,7 @@ func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC
 	} else {
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
-	return fleetRequest{input: in, claim: claim.Name, overrides: overrides}
+	return fleetRequest{input: in, claim: claim.Name, nodePool: claim.Labels[stevedorev1.LabelNodePool], overrides: overrides}
 }
 
 // commonTags are the tags of every resource launched for a NodePool: ownership, NodePool, EKS cluster name and the

@@ -38,6 +38,7 @@ var (
 	_ fwk.PostFilterPlugin  = &Provisioner{}
 	_ fwk.ReservePlugin     = &Provisioner{}
 	_ fwk.PermitPlugin      = &Provisioner{}
+	_ fwk.PostBindPlugin    = &Provisioner{}
 	_ fwk.EnqueueExtensions = &Provisioner{}
 )
 
@@ -100,14 +101,22 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	}
 }
 
-// Reserve releases the slot planned for the pod on a launching node: it is binding now.
-func (p *Provisioner) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
-	p.shared.prov.PodBound(pod.UID)
+// Reserve records the node the pod is binding to: until it is bound, provisioning counts it there. The slot planned
+// for it on a launching node stays its own until then.
+func (p *Provisioner) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	p.shared.prov.PodReserved(pod, nodeName)
 	return nil
 }
 
-// Unreserve has nothing to undo: a pod that does not bind comes back through PostFilter.
-func (p *Provisioner) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+// Unreserve undoes Reserve: a pod that does not bind keeps its planned slot and comes back through PostFilter.
+func (p *Provisioner) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.shared.prov.PodUnreserved(pod.UID)
+}
+
+// PostBind releases the slot planned for the pod on a launching node: it is bound now.
+func (p *Provisioner) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.shared.prov.PodBound(pod.UID)
+}
 
 // Permit holds a pod bound for a node that registered but is still initializing (its startup taints or
 // readiness pending) until it is ready, at most permitTimeout.
@@ -116,7 +125,7 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 		return nil, 0
 	}
 	p.shared.mu.Lock()
-	p.shared.waiting[pod.UID] = waitingPod{node: nodeName, handle: p.handle}
+	p.shared.waiting[pod.UID] = waitingPod{node: nodeName, handle: p.handle, since: time.Now()}
 	p.shared.mu.Unlock()
 	return fwk.NewStatus(fwk.Wait, "node "+nodeName+" is initializing"), p.args.PermitTimeout.Duration
 }

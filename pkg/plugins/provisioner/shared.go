@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
@@ -43,6 +44,7 @@ type Shared struct {
 type waitingPod struct {
 	node   string
 	handle fwk.Handle
+	since  time.Time
 }
 
 func (s *Shared) init(ctx context.Context, h fwk.Handle, args Args) error {
@@ -52,7 +54,10 @@ func (s *Shared) init(ctx context.Context, h fwk.Handle, args Args) error {
 
 func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	logger := klog.FromContext(ctx)
-	kube := h.ClientSet()
+	kube, err := client.NewKube(h.KubeConfig())
+	if err != nil {
+		return err
+	}
 	stevedore, err := client.NewStevedore(h.KubeConfig())
 	if err != nil {
 		return err
@@ -133,6 +138,7 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 		go s.lifecycle.Run(ctx)
 		go status.Run(ctx)
 	}()
+	go s.sweepWaiting(ctx, time.Second)
 	return nil
 }
 
@@ -146,9 +152,29 @@ func (s *Shared) allowWaiting(nodeName string) {
 		}
 		if wp := w.handle.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
+			delete(s.waiting, uid)
 		}
-		delete(s.waiting, uid)
 	}
+}
+
+// sweepWaiting is allowWaiting's backstop: a pod whose Permit ran on a stale view of its node, or whose node
+// initialized between Permit and the framework registering the pod as waiting, is allowed on the next sweep; pods
+// the framework no longer holds (timed out, deleted) are dropped.
+func (s *Shared) sweepWaiting(ctx context.Context, every time.Duration) {
+	wait.UntilWithContext(ctx, func(context.Context) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for uid, w := range s.waiting {
+			wp := w.handle.GetWaitingPod(uid)
+			switch {
+			case wp == nil && time.Since(w.since) > time.Minute:
+				delete(s.waiting, uid)
+			case wp != nil && !s.prov.IsNodeInitializing(w.node):
+				wp.Allow(Name)
+				delete(s.waiting, uid)
+			}
+		}
+	}, every)
 }
 
 // kubernetesVersion is the API server's major.minor ("1.37"), or the version the binary was built with.

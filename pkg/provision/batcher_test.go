@@ -1,0 +1,81 @@
+package provision
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func batchPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
+}
+
+func TestBatcherWindows(t *testing.T) {
+	tests := []struct {
+		name string
+		// arrivals are the offsets at which pods arrive.
+		arrivals []time.Duration
+		// closeAt is when the batch must be closed; it must still be open just before.
+		closeAt time.Duration
+		size    int
+	}{
+		{name: "one pod closes after the idle gap", arrivals: []time.Duration{0}, closeAt: time.Second, size: 1},
+		{name: "each arrival restarts the idle gap", arrivals: []time.Duration{0, 800 * time.Millisecond, 1600 * time.Millisecond},
+			closeAt: 2600 * time.Millisecond, size: 3},
+		{name: "a steady stream closes at the max window", arrivals: func() []time.Duration {
+			var out []time.Duration
+			for at := time.Duration(0); at < 10*time.Second; at += 500 * time.Millisecond {
+				out = append(out, at)
+			}
+			return out
+		}(), closeAt: 10 * time.Second, size: 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			clk := clocktesting.NewFakeClock(start)
+			b := NewBatcher(time.Second, 10*time.Second, clk)
+			for i, at := range tc.arrivals {
+				clk.SetTime(start.Add(at))
+				b.Add(batchPod(string(rune('a' + i%26)) + string(rune('a'+i/26))))
+				select {
+				case batch := <-b.Closed():
+					t.Fatalf("batch of %d closed at %s, before %s", len(batch), at, tc.closeAt)
+				default:
+				}
+			}
+			clk.SetTime(start.Add(tc.closeAt - time.Millisecond))
+			select {
+			case batch := <-b.Closed():
+				t.Fatalf("batch of %d closed before %s", len(batch), tc.closeAt)
+			default:
+			}
+			clk.SetTime(start.Add(tc.closeAt))
+			select {
+			case batch := <-b.Closed():
+				if len(batch) != tc.size {
+					t.Errorf("batch has %d pods, want %d", len(batch), tc.size)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("batch not closed at %s", tc.closeAt)
+			}
+			if b.Len() != 0 {
+				t.Errorf("batcher still holds %d pods after closing", b.Len())
+			}
+		})
+	}
+}
+
+func TestBatcherRefreshesAPodAlreadyInTheBatch(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := NewBatcher(time.Second, 10*time.Second, clk)
+	b.Add(batchPod("a"))
+	b.Add(batchPod("a"))
+	if !b.Contains("a") || b.Len() != 1 {
+		t.Fatalf("Len = %d, Contains(a) = %v; want one pod a", b.Len(), b.Contains("a"))
+	}
+}

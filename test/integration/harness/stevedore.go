@@ -1,0 +1,208 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+)
+
+// Isolation: each test's NodePool carries the label and taint "stevedore-test=<name>", and its pods select and
+// tolerate it, so tests sharing a sandbox never use each other's nodes.
+const IsolationKey = "stevedore-test"
+
+// NodeClass creates the EC2NodeClass "default" (subnets and security groups by the sandbox's discovery tag) if it
+// does not exist.
+func NodeClass(t testing.TB, sb *sandbox.Sandbox) {
+	t.Helper()
+	nc := &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.EC2NodeClassSpec{
+		Role:                       "KarpenterNodeRole-my-cluster",
+		SubnetSelectorTerms:        []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "my-cluster"}}},
+		SecurityGroupSelectorTerms: []stevedorev1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "my-cluster"}}},
+	}}
+	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(context.Background(), nc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// NodePool creates an isolated NodePool for the test (deleted, with its nodes, when the test ends).
+func NodePool(t testing.TB, sb *sandbox.Sandbox, name, isolation string, mutate ...func(*stevedorev1.NodePool)) *stevedorev1.NodePool {
+	t.Helper()
+	NodeClass(t, sb)
+	np := &stevedorev1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
+			ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{IsolationKey: isolation}},
+			Spec: stevedorev1.NodeClaimTemplateSpec{
+				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
+				Taints:       []corev1.Taint{{Key: IsolationKey, Value: isolation, Effect: corev1.TaintEffectNoSchedule}},
+			},
+		}},
+	}
+	for _, m := range mutate {
+		m(np)
+	}
+	created, err := sb.Stevedore.StevedoreV1().NodePools().Create(context.Background(), np, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating NodePool %s: %v", name, err)
+	}
+	t.Cleanup(func() { DeleteNodePool(t, sb, name) })
+	return created
+}
+
+// DeleteNodePool deletes a NodePool and waits until its NodeClaims and nodes are gone.
+func DeleteNodePool(t testing.TB, sb *sandbox.Sandbox, name string) {
+	ctx := context.Background()
+	_ = sb.Stevedore.StevedoreV1().NodePools().Delete(ctx, name, metav1.DeleteOptions{})
+	sel := labels.SelectorFromSet(labels.Set{stevedorev1.LabelNodePool: name}).String()
+	claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err == nil {
+		for _, c := range claims.Items {
+			_ = sb.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, c.Name, metav1.DeleteOptions{})
+		}
+	}
+	EventuallyWithin(t, 3*time.Minute, "NodeClaims of NodePool "+name+" to be gone", func(ctx context.Context) (bool, error) {
+		claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(ctx, metav1.ListOptions{LabelSelector: sel})
+		return err == nil && len(claims.Items) == 0, err
+	})
+}
+
+// Isolated makes a pod select and tolerate a test's NodePools.
+func Isolated(pod *corev1.Pod, isolation string) *corev1.Pod {
+	if pod.Spec.NodeSelector == nil {
+		pod.Spec.NodeSelector = map[string]string{}
+	}
+	pod.Spec.NodeSelector[IsolationKey] = isolation
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: IsolationKey, Operator: corev1.TolerationOpEqual,
+		Value: isolation, Effect: corev1.TaintEffectNoSchedule})
+	return pod
+}
+
+// CreatePods creates pods.
+func CreatePods(t testing.TB, sb *sandbox.Sandbox, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if _, err := sb.Kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating pod %s: %v", p.Name, err)
+		}
+	}
+}
+
+// WaitBound waits until every listed pod is bound and returns them as bound.
+func WaitBound(t testing.TB, sb *sandbox.Sandbox, ns string, names []string) map[string]*corev1.Pod {
+	t.Helper()
+	out := map[string]*corev1.Pod{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			DumpUnbound(t, sb, ns)
+		}
+	})
+	EventuallyWithin(t, 3*time.Minute, fmt.Sprintf("%d pods to be bound", len(names)), func(ctx context.Context) (bool, error) {
+		list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		bound := map[string]*corev1.Pod{}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Spec.NodeName != "" {
+				bound[p.Name] = p
+			}
+		}
+		for _, n := range names {
+			if bound[n] == nil {
+				return false, nil
+			}
+		}
+		out = bound
+		return true, nil
+	})
+	return out
+}
+
+// DumpUnbound logs why each unbound pod of a namespace is waiting: its PodScheduled condition, nomination and
+// latest events, so that a failed wait says what the scheduler thought.
+func DumpUnbound(t testing.TB, sb *sandbox.Sandbox, ns string) {
+	ctx := context.Background()
+	list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		cond := ""
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				cond = c.Reason + ": " + c.Message
+			}
+		}
+		t.Logf("unbound %s: nominated=%q %s", p.Name, p.Status.NominatedNodeName, cond)
+		evs, err := sb.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("regarding.name", p.Name).String()})
+		if err != nil {
+			continue
+		}
+		for _, ev := range evs.Items {
+			t.Logf("  event %s %s: %s", ev.Reason, ev.ReportingController, ev.Note)
+		}
+	}
+}
+
+// NominatedNode returns the node Stevedore's Nominated event named for a pod ("" if none).
+func NominatedNode(t testing.TB, sb *sandbox.Sandbox, ns, pod string) string {
+	t.Helper()
+	list, err := sb.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("regarding.name", pod).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest *eventsv1.Event
+	for i := range list.Items {
+		ev := &list.Items[i]
+		if ev.Reason == "Nominated" && (latest == nil || ev.CreationTimestamp.After(latest.CreationTimestamp.Time)) {
+			latest = ev
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	fields := strings.Fields(strings.TrimPrefix(latest.Note, "nominated to node "))
+	if len(fields) == 0 {
+		return ""
+	}
+	return strings.TrimSuffix(fields[0], ",")
+}
+
+// NodeClaimsOf lists a NodePool's NodeClaims.
+func NodeClaimsOf(t testing.TB, sb *sandbox.Sandbox, pool string) []stevedorev1.NodeClaim {
+	t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{stevedorev1.LabelNodePool: pool}).String()
+	claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims.Items
+}
+
+// Node returns a node.
+func Node(t testing.TB, sb *sandbox.Sandbox, name string) *corev1.Node {
+	t.Helper()
+	n, err := sb.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
