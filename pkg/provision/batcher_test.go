@@ -41,7 +41,7 @@ func TestBatcherWindows(t *testing.T) {
 			b := NewBatcher(time.Second, 10*time.Second, clk)
 			for i, at := range tc.arrivals {
 				clk.SetTime(start.Add(at))
-				b.Add(batchPod(string(rune('a' + i%26)) + string(rune('a'+i/26))))
+				b.Add(batchPod(string(rune('a'+i%26)) + string(rune('a'+i/26))))
 				select {
 				case batch := <-b.Closed():
 					t.Fatalf("batch of %d closed at %s, before %s", len(batch), at, tc.closeAt)
