@@ -10,13 +10,14 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 )
 
 func newSandboxCommand() *cobra.Command {
 	opts := sandbox.Options{WithScheduler: true, LaunchDelay: 2 * time.Second}
 	logOptions := logs.NewOptions()
-	var scenario, logFile string
+	var scenario, logFile, catalogFile string
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run a local cluster with a simulated AWS and the Stevedore scheduler",
@@ -39,6 +40,13 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 			}
 			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
 				return err
+			}
+			if catalogFile != "" {
+				cat, err := catalog.ReadFile(catalogFile)
+				if err != nil {
+					return fmt.Errorf("--catalog: %w", err)
+				}
+				opts.Catalog, opts.Region = cat, cat.Region
 			}
 			ctx, cancel := signalNotifyContext(context.Background())
 			defer cancel()
@@ -69,6 +77,7 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 	fs.StringVar(&opts.ClusterName, "cluster-name", "my-cluster", "name of the simulated EKS cluster (the examples in manifests/examples discover subnets by it)")
 	fs.StringVar(&opts.Dir, "dir", "", "directory for the sandbox's files (default: a temporary directory removed on exit)")
 	fs.StringVar(&scenario, "scenario", "", "run a scripted scenario, print its story and exit 0 on success, 1 on failure: "+sandbox.ScenarioNames())
+	fs.StringVar(&catalogFile, "catalog", "", "instance-type catalog seeding the emulated EC2, in the format of `plan --catalog` (default: the embedded us-east-1 catalog); its region becomes the sandbox's")
 	fs.StringVar(&logFile, "log-file", "", "write the components' logs to this file instead of stderr")
 	logsapi.AddFlags(logOptions, fs)
 	return cmd
