@@ -43,7 +43,7 @@ integration: build $(BIN)/kubectl
 demo: build
 	$(BIN)/scheduler sandbox --scenario inflate --log-file /tmp/stevedore-demo.log
 
-## bench: the README's benchmark figures (solver on Karpenter's benchmark input, 1000 pods in the sandbox)
+## bench: the README's benchmark figures (solver on Karpenter's benchmark input, 1000 pods and consolidation 1000 -> 700 in the sandbox)
 bench:
 	hack/bench.sh
 

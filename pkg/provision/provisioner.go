@@ -86,8 +86,11 @@ type Provisioner struct {
 	// solving holds the pods of the batch being solved: until their NodeClaims exist they are neither in the
 	// batch nor planned, and must not be batched again.
 	solving map[types.UID]bool
-	// binding holds the pods the scheduler reserved a node for (Reserve) that are not bound yet, and the node.
+	// binding holds the pods the scheduler reserved a node for (Reserve), and the node, until the cache shows them
+	// bound: meanwhile they count on that node and are not provisioned for.
 	binding map[types.UID]bindingPod
+	// bindingPruned is when bound pods were last dropped from binding.
+	bindingPruned time.Time
 	// nominated holds the pods nominated to the node of the NodeClaim planned for them, and the node.
 	nominated map[types.UID]string
 
@@ -268,8 +271,9 @@ func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod {
 }
 
 type bindingPod struct {
-	pod  *corev1.Pod
-	node string
+	pod     *corev1.Pod
+	node    string
+	boundAt time.Time // zero until PostBind
 }
 
 // PodReserved is called when the scheduler reserves a node for a pod (Reserve): until it is bound, the pod counts
@@ -288,9 +292,25 @@ func (p *Provisioner) PodUnreserved(uid types.UID) {
 }
 
 // PodBound is called when a pod is bound (PostBind): its planned slot on a NodeClaim is released. A pod whose
-// binding fails keeps its slot.
+// binding fails keeps its slot. The pod keeps counting on its node until the cache shows it bound, so that neither
+// the node's room nor the pod is counted twice meanwhile.
 func (p *Provisioner) PodBound(uid types.UID) {
-	p.PodUnreserved(uid)
+	now := p.opts.Clock.Now()
+	p.mu.Lock()
+	if b, ok := p.binding[uid]; ok {
+		b.boundAt = now
+		p.binding[uid] = b
+	}
+	if now.Sub(p.bindingPruned) > 30*time.Second {
+		// Pods bound while nothing was solved are never looked at by bindingPods: drop them here.
+		p.bindingPruned = now
+		for id, b := range p.binding {
+			if !b.boundAt.IsZero() && now.Sub(b.boundAt) > time.Minute {
+				delete(p.binding, id)
+			}
+		}
+	}
+	p.mu.Unlock()
 	p.forgetPod(uid)
 }
 
@@ -306,8 +326,14 @@ func (p *Provisioner) bindingPods() map[string][]*corev1.Pod {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string][]*corev1.Pod{}
-	for _, b := range p.binding {
-		if cur, err := p.opts.Pods.Pods(b.pod.Namespace).Get(b.pod.Name); err == nil && cur.Spec.NodeName != "" {
+	for uid, b := range p.binding {
+		cur, err := p.opts.Pods.Pods(b.pod.Namespace).Get(b.pod.Name)
+		shown := err == nil && cur.UID == uid && cur.Spec.NodeName != ""
+		gone := (err != nil || cur.UID != uid) && !b.boundAt.IsZero()
+		if shown || gone || (!b.boundAt.IsZero() && p.opts.Clock.Since(b.boundAt) > time.Minute) {
+			if !b.boundAt.IsZero() {
+				delete(p.binding, uid)
+			}
 			continue
 		}
 		out[b.node] = append(out[b.node], b.pod)
@@ -403,26 +429,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			p.nominate(ctx, claim, placed)
 		}
 	}
-	// NodeClaims are created in parallel: a burst plans hundreds, and each create is an API round trip.
-	workqueue.ParallelizeUntil(ctx, createWorkers, len(plan.NewNodes), func(i int) {
-		pn := plan.NewNodes[i]
-		hash := ""
-		if p.opts.NodeClassHash != nil {
-			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
-		}
-		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, NewNodeClaim(pn, hash), metav1.CreateOptions{})
-		if err != nil {
-			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodePool", pn.NodePool.Name)
-			return
-		}
-		p.mu.Lock()
-		p.created[claim.Name] = claim
-		p.mu.Unlock()
-		p.assign(claim.Name, pn.Pods)
-		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
-			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
-			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))
-	})
+	p.CreateNodeClaims(ctx, plan.NewNodes, nil)
 	for _, pod := range pods {
 		reason, ok := plan.Unschedulable[pod.UID]
 		if !ok {
@@ -434,6 +441,45 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 	}
 	return nil
+}
+
+// CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
+// is an API round trip), with extra annotations, and plans each node's pods on it. It returns the NodeClaims
+// created; a failed create is logged and its pods are provisioned again.
+func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
+	logger := klog.FromContext(ctx)
+	created := make([]*stevedorev1.NodeClaim, len(nodes))
+	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
+		pn := nodes[i]
+		hash := ""
+		if p.opts.NodeClassHash != nil {
+			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
+		}
+		nc := NewNodeClaim(pn, hash)
+		for k, v := range annotations {
+			nc.Annotations[k] = v
+		}
+		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{})
+		if err != nil {
+			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodePool", pn.NodePool.Name)
+			return
+		}
+		p.mu.Lock()
+		p.created[claim.Name] = claim
+		p.mu.Unlock()
+		p.assign(claim.Name, pn.Pods)
+		created[i] = claim
+		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
+			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
+			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))
+	})
+	out := created[:0]
+	for _, c := range created {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func countPods(m map[string][]*corev1.Pod) int {
@@ -454,8 +500,9 @@ func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
 		}
 		p.mu.Lock()
 		_, planned := p.podClaim[pod.UID]
+		_, binding := p.binding[pod.UID]
 		p.mu.Unlock()
-		if planned {
+		if planned || binding {
 			continue
 		}
 		out = append(out, pod)

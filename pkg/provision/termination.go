@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -191,6 +192,24 @@ func (l *Lifecycle) taintDisrupted(ctx context.Context, node *corev1.Node) error
 	})
 }
 
+// DoNotDisrupt reads the do-not-disrupt annotation (Stevedore's or Karpenter's): "true", or a duration counted
+// from started during which the object must not be disrupted.
+func DoNotDisrupt(annotations map[string]string, started, now time.Time) bool {
+	for _, key := range []string{stevedorev1.DoNotDisruptKey, stevedorev1.KarpenterDoNotDisruptKey} {
+		v, ok := annotations[key]
+		if !ok {
+			continue
+		}
+		if v == "true" {
+			return true
+		}
+		if d, err := time.ParseDuration(v); err == nil && !started.IsZero() && now.Before(started.Add(d)) {
+			return true
+		}
+	}
+	return false
+}
+
 // drainTier orders pods for eviction.
 func drainTier(pod *corev1.Pod) int {
 	if isDaemonSetPod(pod) {
@@ -241,6 +260,7 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 	p := l.prov
 	var pods []*corev1.Pod
 	lowest := 3
+	held := map[types.UID]bool{}
 	disrupted := []corev1.Taint{{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	for _, pod := range p.PodsOnNode(node.Name) {
 		// A pod that tolerates the disrupted taint would be scheduled right back (DaemonSet pods that tolerate
@@ -254,6 +274,16 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 			}
 			continue
 		}
+		started := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			started = pod.Status.StartTime.Time
+		}
+		if !expired && DoNotDisrupt(pod.Annotations, started, p.opts.Clock.Now()) {
+			// not evicted: it leaves when it finishes, or when the termination grace period is over
+			pods = append(pods, pod)
+			held[pod.UID] = true
+			continue
+		}
 		pods = append(pods, pod)
 		if t := drainTier(pod); t < lowest {
 			lowest = t
@@ -264,7 +294,7 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 	}
 	var blocked []string
 	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil && !expired {
+		if pod.DeletionTimestamp != nil && !expired || held[pod.UID] {
 			continue
 		}
 		if drainTier(pod) != lowest && !expired {

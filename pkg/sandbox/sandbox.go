@@ -58,6 +58,9 @@ type Options struct {
 	NoBootstrapNodes bool
 	// Catalog seeds the emulated EC2 (instance types, zones, prices); default the embedded catalog.
 	Catalog *catalog.File
+	// PluginArgs override arguments of the Provisioner plugin in the production configuration (tests shorten
+	// the disruption loop's delays, or turn it off).
+	PluginArgs map[string]any
 }
 
 func (o Options) withDefaults() Options {
@@ -237,7 +240,7 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 	if s.scheduler != nil {
 		return errors.New("the sandbox's scheduler is already running")
 	}
-	raw, err := schedulerConfig(s.opts.WithScheduler)
+	raw, err := schedulerConfig(s.opts.WithScheduler, s.opts.PluginArgs)
 	if err != nil {
 		return err
 	}
@@ -263,8 +266,8 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 }
 
 // schedulerConfig returns the in-process scheduler's configuration: Stevedore's production profile (when
-// withStevedore) and a default-scheduler profile.
-func schedulerConfig(withStevedore bool) ([]byte, error) {
+// withStevedore, its Provisioner arguments overridden by pluginArgs) and a default-scheduler profile.
+func schedulerConfig(withStevedore bool, pluginArgs map[string]any) ([]byte, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(config.SchedulerConfig(), &doc); err != nil {
 		return nil, fmt.Errorf("config/scheduler-config.yaml: %w", err)
@@ -272,6 +275,24 @@ func schedulerConfig(withStevedore bool) ([]byte, error) {
 	var profiles []any
 	if withStevedore {
 		profiles, _ = doc["profiles"].([]any)
+		for _, p := range profiles {
+			prof, _ := p.(map[string]any)
+			cfgs, _ := prof["pluginConfig"].([]any)
+			for _, c := range cfgs {
+				pc, _ := c.(map[string]any)
+				if pc["name"] != "Provisioner" {
+					continue
+				}
+				args, _ := pc["args"].(map[string]any)
+				if args == nil {
+					args = map[string]any{}
+				}
+				for k, v := range pluginArgs {
+					args[k] = v
+				}
+				pc["args"] = args
+			}
+		}
 	}
 	doc["profiles"] = append(profiles, map[string]any{"schedulerName": corev1.DefaultSchedulerName})
 	return yaml.Marshal(doc)

@@ -66,6 +66,17 @@ type Args struct {
 	// DisableDisruption turns the voluntary disruption loop (emptiness, drift, consolidation) off; expiry,
 	// interruption and manual deletion still work.
 	DisableDisruption bool `json:"disableDisruption,omitempty"`
+	// DisruptionPollInterval separates disruption passes that found nothing to do. Default 10s.
+	DisruptionPollInterval metav1.Duration `json:"disruptionPollInterval,omitempty"`
+	// DisruptionValidationDelay is how long an emptiness or consolidation decision waits before it is checked
+	// again against the cluster and carried out. Default 15s.
+	DisruptionValidationDelay metav1.Duration `json:"disruptionValidationDelay,omitempty"`
+	// SpotToSpotConsolidation lets consolidation replace a spot node by a cheaper spot node when at least 15
+	// cheaper types can be chosen from. Default false (spot nodes are only deleted), as in Karpenter.
+	SpotToSpotConsolidation bool `json:"spotToSpotConsolidation,omitempty"`
+	// GarbageCollectionInterval separates runs of the garbage collector (instances with no NodeClaim, NodeClaims
+	// with no instance). Default 1m.
+	GarbageCollectionInterval metav1.Duration `json:"garbageCollectionInterval,omitempty"`
 }
 
 // Defaults returns the arguments with every unset field defaulted, empty strings taken from env.
@@ -89,6 +100,9 @@ func (a Args) Defaults(env func(string) string) Args {
 	defDuration(&a.SolveTimeout, 2*time.Second)
 	defDuration(&a.RegistrationTimeout, 15*time.Minute)
 	defDuration(&a.PermitTimeout, 5*time.Minute)
+	defDuration(&a.DisruptionPollInterval, 10*time.Second)
+	defDuration(&a.DisruptionValidationDelay, 15*time.Second)
+	defDuration(&a.GarbageCollectionInterval, time.Minute)
 	if a.MaxInstanceTypes == 0 {
 		a.MaxInstanceTypes = 60
 	}
@@ -125,6 +139,9 @@ func (a Args) Validate() field.ErrorList {
 	positive("solveTimeout", a.SolveTimeout)
 	positive("registrationTimeout", a.RegistrationTimeout)
 	positive("permitTimeout", a.PermitTimeout)
+	positive("disruptionPollInterval", a.DisruptionPollInterval)
+	positive("disruptionValidationDelay", a.DisruptionValidationDelay)
+	positive("garbageCollectionInterval", a.GarbageCollectionInterval)
 	if a.BatchMaxDuration.Duration < a.BatchIdleDuration.Duration {
 		errs = append(errs, field.Invalid(field.NewPath("batchMaxDuration"), a.BatchMaxDuration.Duration.String(),
 			"must not be shorter than batchIdleDuration ("+a.BatchIdleDuration.Duration.String()+")"))

@@ -20,6 +20,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
@@ -34,8 +35,9 @@ type Shared struct {
 	once sync.Once
 	err  error
 
-	prov      *provision.Provisioner
-	lifecycle *provision.Lifecycle
+	prov       *provision.Provisioner
+	lifecycle  *provision.Lifecycle
+	disruption *disruption.Controller
 
 	mu      sync.Mutex
 	waiting map[types.UID]waitingPod
@@ -64,10 +66,12 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	}
 	kf := h.SharedInformerFactory()
 	nodes, pods, daemonSets := kf.Core().V1().Nodes(), kf.Core().V1().Pods(), kf.Apps().V1().DaemonSets()
+	pdbs := kf.Policy().V1().PodDisruptionBudgets()
 	// registered now, started with the scheduler's informers
 	nodes.Informer()
 	pods.Informer()
 	daemonSets.Informer()
+	pdbs.Informer()
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	claims, pools, classes := sf.Stevedore().V1().NodeClaims(), sf.Stevedore().V1().NodePools(), sf.Stevedore().V1().EC2NodeClasses()
 	claims.Informer()
@@ -120,6 +124,20 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	}); err != nil {
 		return err
 	}
+	disruptionSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	if err != nil {
+		return err
+	}
+	s.disruption = disruption.New(disruption.Options{
+		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), PDBs: pdbs.Lister(),
+		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Provisioner: s.prov, Cloud: provider, Simulator: disruptionSim,
+		Recorder: h.EventRecorder(), PollInterval: args.DisruptionPollInterval.Duration,
+		ValidationDelay: args.DisruptionValidationDelay.Duration, ReplacementTimeout: args.RegistrationTimeout.Duration,
+		SpotToSpot: args.SpotToSpotConsolidation, Voluntary: !args.DisableDisruption, GCInterval: args.GarbageCollectionInterval.Duration,
+	})
+	if err := s.disruption.Register(pods.Informer()); err != nil {
+		return err
+	}
 	sf.Start(ctx.Done())
 	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
 	go func() {
@@ -129,7 +147,7 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 			return
 		}
 		if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, pools.Informer().HasSynced, classes.Informer().HasSynced,
-			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced) {
+			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced) {
 			return
 		}
 		logger.Info("Stevedore controllers starting", "clusterName", args.ClusterName, "region", args.Region)
@@ -137,6 +155,7 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 		go s.prov.WatchPending(ctx, 3*time.Second)
 		go s.lifecycle.Run(ctx)
 		go status.Run(ctx)
+		go s.disruption.Run(ctx)
 	}()
 	go s.sweepWaiting(ctx, time.Second)
 	return nil

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,19 @@ func Pod(namespace, name, cpu, memory string) *corev1.Pod {
 				Image:     "registry.k8s.io/pause:3.10",
 				Resources: corev1.ResourceRequirements{Requests: requests},
 			}},
+		},
+	}
+}
+
+// Deployment returns a Deployment of pause pods scheduled by Stevedore, labelled app=name.
+func Deployment(namespace, name string, replicas int32, cpu, memory string) *appsv1.Deployment {
+	pod := Pod(namespace, name, cpu, memory)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: pod.Spec},
 		},
 	}
 }

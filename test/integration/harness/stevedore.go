@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
@@ -205,4 +207,84 @@ func Node(t testing.TB, sb *sandbox.Sandbox, name string) *corev1.Node {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// IsolatedDeployment creates a Deployment whose pods select and tolerate the isolation of a test's NodePool.
+func IsolatedDeployment(t testing.TB, sb *sandbox.Sandbox, d *appsv1.Deployment, isolation string) *appsv1.Deployment {
+	t.Helper()
+	pod := &corev1.Pod{Spec: d.Spec.Template.Spec}
+	Isolated(pod, isolation)
+	d.Spec.Template.Spec = pod.Spec
+	created, err := sb.Kube.AppsV1().Deployments(d.Namespace).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating Deployment %s: %v", d.Name, err)
+	}
+	// Deleted before the NodePool (cleanups run last-registered first): otherwise the NodePool's drain evicts
+	// pods that are recreated Pending with no node to go to, and a PodDisruptionBudget then holds the drain.
+	t.Cleanup(func() {
+		background := metav1.DeletePropagationBackground
+		_ = sb.Kube.AppsV1().Deployments(d.Namespace).Delete(context.Background(), d.Name, metav1.DeleteOptions{PropagationPolicy: &background})
+	})
+	return created
+}
+
+// Scale sets a Deployment's replicas.
+func Scale(t testing.TB, sb *sandbox.Sandbox, ns, name string, replicas int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := sb.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = &replicas
+		_, err = sb.Kube.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("scaling %s to %d: %v", name, replicas, err)
+	}
+}
+
+// RunningPods returns the namespace's pods with the label app=app that are bound and not being deleted.
+func RunningPods(ctx context.Context, sb *sandbox.Sandbox, ns, app string) ([]corev1.Pod, error) {
+	list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// WaitRunning waits until n pods of app are Running and returns them.
+func WaitRunning(t testing.TB, sb *sandbox.Sandbox, ns, app string, n int) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	t.Cleanup(func() {
+		if t.Failed() {
+			DumpUnbound(t, sb, ns)
+		}
+	})
+	EventuallyWithin(t, 3*time.Minute, fmt.Sprintf("%d pods of %s Running", n, app), func(ctx context.Context) (bool, error) {
+		pods, err := RunningPods(ctx, sb, ns, app)
+		out = pods
+		return err == nil && len(pods) == n, err
+	})
+	return out
+}
+
+// LiveNodeClaimsOf lists a NodePool's NodeClaims that are not being deleted.
+func LiveNodeClaimsOf(t testing.TB, sb *sandbox.Sandbox, pool string) []stevedorev1.NodeClaim {
+	t.Helper()
+	var out []stevedorev1.NodeClaim
+	for _, c := range NodeClaimsOf(t, sb, pool) {
+		if c.DeletionTimestamp == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }

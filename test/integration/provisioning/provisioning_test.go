@@ -21,7 +21,8 @@ import (
 var sb *sandbox.Sandbox
 
 func TestMain(m *testing.M) {
-	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 500 * time.Millisecond}, func(s *sandbox.Sandbox) { sb = s })
+	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 500 * time.Millisecond,
+		PluginArgs: map[string]any{"disableDisruption": true}}, func(s *sandbox.Sandbox) { sb = s })
 }
 
 func pods(ns, isolation, prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) ([]*corev1.Pod, []string) {

@@ -16,7 +16,8 @@ import (
 var sb *sandbox.Sandbox
 
 func TestMain(m *testing.M) {
-	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 0}, func(s *sandbox.Sandbox) { sb = s })
+	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 0,
+		PluginArgs: map[string]any{"disableDisruption": true}}, func(s *sandbox.Sandbox) { sb = s })
 }
 
 // TestAThousandPendingPodsAreAllBound creates 1000 pods of mixed sizes at once and waits until every one is bound

@@ -12,7 +12,8 @@ import (
 var sb *sandbox.Sandbox
 
 func TestMain(m *testing.M) {
-	harness.Run(m, sandbox.Options{WithScheduler: true, NoBootstrapNodes: true, LaunchDelay: 500 * time.Millisecond},
+	harness.Run(m, sandbox.Options{WithScheduler: true, NoBootstrapNodes: true, LaunchDelay: 500 * time.Millisecond,
+		PluginArgs: map[string]any{"disableDisruption": true}},
 		func(s *sandbox.Sandbox) { sb = s })
 }
 

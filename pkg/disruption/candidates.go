@@ -1,0 +1,260 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+)
+
+// Candidate is a node Stevedore launched that disruption may remove or replace.
+type Candidate struct {
+	Node     *corev1.Node
+	Claim    *stevedorev1.NodeClaim
+	NodePool *stevedorev1.NodePool // normalised copy
+	// Pods are the node's reschedulable pods (not DaemonSet or mirror pods, not finished).
+	Pods  []*corev1.Pod
+	Price float64
+	// Cost of disrupting the node: the eviction cost of its pods.
+	Cost float64
+	// Blocked says why voluntary disruption must leave the node alone ("" if it may not).
+	Blocked string
+}
+
+func (c *Candidate) String() string {
+	return fmt.Sprintf("%s/%s/%s", c.Node.Name, c.Claim.Status.InstanceType, c.Claim.Status.CapacityType)
+}
+
+// Empty reports whether the node runs no reschedulable pod.
+func (c *Candidate) Empty() bool { return len(c.Pods) == 0 }
+
+// clusterView is what one disruption pass reads from the caches.
+type clusterView struct {
+	now        time.Time
+	candidates []*Candidate
+	// pools by name (normalised copies), with their NodeClaims counted.
+	pools map[string]*poolState
+}
+
+type poolState struct {
+	pool *stevedorev1.NodePool
+	// total NodeClaims of the pool, and those being disrupted (deleted, or tainted by a running command).
+	total, disrupting int
+}
+
+// view reads candidates, NodePools and budget counts from the caches.
+func (c *Controller) view() (*clusterView, error) {
+	now := c.opts.Clock.Now()
+	v := &clusterView{now: now, pools: map[string]*poolState{}}
+	pools, err := c.opts.NodePools.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, np := range pools {
+		cp := np.DeepCopy()
+		cp.Normalize()
+		v.pools[np.Name] = &poolState{pool: cp}
+	}
+	claims, err := c.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	pods, err := c.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	byNode := map[string][]*corev1.Pod{}
+	nominated := map[string]bool{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		} else if pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil {
+			nominated[pod.Status.NominatedNodeName] = true
+		}
+	}
+	pdbs := newPDBIndex(c.opts.PDBs)
+	for _, claim := range claims {
+		ps := v.pools[claim.Labels[stevedorev1.LabelNodePool]]
+		if ps == nil {
+			continue
+		}
+		ps.total++
+		node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
+		if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || hasDisruptedTaint(node)) {
+			ps.disrupting++
+			continue
+		}
+		if node == nil || !provision.IsInitialized(claim) {
+			continue
+		}
+		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: provision.ParsePrice(claim.Status.Price)}
+		for _, pod := range byNode[node.Name] {
+			if provision.Reschedulable(pod) {
+				cand.Pods = append(cand.Pods, pod)
+				cand.Cost += evictionCost(pod)
+			}
+		}
+		cand.Blocked = c.blocked(cand, nominated[node.Name], pdbs, now)
+		v.candidates = append(v.candidates, cand)
+	}
+	// cheapest to disrupt first; ties by name, so passes are deterministic
+	sort.SliceStable(v.candidates, func(i, j int) bool {
+		a, b := v.candidates[i], v.candidates[j]
+		if a.Cost != b.Cost {
+			return a.Cost < b.Cost
+		}
+		return a.Node.Name < b.Node.Name
+	})
+	return v, nil
+}
+
+// Passing reasons for leaving a node alone, not worth an event.
+const (
+	blockedNominated   = "pending pods are nominated to the node"
+	blockedReplacement = "the node was just launched as a replacement"
+)
+
+// reportBlocked records a DisruptionBlocked event on a node and its NodeClaim when the reason voluntary
+// disruption leaves it alone (do-not-disrupt, a PodDisruptionBudget) appears or changes.
+func (c *Controller) reportBlocked(v *clusterView) {
+	seen := map[string]bool{}
+	for _, cand := range v.candidates {
+		name := cand.Node.Name
+		seen[name] = true
+		why := cand.Blocked
+		if why == blockedNominated || why == blockedReplacement {
+			continue
+		}
+		c.mu.Lock()
+		prev := c.blockedReported[name]
+		if why == "" {
+			delete(c.blockedReported, name)
+		} else {
+			c.blockedReported[name] = why
+		}
+		c.mu.Unlock()
+		if why != "" && why != prev {
+			c.event(cand, corev1.EventTypeNormal, ReasonDisruptionBlock, "voluntary disruption leaves the node alone: "+why)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.blockedReported {
+		if !seen[name] {
+			delete(c.blockedReported, name)
+		}
+	}
+}
+
+// blocked says why voluntary disruption must leave a node alone, or "".
+func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, now time.Time) string {
+	if provision.DoNotDisrupt(cand.Node.Annotations, time.Time{}, now) {
+		return "the node is annotated do-not-disrupt"
+	}
+	if nominated {
+		return blockedNominated
+	}
+	if c.isProtected(cand.Claim.Name, cand.Empty(), now) {
+		return blockedReplacement
+	}
+	for _, pod := range cand.Pods {
+		started := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			started = pod.Status.StartTime.Time
+		}
+		if provision.DoNotDisrupt(pod.Annotations, started, now) {
+			return fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)
+		}
+		if why := pdbs.blocks(pod); why != "" {
+			return fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
+		}
+	}
+	return ""
+}
+
+func hasDisruptedTaint(node *corev1.Node) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == stevedorev1.TaintDisrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// evictionCost weighs how much evicting a pod hurts: one per pod, more for a higher pod-deletion-cost or
+// priority, kept within [-10, 10].
+func evictionCost(pod *corev1.Pod) float64 {
+	cost := 1.0
+	if v, ok := pod.Annotations["controller.kubernetes.io/pod-deletion-cost"]; ok {
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			cost += n / math.Pow(2, 27)
+		}
+	}
+	if pod.Spec.Priority != nil {
+		cost += float64(*pod.Spec.Priority) / math.Pow(2, 25)
+	}
+	return math.Max(-10, math.Min(10, cost))
+}
+
+// pdbIndex answers "would evicting this pod be refused by a PodDisruptionBudget".
+type pdbIndex struct {
+	byNamespace map[string][]pdbEntry
+}
+
+type pdbEntry struct {
+	name     string
+	selector labels.Selector
+	allowed  int32
+}
+
+func newPDBIndex(lister pdbLister) *pdbIndex {
+	idx := &pdbIndex{byNamespace: map[string][]pdbEntry{}}
+	if lister == nil {
+		return idx
+	}
+	pdbs, err := lister.List(labels.Everything())
+	if err != nil {
+		return idx
+	}
+	for _, pdb := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || pdb.Spec.Selector == nil {
+			continue
+		}
+		idx.byNamespace[pdb.Namespace] = append(idx.byNamespace[pdb.Namespace],
+			pdbEntry{name: pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed})
+	}
+	return idx
+}
+
+// blocks says why the eviction API would refuse to evict the pod now: a PDB that allows no disruption, or more
+// than one PDB selecting it.
+func (idx *pdbIndex) blocks(pod *corev1.Pod) string {
+	var matched []pdbEntry
+	for _, e := range idx.byNamespace[pod.Namespace] {
+		if e.selector.Matches(labels.Set(pod.Labels)) {
+			matched = append(matched, e)
+		}
+	}
+	switch {
+	case len(matched) > 1:
+		return "more than one PodDisruptionBudget selects it"
+	case len(matched) == 1 && matched[0].allowed <= 0:
+		return "PodDisruptionBudget " + matched[0].name + " allows no disruption"
+	}
+	return ""
+}
+
+// pdbLister lists PodDisruptionBudgets.
+type pdbLister interface {
+	List(selector labels.Selector) ([]*policyv1.PodDisruptionBudget, error)
+}

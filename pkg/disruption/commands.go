@@ -1,0 +1,276 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+)
+
+// Event reasons of disruption.
+const (
+	ReasonDisrupting       = "Disrupting"
+	ReasonDisruptionFailed = "DisruptionFailed"
+	ReasonDisruptionBlock  = "DisruptionBlocked"
+)
+
+// AnnotationReplaces on a replacement NodeClaim names the nodes it replaces.
+const AnnotationReplaces = "stevedore.dev/replaces"
+
+// validate waits ValidationDelay, reads the cluster again and checks the command still holds: the same nodes are
+// still candidates (no pod arrived, nothing now blocks them, budgets still allow) and, for consolidation, removing
+// them still saves money; the replacements are re-planned from the fresh view. It reports whether to go ahead.
+func (c *Controller) validate(ctx context.Context, cmd *Command, m method) (bool, error) {
+	logger := klog.FromContext(ctx)
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-c.opts.Clock.After(c.opts.ValidationDelay):
+	}
+	c.resetModel()
+	v, err := c.view()
+	if err != nil {
+		return false, err
+	}
+	fresh := map[string]*Candidate{}
+	for _, cand := range v.candidates {
+		fresh[cand.Node.Name] = cand
+	}
+	b := c.budgets(ctx, v, cmd.Reason)
+	var cands []*Candidate
+	for _, old := range cmd.Candidates {
+		cand := fresh[old.Node.Name]
+		switch {
+		case cand == nil:
+			logger.V(1).Info("Disruption command abandoned: the node is no longer a candidate", "method", cmd.Method, "node", old.Node.Name)
+			return false, nil
+		case cand.Blocked != "":
+			logger.V(1).Info("Disruption command abandoned", "method", cmd.Method, "node", old.Node.Name, "blocked", cand.Blocked)
+			return false, nil
+		case cmd.Method == MethodEmptiness && !cand.Empty(), !c.consolidatable(cand, v.now):
+			logger.V(1).Info("Disruption command abandoned: pods arrived on the node", "method", cmd.Method, "node", old.Node.Name)
+			return false, nil
+		case !b.take(cand):
+			logger.V(1).Info("Disruption command abandoned: the NodePool's budget no longer allows it", "method", cmd.Method, "node", old.Node.Name)
+			return false, nil
+		}
+		cands = append(cands, cand)
+	}
+	cmd.Candidates = cands
+	if cmd.Method == MethodEmptiness {
+		return true, nil
+	}
+	again, err := c.consolidate(ctx, cands)
+	if err != nil || again == nil {
+		if err == nil {
+			logger.V(1).Info("Disruption command abandoned: it no longer saves money", "method", cmd.Method, "nodes", sortedNames(cands))
+		}
+		return false, err
+	}
+	cmd.Replacements, cmd.Pods = again.Replacements, again.Pods
+	return true, nil
+}
+
+// execute carries out a command: taint the nodes so nothing new lands, launch the replacements and wait until
+// they are ready, then delete the NodeClaims (termination drains each node and terminates its instance). A
+// replacement that fails rolls a voluntary command back (taints removed, replacements deleted).
+func (c *Controller) execute(ctx context.Context, cmd *Command) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Disrupting nodes", "method", cmd.Method, "reason", cmd.Reason, "action", cmd.Action(), "nodes", cmd.String(),
+		"pods", cmd.Pods, "replacements", describeReplacements(cmd.Replacements), "hourlySavings", fmt.Sprintf("%.4f", cmd.Savings()),
+		"evaluation", cmd.evaluated.Round(time.Microsecond))
+	note := fmt.Sprintf("%s (%s): %s", cmd.Method, cmd.Reason, cmd.Action())
+	if len(cmd.Replacements) > 0 {
+		note += " with " + describeReplacements(cmd.Replacements)
+	}
+	if s := cmd.Savings(); s > 0 {
+		note += fmt.Sprintf(", saving $%.4f/h", s)
+	}
+	for _, cand := range cmd.Candidates {
+		if err := c.markDisrupting(ctx, cand, string(cmd.Reason)); err != nil {
+			c.rollback(ctx, cmd, nil)
+			return fmt.Errorf("marking %s for disruption: %w", cand.Node.Name, err)
+		}
+		c.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
+	}
+	if len(cmd.Replacements) > 0 {
+		if err := c.launchReplacements(ctx, cmd); err != nil {
+			c.opts.Metrics.decision(cmd, "failed")
+			if !cmd.Forceful {
+				for _, cand := range cmd.Candidates {
+					c.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
+				}
+				return err
+			}
+			logger.Info("Replacements for expired nodes failed; the nodes go anyway", "err", err)
+		}
+	}
+	var errs []error
+	for _, cand := range cmd.Candidates {
+		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cand.Claim.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting NodeClaim %s: %w", cand.Claim.Name, err))
+			continue
+		}
+		c.opts.Metrics.nodeDisrupted(cand, string(cmd.Reason))
+	}
+	c.opts.Metrics.decision(cmd, "succeeded")
+	return errors.Join(errs...)
+}
+
+// launchReplacements creates the replacement NodeClaims and waits until every one is initialized. On failure
+// it rolls the command back.
+func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error {
+	names := sortedNames(cmd.Candidates)
+	claims := c.opts.Provisioner.CreateNodeClaims(ctx, cmd.Replacements, map[string]string{AnnotationReplaces: strings.Join(names, ",")})
+	created := make([]string, len(claims))
+	for i, cl := range claims {
+		created[i] = cl.Name
+	}
+	c.protect(created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
+	if len(claims) < len(cmd.Replacements) {
+		c.rollback(ctx, cmd, created)
+		return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
+	}
+	var failure error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, c.opts.ReplacementTimeout, true, func(context.Context) (bool, error) {
+		ready := 0
+		for _, name := range created {
+			cl, err := c.opts.NodeClaims.Get(name)
+			if apierrors.IsNotFound(err) || err == nil && cl.DeletionTimestamp != nil {
+				failure = fmt.Errorf("replacement NodeClaim %s was deleted before it was ready (no capacity, or it did not register)", name)
+				return true, nil
+			}
+			if err == nil && provision.IsInitialized(cl) {
+				ready++
+			}
+		}
+		return ready == len(created), nil
+	})
+	if err != nil && failure == nil {
+		failure = fmt.Errorf("replacements %s not ready within %s: %w", strings.Join(created, ","), c.opts.ReplacementTimeout, err)
+	}
+	if failure != nil {
+		c.rollback(ctx, cmd, created)
+		return failure
+	}
+	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)
+	// keep them from being taken for empty nodes until the evicted pods arrive
+	c.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
+	return nil
+}
+
+// rollback undoes a command that did not go through: its nodes are untainted and their disruption marks
+// cleared, its replacements deleted.
+func (c *Controller) rollback(ctx context.Context, cmd *Command, replacements []string) {
+	logger := klog.FromContext(ctx)
+	for _, name := range replacements {
+		if err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Deleting a replacement of a failed disruption", "nodeclaim", name)
+		}
+	}
+	for _, cand := range cmd.Candidates {
+		if err := c.unmarkDisrupting(ctx, cand); err != nil {
+			logger.Error(err, "Rolling back a failed disruption", "node", cand.Node.Name)
+		}
+	}
+	logger.Info("Disruption rolled back", "method", cmd.Method, "nodes", cmd.String())
+}
+
+// markDisrupting taints the node stevedore.dev/disrupted:NoSchedule and records the reason on its NodeClaim.
+func (c *Controller) markDisrupting(ctx context.Context, cand *Candidate, reason string) error {
+	taint := corev1.Taint{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, cand.Node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if hasDisruptedTaint(node) {
+			return nil
+		}
+		node.Spec.Taints = append(node.Spec.Taints, taint)
+		_, err = c.opts.Kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.updateClaimStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+		st.DisruptionReason = reason
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: stevedorev1.ConditionDisrupting, Status: metav1.ConditionTrue,
+			Reason: reason, Message: "the node is being disrupted: " + reason})
+	})
+}
+
+// unmarkDisrupting removes what markDisrupting added.
+func (c *Controller) unmarkDisrupting(ctx context.Context, cand *Candidate) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, cand.Node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var kept []corev1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != stevedorev1.TaintDisrupted {
+				kept = append(kept, t)
+			}
+		}
+		if len(kept) == len(node.Spec.Taints) {
+			return nil
+		}
+		node.Spec.Taints = kept
+		_, err = c.opts.Kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return c.updateClaimStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+		st.DisruptionReason = ""
+		meta.RemoveStatusCondition(&st.Conditions, stevedorev1.ConditionDisrupting)
+	})
+}
+
+func (c *Controller) setCondition(ctx context.Context, claim, condType string, status metav1.ConditionStatus, reason, message string) error {
+	return c.updateClaimStatus(ctx, claim, func(st *stevedorev1.NodeClaimStatus) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message})
+	})
+}
+
+func (c *Controller) updateClaimStatus(ctx context.Context, name string, mutate func(*stevedorev1.NodeClaimStatus)) error {
+	claims := c.opts.Stevedore.StevedoreV1().NodeClaims()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(&cur.Status)
+		_, err = claims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// event records an event on the candidate's NodeClaim and Node.
+func (c *Controller) event(cand *Candidate, eventType, reason, note string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	c.opts.Recorder.Eventf(cand.Claim, nil, eventType, reason, "Disrupt", "%s", note)
+	c.opts.Recorder.Eventf(cand.Node, nil, eventType, reason, "Disrupt", "%s", note)
+}

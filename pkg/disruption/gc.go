@@ -1,0 +1,106 @@
+package disruption
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+)
+
+// orphanGracePeriod is how long an instance may run with no NodeClaim before it is terminated: long enough for a
+// launch to record its instance on the NodeClaim, or for a restarted process to adopt it.
+const orphanGracePeriod = 30 * time.Second
+
+// runGC collects garbage every GCInterval until ctx ends.
+func (c *Controller) runGC(ctx context.Context) {
+	for {
+		if err := c.collectGarbage(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Garbage collection failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.opts.Clock.After(c.opts.GCInterval):
+		}
+	}
+}
+
+// collectGarbage terminates instances tagged as this cluster's that no NodeClaim accounts for (a crash between a
+// launch and its NodeClaim's update, a NodeClaim deleted around its launch), and deletes NodeClaims whose
+// instance is gone (terminated outside Stevedore).
+func (c *Controller) collectGarbage(ctx context.Context) error {
+	if c.opts.Cloud == nil {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	instances, err := c.opts.Cloud.List(ctx)
+	if err != nil {
+		return err
+	}
+	claims, err := c.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	byInstance := map[string]bool{}
+	byName := map[string]bool{}
+	for _, cl := range claims {
+		byName[cl.Name] = true
+		if cl.Status.InstanceID != "" {
+			byInstance[cl.Status.InstanceID] = true
+		}
+	}
+	now := c.opts.Clock.Now()
+	live := map[string]bool{}
+	for _, inst := range instances {
+		if inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown {
+			continue
+		}
+		live[inst.ID] = true
+		if byInstance[inst.ID] || byName[inst.Tags[stevedorev1.LabelNodeClaim]] {
+			continue
+		}
+		if now.Sub(inst.LaunchTime) < orphanGracePeriod {
+			continue
+		}
+		if err := c.opts.Cloud.Delete(ctx, inst.ID); err != nil {
+			logger.Error(err, "Terminating an orphaned instance failed", "instance", inst.ID)
+			continue
+		}
+		logger.Info("Terminated orphaned instance: no NodeClaim accounts for it", "instance", inst.ID, "type", inst.Type,
+			"zone", inst.Zone, "launched", inst.LaunchTime.UTC().Format(time.RFC3339), "nodeclaimTag", inst.Tags[stevedorev1.LabelNodeClaim])
+		c.opts.Metrics.garbageCollected("instance")
+	}
+	for _, cl := range claims {
+		if cl.DeletionTimestamp != nil || cl.Status.InstanceID == "" || live[cl.Status.InstanceID] {
+			continue
+		}
+		launched := cl.CreationTimestamp.Time
+		for _, cond := range cl.Status.Conditions {
+			if cond.Type == stevedorev1.ConditionLaunched {
+				launched = cond.LastTransitionTime.Time
+			}
+		}
+		if now.Sub(launched) < orphanGracePeriod {
+			continue
+		}
+		// The list may have raced with a launch: ask for the instance itself before deleting.
+		if inst, err := c.opts.Cloud.Get(ctx, cl.Status.InstanceID); err == nil && inst.State != cloud.StateTerminated && inst.State != cloud.StateShuttingDown {
+			continue
+		}
+		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cl.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Deleting a NodeClaim whose instance is gone failed", "nodeclaim", cl.Name)
+			continue
+		}
+		logger.Info("Deleted NodeClaim: its instance is gone", "nodeclaim", cl.Name, "instance", cl.Status.InstanceID,
+			"node", cl.Status.NodeName, "nodepool", cl.Labels[stevedorev1.LabelNodePool])
+		c.opts.Metrics.garbageCollected("nodeclaim")
+	}
+	return nil
+}

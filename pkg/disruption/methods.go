@@ -1,0 +1,380 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// Disruption methods, in the order a pass tries them.
+const (
+	MethodExpiration = "expiration"
+	MethodEmptiness  = "emptiness"
+	MethodDrift      = "drift"
+	MethodMultiNode  = "multi-node-consolidation"
+	MethodSingleNode = "single-node-consolidation"
+)
+
+const (
+	// maxMultiNodeCandidates bounds the nodes one multi-node consolidation considers.
+	maxMultiNodeCandidates = 100
+	// minSpotToSpotTypes is how many cheaper spot types a spot-to-spot replacement must be able to choose from,
+	// so that it does not land in a pool about to be reclaimed.
+	minSpotToSpotTypes = 15
+)
+
+// ReasonExpired is the disruption reason of expiry (not a budget reason: expiry is not budgeted).
+const ReasonExpired = "Expired"
+
+// Command is what one pass does: remove some nodes, launching replacements first.
+type Command struct {
+	Method string
+	Reason stevedorev1.DisruptionReason
+	// Forceful commands (expiry) are not budgeted and go ahead even when a replacement fails.
+	Forceful     bool
+	Candidates   []*Candidate
+	Replacements []*provision.PlannedNode
+	// Pods that move.
+	Pods      int
+	evaluated time.Duration
+}
+
+// Savings is the hourly price of the nodes removed minus that of their replacements.
+func (cmd *Command) Savings() float64 {
+	s := 0.0
+	for _, c := range cmd.Candidates {
+		s += c.Price
+	}
+	for _, r := range cmd.Replacements {
+		s -= r.Offering.Price
+	}
+	return s
+}
+
+// Action is "delete" or "replace".
+func (cmd *Command) Action() string {
+	if len(cmd.Replacements) > 0 {
+		return "replace"
+	}
+	return "delete"
+}
+
+func (cmd *Command) String() string {
+	var names []string
+	for _, c := range cmd.Candidates {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// budgets tracks, per NodePool, how many more nodes a pass may disrupt for a reason.
+type budgets struct {
+	v      *clusterView
+	reason stevedorev1.DisruptionReason
+	left   map[string]int
+}
+
+func (c *Controller) budgets(ctx context.Context, v *clusterView, reason stevedorev1.DisruptionReason) *budgets {
+	b := &budgets{v: v, reason: reason, left: map[string]int{}}
+	for name, ps := range v.pools {
+		allowed, err := allowedDisruptions(ps.pool, reason, ps.total, v.now)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "NodePool disruption budget is invalid; nothing is disrupted under it", "nodepool", name)
+		}
+		b.left[name] = max(0, allowed-ps.disrupting)
+	}
+	return b
+}
+
+// take reserves room for one node of the candidate's NodePool.
+func (b *budgets) take(cand *Candidate) bool {
+	name := cand.NodePool.Name
+	if b.left[name] <= 0 {
+		return false
+	}
+	b.left[name]--
+	return true
+}
+
+// expiration replaces every node past its NodeClaim's expireAfter, budgets and do-not-disrupt notwithstanding.
+func (c *Controller) expiration(ctx context.Context, v *clusterView) (*Command, error) {
+	var expired []*Candidate
+	for _, cand := range v.candidates {
+		after := cand.Claim.Spec.ExpireAfter
+		if after == nil || after.IsNever() {
+			continue
+		}
+		if !v.now.Before(cand.Claim.CreationTimestamp.Add(*after.Duration)) {
+			expired = append(expired, cand)
+		}
+	}
+	if len(expired) == 0 {
+		return nil, nil
+	}
+	cmd := &Command{Reason: ReasonExpired, Forceful: true, Candidates: expired}
+	// Replacements are best effort: pods that fit nowhere are provisioned again when they are evicted.
+	if r, err := c.simulate(ctx, expired); err == nil && len(r.Plan.Unschedulable) == 0 {
+		cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
+	}
+	return cmd, nil
+}
+
+// emptiness deletes nodes that run no reschedulable pod, within budgets.
+func (c *Controller) emptiness(ctx context.Context, v *clusterView) (*Command, error) {
+	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonEmpty)
+	cmd := &Command{Reason: stevedorev1.DisruptionReasonEmpty}
+	for _, cand := range v.candidates {
+		if !cand.Empty() || cand.Blocked != "" || !c.consolidatable(cand, v.now) {
+			continue
+		}
+		policy := cand.NodePool.Spec.Disruption.ConsolidationPolicy
+		if policy != stevedorev1.ConsolidationPolicyWhenEmpty && policy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+			continue
+		}
+		if b.take(cand) {
+			cmd.Candidates = append(cmd.Candidates, cand)
+		}
+	}
+	if len(cmd.Candidates) == 0 {
+		return nil, nil
+	}
+	return cmd, nil
+}
+
+// drift replaces nodes that no longer match their NodePool or node class, within budgets.
+func (c *Controller) drift(ctx context.Context, v *clusterView) (*Command, error) {
+	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonDrifted)
+	var drifted []*Candidate
+	for _, cand := range v.candidates {
+		if cand.Blocked != "" {
+			continue
+		}
+		why, err := c.driftReason(ctx, cand)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Drift check failed", "node", cand.Node.Name, "err", err)
+			continue
+		}
+		if why == "" {
+			continue
+		}
+		c.markDrifted(ctx, cand, why)
+		if b.take(cand) {
+			drifted = append(drifted, cand)
+		}
+	}
+	if len(drifted) == 0 {
+		return nil, nil
+	}
+	// All at once if their pods fit; else one at a time, the first whose pods fit.
+	if r, err := c.simulate(ctx, drifted); err == nil && len(r.Plan.Unschedulable) == 0 {
+		return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: drifted, Replacements: r.Plan.NewNodes, Pods: len(r.Pods)}, nil
+	}
+	for _, cand := range drifted {
+		r, err := c.simulate(ctx, []*Candidate{cand})
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Plan.Unschedulable) == 0 {
+			return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: []*Candidate{cand}, Replacements: r.Plan.NewNodes, Pods: len(r.Pods)}, nil
+		}
+		klog.FromContext(ctx).V(1).Info("Drifted node cannot be replaced yet: some of its pods fit no node", "node", cand.Node.Name,
+			"pods", len(r.Plan.Unschedulable))
+	}
+	return nil, nil
+}
+
+// driftReason says why a node no longer matches what its NodePool would launch now ("" if it does).
+func (c *Controller) driftReason(ctx context.Context, cand *Candidate) (string, error) {
+	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != provision.NodePoolHash(cand.NodePool) {
+		return "NodePoolDrift", nil
+	}
+	reqs, err := provision.NodePoolRequirements(cand.NodePool)
+	if err != nil {
+		return "", err
+	}
+	if err := reqs.Compatible(scheduling.FromLabels(cand.Node.Labels), nodePoolDefined); err != nil {
+		return "RequirementsDrift", nil
+	}
+	if c.opts.Cloud == nil {
+		return "", nil
+	}
+	return c.opts.Cloud.IsDrifted(ctx, cand.Claim)
+}
+
+// nodePoolDefined: only a label whose value conflicts with a requirement is drift; a label the node does not carry
+// is not (a false drift would replace nodes forever; template labels are covered by the NodePool hash).
+func nodePoolDefined(string) bool { return true }
+
+// multiNodeConsolidation removes the most nodes it can at once, replacing them by at most one cheaper node.
+func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
+	cands := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates)
+	if len(cands) < 2 {
+		return nil, nil
+	}
+	// Binary search on how many of the cheapest-to-disrupt nodes go: the largest prefix that consolidates.
+	var best *Command
+	lo, hi := 2, len(cands)
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		cmd, err := c.consolidate(ctx, cands[:mid])
+		if err != nil {
+			return nil, err
+		}
+		if cmd != nil {
+			best, lo = cmd, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, nil
+}
+
+// singleNodeConsolidation removes or replaces one node: the cheapest to disrupt that consolidates.
+func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
+	for _, cand := range c.consolidationCandidates(ctx, v, len(v.candidates)) {
+		cmd, err := c.consolidate(ctx, []*Candidate{cand})
+		if err != nil {
+			return nil, err
+		}
+		if cmd != nil {
+			return cmd, nil
+		}
+	}
+	return nil, nil
+}
+
+// consolidationCandidates lists, cheapest to disrupt first and within budgets, the non-empty nodes whose NodePool
+// consolidates underutilized nodes and whose consolidateAfter has passed.
+func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int) []*Candidate {
+	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonUnderutilized)
+	var out []*Candidate
+	for _, cand := range v.candidates {
+		if len(out) == limit {
+			break
+		}
+		if cand.Empty() || cand.Blocked != "" || cand.NodePool.Spec.Disruption.ConsolidationPolicy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized ||
+			!c.consolidatable(cand, v.now) {
+			continue
+		}
+		if b.take(cand) {
+			out = append(out, cand)
+		}
+	}
+	return out
+}
+
+// consolidate answers whether removing the candidates saves money: their pods fit on the other nodes, or on
+// them plus one new node cheaper than the candidates together. It returns the command, or nil.
+func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Command, error) {
+	r, err := c.simulate(ctx, cands)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Plan.Unschedulable) > 0 || len(r.Plan.NewNodes) > 1 {
+		return nil, nil
+	}
+	cmd := &Command{Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: cands, Pods: len(r.Pods)}
+	if len(r.Plan.NewNodes) == 0 {
+		return cmd, nil
+	}
+	total := 0.0
+	allSpot := true
+	types := map[string]bool{}
+	for _, cand := range cands {
+		total += cand.Price
+		allSpot = allSpot && cand.Claim.Status.CapacityType == stevedorev1.CapacityTypeSpot
+		types[cand.Claim.Status.InstanceType] = true
+	}
+	replacement := r.Plan.NewNodes[0].Restrict(func(it *cloud.InstanceType, price float64) bool {
+		// never the same type for a single node: that saves nothing and churns
+		return price < total && !(len(cands) == 1 && types[it.Name])
+	})
+	if replacement == nil {
+		return nil, nil
+	}
+	if allSpot && replacement.Offering.CapacityType == stevedorev1.CapacityTypeSpot {
+		if !c.opts.SpotToSpot || len(replacement.InstanceTypes) < minSpotToSpotTypes {
+			return nil, nil
+		}
+	}
+	cmd.Replacements = []*provision.PlannedNode{replacement}
+	return cmd, nil
+}
+
+// simulate asks the solver where the candidates' pods would go without them.
+func (c *Controller) simulate(ctx context.Context, cands []*Candidate) (*provision.Removal, error) {
+	cluster, err := c.cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cands))
+	for i, cand := range cands {
+		names[i] = cand.Node.Name
+	}
+	c.simMu.Lock()
+	defer c.simMu.Unlock()
+	return cluster.SimulateRemoval(ctx, c.opts.Simulator, names, 0)
+}
+
+// cluster returns the pass's cluster model, built once per pass.
+func (c *Controller) cluster(ctx context.Context) (*provision.Cluster, error) {
+	c.simMu.Lock()
+	defer c.simMu.Unlock()
+	if c.model != nil {
+		return c.model, nil
+	}
+	m, err := c.opts.Provisioner.Cluster(ctx, c.opts.Simulator)
+	if err != nil {
+		return nil, err
+	}
+	c.model = m
+	return m, nil
+}
+
+// markDrifted records drift on the NodeClaim (condition Drifted) the first time it is seen.
+func (c *Controller) markDrifted(ctx context.Context, cand *Candidate, why string) {
+	for _, cond := range cand.Claim.Status.Conditions {
+		if cond.Type == stevedorev1.ConditionDrifted && cond.Status == "True" {
+			return
+		}
+	}
+	if err := c.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionDrifted, "True", why, "the node no longer matches its NodePool or node class: "+why); err != nil {
+		klog.FromContext(ctx).V(2).Info("Recording drift failed", "nodeclaim", cand.Claim.Name, "err", err)
+	}
+}
+
+func sortedNames(cands []*Candidate) []string {
+	out := make([]string, len(cands))
+	for i, c := range cands {
+		out[i] = c.Node.Name
+	}
+	sort.Strings(out)
+	return out
+}
+
+func describeReplacements(rs []*provision.PlannedNode) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%s/%s/%s $%.4f/h", r.InstanceType.Name, r.Offering.Zone, r.Offering.CapacityType, r.Offering.Price))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// podsOf lists the candidates' reschedulable pods.
+func podsOf(cands []*Candidate) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, c := range cands {
+		out = append(out, c.Pods...)
+	}
+	return out
+}

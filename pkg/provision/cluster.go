@@ -1,0 +1,204 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+// Cluster models the cluster for "what if these nodes went away" questions: a snapshot of every node with its
+// pods (NodeClaims in flight as the nodes they will be, with the pods planned on them), the NodePools as the
+// solver sees them, and the nodes pods may move to. Disruption builds one per pass and asks it many questions;
+// each question leaves the snapshot as it found it.
+type Cluster struct {
+	Snapshot  *simulation.Snapshot
+	NodePools []NodePoolOption
+	// Targets are the nodes a pod may move to: every node but those leaving (deleted, tainted disrupted,
+	// cordoned).
+	Targets []InFlightNode
+	Region  string
+	// Displaced is how many pods were waiting for a place when the model was built.
+	Displaced int
+}
+
+// Cluster builds a model of the cluster as the caches show it now. Pods that must find a new place — those of
+// nodes being drained and pending pods not yet planned on a NodeClaim — are placed on the target nodes first, with
+// sim, so that the room they will take is not promised to another node's pods; those that fit no target keep no
+// room (the provisioner launches nodes for them). Displaced counts them.
+func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
+	in, _, err := p.input(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Snapshot: in.Snapshot, NodePools: in.NodePools, Region: in.Region}
+	infos, _ := in.Snapshot.List()
+	var displaced []*corev1.Pod
+	for _, ni := range infos {
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		if !leaving(node) {
+			c.Targets = append(c.Targets, InFlightNode{Name: node.Name, Claim: node.Labels[stevedorev1.LabelNodeClaim],
+				NodePool: node.Labels[stevedorev1.LabelNodePool]})
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			if pod := pi.GetPod(); Reschedulable(pod) && !p.isPlanned(pod.UID) {
+				displaced = append(displaced, pod)
+			}
+		}
+	}
+	for _, pod := range displaced {
+		_ = c.Snapshot.RemovePod(pod.Spec.NodeName, pod)
+	}
+	for i, pod := range displaced {
+		moved := pod.DeepCopy()
+		moved.Spec.NodeName = ""
+		moved.Status.NominatedNodeName = ""
+		displaced[i] = moved
+	}
+	pending, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range pending {
+		if pod.Spec.NodeName == "" && Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
+			displaced = append(displaced, pod)
+		}
+	}
+	c.Displaced = len(displaced)
+	if len(displaced) == 0 {
+		return c, nil
+	}
+	// The solver leaves the pods it puts on existing nodes in the snapshot: that is the room they keep.
+	if _, err := NewSolver(sim).Solve(ctx, Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
+		InFlight: c.Targets, Region: c.Region}); err != nil {
+		return nil, fmt.Errorf("placing %d displaced pods: %w", len(displaced), err)
+	}
+	return c, nil
+}
+
+// isPlanned reports whether a pod is planned on a NodeClaim (it counts there already).
+func (p *Provisioner) isPlanned(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.podClaim[uid]
+	return ok
+}
+
+// leaving reports whether a node takes no new pods because it is going away or cordoned.
+func leaving(node *corev1.Node) bool {
+	if node.DeletionTimestamp != nil || node.Spec.Unschedulable {
+		return true
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == stevedorev1.TaintDisrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// Reschedulable reports whether a pod would have to be placed elsewhere if its node went away: not a DaemonSet
+// or mirror pod, not finished.
+func Reschedulable(pod *corev1.Pod) bool {
+	return !isDaemonSetPod(pod) && !isMirrorPod(pod) && pod.Status.Phase != corev1.PodSucceeded &&
+		pod.Status.Phase != corev1.PodFailed && pod.DeletionTimestamp == nil
+}
+
+// Removal is the answer to "what if these nodes went away".
+type Removal struct {
+	// Plan places the nodes' reschedulable pods on the remaining nodes (Plan.InFlight, by node) and new nodes.
+	Plan *Plan
+	// Pods are the reschedulable pods of the removed nodes.
+	Pods []*corev1.Pod
+}
+
+// SimulateRemoval plans where the reschedulable pods of the named nodes would go were the nodes removed: onto the
+// other target nodes first, then onto new nodes of the NodePools, every placement checked with the scheduler's
+// Filter plugins. budget bounds the solver's improvement search (0: greedy only). The snapshot is restored
+// before it returns.
+func (c *Cluster) SimulateRemoval(ctx context.Context, sim *simulation.Simulator, nodes []string, budget time.Duration) (*Removal, error) {
+	removed := map[string]bool{}
+	type saved struct {
+		node *corev1.Node
+		pods []*corev1.Pod
+	}
+	var restore []saved
+	var pods []*corev1.Pod
+	for _, name := range nodes {
+		ni := c.Snapshot.NodeInfo(name)
+		if ni == nil || removed[name] {
+			continue
+		}
+		removed[name] = true
+		s := saved{node: ni.Node()}
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			s.pods = append(s.pods, pod)
+			if Reschedulable(pod) {
+				moved := pod.DeepCopy()
+				moved.Spec.NodeName = ""
+				moved.Status.NominatedNodeName = ""
+				pods = append(pods, moved)
+			}
+		}
+		restore = append(restore, s)
+		c.Snapshot.RemoveNode(name)
+	}
+	defer func() {
+		for _, s := range restore {
+			c.Snapshot.AddNode(s.node, s.pods...)
+		}
+	}()
+	targets := make([]InFlightNode, 0, len(c.Targets))
+	for _, t := range c.Targets {
+		if !removed[t.Name] {
+			targets = append(targets, t)
+		}
+	}
+	plan, err := NewSolver(sim).Solve(ctx, Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
+		InFlight: targets, TimeBudget: budget, Region: c.Region})
+	if err != nil {
+		return nil, err
+	}
+	for node, placed := range plan.InFlight {
+		for _, pod := range placed {
+			_ = c.Snapshot.RemovePod(node, pod)
+		}
+	}
+	return &Removal{Plan: plan, Pods: pods}, nil
+}
+
+// Restrict keeps the planned node's instance types that keep accepts, given each type's cheapest compatible
+// offering price, and re-picks the cheapest; nil when none is left. Disruption uses it to keep only types cheaper
+// than the nodes a replacement stands for.
+func (pn *PlannedNode) Restrict(keep func(it *cloud.InstanceType, price float64) bool) *PlannedNode {
+	out := *pn
+	out.InstanceTypes = nil
+	best := math.Inf(1)
+	for _, it := range pn.InstanceTypes {
+		o, ok := it.Offerings.Compatible(pn.Requirements).Cheapest()
+		if !ok || !keep(it, o.Price) {
+			continue
+		}
+		out.InstanceTypes = append(out.InstanceTypes, it)
+		if o.Price < best {
+			best, out.InstanceType, out.Offering = o.Price, it, o
+		}
+	}
+	if len(out.InstanceTypes) == 0 {
+		return nil
+	}
+	return &out
+}

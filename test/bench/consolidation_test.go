@@ -1,0 +1,158 @@
+// Package bench holds benchmarks that run a whole sandbox. They are run by `make bench`, not by `make test` (the
+// package has no tests).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// quiet is how long the fleet's cost must stay unchanged, with nothing being disrupted, for consolidation to
+// count as finished: several disruption passes (10s apart) with their validation delay (15s).
+const quiet = 2 * time.Minute
+
+// podSizes are the requests of the benchmark's five Deployments (200 replicas each, then 140).
+var podSizes = []struct{ cpu, mem string }{{"100m", "128Mi"}, {"250m", "512Mi"}, {"500m", "1Gi"}, {"1", "2Gi"}, {"1500m", "3Gi"}}
+
+// BenchmarkConsolidation1000To700 provisions 1000 pods of mixed sizes (five Deployments) in a sandbox with the
+// default plugin arguments, scales them to 700, and measures how long consolidation takes until the fleet's cost
+// stops falling, and the final cost against the fractional lower bound for the 700 pods and against what
+// provisioning the 700 pods from scratch costs. Run it with -benchtime 1x.
+func BenchmarkConsolidation1000To700(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		runConsolidation(b)
+	}
+}
+
+func runConsolidation(b *testing.B) {
+	ctx := context.Background()
+	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: true, LaunchDelay: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Stop()
+	ns := harness.Namespace(b, sb)
+	np := harness.NodePool(b, sb, "bench", "bench")
+	for i, s := range podSizes {
+		harness.IsolatedDeployment(b, sb, harness.Deployment(ns, fmt.Sprintf("app-%d", i), 200, s.cpu, s.mem), "bench")
+	}
+	for i := range podSizes {
+		harness.WaitRunning(b, sb, ns, fmt.Sprintf("app-%d", i), 200)
+	}
+	before, beforeCost := fleet(b, sb)
+	start := time.Now()
+	for i := range podSizes {
+		harness.Scale(b, sb, ns, fmt.Sprintf("app-%d", i), 140)
+	}
+	cost, lastFall, settledSince := beforeCost, start, start
+	var after []stevedorev1.NodeClaim
+	harness.EventuallyWithin(b, 60*time.Minute, "consolidation to settle", func(ctx context.Context) (bool, error) {
+		claims, c := fleet(b, sb)
+		deleting := len(harness.NodeClaimsOf(b, sb, "bench")) != len(claims)
+		switch {
+		case c < cost-1e-9:
+			cost, lastFall, settledSince = c, time.Now(), time.Now()
+		case c != cost || deleting:
+			cost, settledSince = c, time.Now()
+		}
+		after = claims
+		return time.Since(settledSince) >= quiet, nil
+	})
+	pods := 0
+	for i := range podSizes {
+		pods += len(harness.WaitRunning(b, sb, ns, fmt.Sprintf("app-%d", i), 140))
+	}
+	lower, fresh := bounds(b, np, 140)
+	took := lastFall.Sub(start)
+	b.ReportMetric(took.Seconds(), "s-until-cost-stops-falling")
+	b.ReportMetric(cost/lower, "cost/lower-bound")
+	b.ReportMetric(cost/fresh, "cost/fresh-plan")
+	b.Logf("1000 pods on %d nodes ($%.4f/h) -> %d pods: %d nodes ($%.4f/h) after %s; lower bound $%.4f/h (ratio %.3f), "+
+		"provisioning the %d pods from scratch $%.4f/h (ratio %.3f)", len(before), beforeCost, pods, len(after), cost,
+		took.Round(time.Second), lower, cost/lower, pods, fresh, cost/fresh)
+}
+
+// fleet returns the live NodeClaims of the benchmark's NodePool and their total hourly price.
+func fleet(b *testing.B, sb *sandbox.Sandbox) ([]stevedorev1.NodeClaim, float64) {
+	claims := harness.LiveNodeClaimsOf(b, sb, "bench")
+	total := 0.0
+	for _, c := range claims {
+		total += provision.ParsePrice(c.Status.Price)
+	}
+	return claims, total
+}
+
+// bounds returns, for perSize replicas of each pod size on the NodePool's instance types (the sandbox's default
+// catalog), the fractional lower bound on the hourly cost and the cost of the solver's plan from scratch.
+func bounds(b *testing.B, np *stevedorev1.NodePool, perSize int) (lower, fresh float64) {
+	objs := []runtime.Object{np.DeepCopy()}
+	var cpu, mem float64
+	for i, s := range podSizes {
+		for j := 0; j < perSize; j++ {
+			pod := harness.Isolated(harness.Pod("bench", fmt.Sprintf("app-%d-%d", i, j), s.cpu, s.mem), "bench")
+			objs = append(objs, pod)
+			req := pod.Spec.Containers[0].Resources.Requests
+			cpu += float64(req.Cpu().MilliValue())
+			mem += float64(req.Memory().Value())
+		}
+	}
+	p, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan, err := p.Solve(ctx, sim, 2*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := p.NodePools[0]
+	return fractionalBound(opt.InstanceTypes, opt.Requirements, cpu, mem), plan.Cost
+}
+
+// fractionalBound is the optimum of the linear relaxation "buy fractions of instance types whose allocatable CPU
+// (millicores) and memory (bytes) cover the demand, at the cheapest offering the requirements allow": an optimum
+// uses at most two types, so every type and every pair of types is tried.
+func fractionalBound(its []*cloud.InstanceType, reqs scheduling.Requirements, cpu, mem float64) float64 {
+	type unit struct{ c, m, p float64 }
+	var units []unit
+	for _, it := range its {
+		o, ok := it.Offerings.Compatible(reqs).Cheapest()
+		c, m, _ := it.AllocatableCPUMemoryPods()
+		if ok && c > 0 && m > 0 {
+			units = append(units, unit{c: float64(c), m: float64(m), p: o.Price})
+		}
+	}
+	best := math.Inf(1)
+	for i, a := range units {
+		best = math.Min(best, a.p*math.Max(cpu/a.c, mem/a.m))
+		for _, b := range units[i+1:] {
+			det := a.c*b.m - b.c*a.m
+			if det == 0 {
+				continue
+			}
+			xa, xb := (cpu*b.m-b.c*mem)/det, (a.c*mem-cpu*a.m)/det
+			if xa >= 0 && xb >= 0 {
+				best = math.Min(best, a.p*xa+b.p*xb)
+			}
+		}
+	}
+	return best
+}
