@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,7 +16,9 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 )
 
 func newSandboxCommand() *cobra.Command {
@@ -79,8 +86,84 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 	fs.StringVar(&scenario, "scenario", "", "run a scripted scenario, print its story and exit 0 on success, 1 on failure: "+sandbox.ScenarioNames())
 	fs.StringVar(&catalogFile, "catalog", "", "instance-type catalog seeding the emulated EC2, in the format of `plan --catalog` (default: the embedded us-east-1 catalog); its region becomes the sandbox's")
 	fs.StringVar(&logFile, "log-file", "", "write the components' logs to this file instead of stderr")
+	fs.DurationVar(&opts.SpotNotice, "spot-notice", awsemu.DefaultSpotNotice, "time from a spot interruption warning to the emulated instance's termination")
 	logsapi.AddFlags(logOptions, fs)
+	cmd.AddCommand(newSandboxInterruptCommand())
 	return cmd
+}
+
+// newSandboxInterruptCommand sends an interruption notice to a running sandbox, found through its --env-out file.
+func newSandboxInterruptCommand() *cobra.Command {
+	var envFile, node, instance, kind string
+	var notice time.Duration
+	cmd := &cobra.Command{
+		Use:   "interrupt",
+		Short: "Send an interruption notice for a node of a running sandbox",
+		Long: `Sends to the sandbox's interruption queue the EventBridge event AWS sends before it takes an instance away,
+and has the emulated EC2 act as AWS then does: spot (interruption warning; the instance is terminated after
+--notice, default the sandbox's --spot-notice), rebalance (rebalance recommendation), stop (state change to
+stopping), scheduled (AWS Health scheduled change). The sandbox is found through the file it wrote with --env-out.`,
+		Example: `  scheduler sandbox --env-out /tmp/stevedore.env &
+  scheduler sandbox interrupt --env-file /tmp/stevedore.env --node ip-10-0-16-12.ec2.internal --kind spot`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := readEnvFile(envFile)
+			if err != nil {
+				return err
+			}
+			endpoint, queue := env["AWS_ENDPOINT_URL_EC2"], env[provisioner.EnvInterruptionQueue]
+			if endpoint == "" || queue == "" {
+				return fmt.Errorf("--env-file %s lacks AWS_ENDPOINT_URL_EC2 or %s", envFile, provisioner.EnvInterruptionQueue)
+			}
+			form := url.Values{"queue": {queue}, "kind": {kind}, "node": {node}, "instance": {instance}}
+			if notice != 0 {
+				form.Set("notice", notice.String())
+			}
+			resp, err := http.PostForm(strings.TrimSuffix(endpoint, "/")+"/_emulator/notify", form)
+			if err != nil {
+				return fmt.Errorf("reaching the sandbox's emulator at %s: %w", endpoint, err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("the emulator refused: %s", strings.TrimSpace(string(body)))
+			}
+			fmt.Fprint(cmd.OutOrStdout(), string(body))
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&envFile, "env-file", "", "the file the sandbox wrote with --env-out (required)")
+	fs.StringVar(&node, "node", "", "name of the node whose instance is interrupted")
+	fs.StringVar(&instance, "instance", "", "instance id (instead of --node)")
+	fs.StringVar(&kind, "kind", awsemu.NoticeSpot, "notice kind: "+strings.Join(awsemu.NoticeKinds, ", "))
+	fs.DurationVar(&notice, "notice", 0, "spot only: time until the instance is terminated (default: the sandbox's --spot-notice)")
+	_ = cmd.MarkFlagRequired("env-file")
+	cmd.MarkFlagsOneRequired("node", "instance")
+	return cmd
+}
+
+// readEnvFile reads the "export KEY=VALUE" lines of a sandbox's --env-out file.
+func readEnvFile(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--env-file: %w", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export "))
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if uq, err := strconv.Unquote(v); err == nil {
+			v = uq
+		} else {
+			v = strings.Trim(v, "'")
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 func firstNonEmpty(values ...string) string {

@@ -114,7 +114,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 				}
 				return err
 			}
-			logger.Info("Replacements for expired nodes failed; the nodes go anyway", "err", err)
+			logger.Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", err)
 		}
 	}
 	var errs []error
@@ -141,15 +141,31 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 	}
 	c.protect(created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
 	if len(claims) < len(cmd.Replacements) {
+		if cmd.Forceful {
+			return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
+		}
 		c.rollback(ctx, cmd, created)
 		return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
 	}
+	timeout := c.opts.ReplacementTimeout
+	if cmd.ReplacementWait != nil {
+		timeout = *cmd.ReplacementWait
+	}
+	if timeout <= 0 {
+		klog.FromContext(ctx).Info("Replacements launched; not waiting for them", "method", cmd.Method, "nodeclaims", created, "replacing", names)
+		return nil
+	}
 	var failure error
-	err := wait.PollUntilContextTimeout(ctx, time.Second, c.opts.ReplacementTimeout, true, func(context.Context) (bool, error) {
+	seen := map[string]bool{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		ready := 0
 		for _, name := range created {
 			cl, err := c.opts.NodeClaims.Get(name)
-			if apierrors.IsNotFound(err) || err == nil && cl.DeletionTimestamp != nil {
+			if err == nil {
+				seen[name] = true
+			}
+			// not found before the cache ever showed it is cache lag, not a deletion
+			if apierrors.IsNotFound(err) && seen[name] || err == nil && cl.DeletionTimestamp != nil {
 				failure = fmt.Errorf("replacement NodeClaim %s was deleted before it was ready (no capacity, or it did not register)", name)
 				return true, nil
 			}
@@ -160,10 +176,13 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 		return ready == len(created), nil
 	})
 	if err != nil && failure == nil {
-		failure = fmt.Errorf("replacements %s not ready within %s: %w", strings.Join(created, ","), c.opts.ReplacementTimeout, err)
+		failure = fmt.Errorf("replacements %s not ready within %s: %w", strings.Join(created, ","), timeout, err)
 	}
 	if failure != nil {
-		c.rollback(ctx, cmd, created)
+		// A forceful command goes ahead: its replacements stay, the pods will need them.
+		if !cmd.Forceful {
+			c.rollback(ctx, cmd, created)
+		}
 		return failure
 	}
 	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)

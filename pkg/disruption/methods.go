@@ -23,10 +23,12 @@ const (
 	MethodDrift      = "drift"
 	MethodMultiNode  = "multi-node-consolidation"
 	MethodSingleNode = "single-node-consolidation"
+	// MethodInterruption is not a pass's method: the interruption controller asks for it (Controller.Interrupt).
+	MethodInterruption = "interruption"
 )
 
 const (
-	// maxMultiNodeCandidates bounds the nodes one multi-node consolidation considers.
+	// maxMultiNodeCandidates bounds the nodes one multi-node consolidation considers (one simulation each).
 	maxMultiNodeCandidates = 100
 	// minSpotToSpotTypes is how many cheaper spot types a spot-to-spot replacement must be able to choose from,
 	// so that it does not land in a pool about to be reclaimed.
@@ -45,8 +47,11 @@ type Command struct {
 	Candidates   []*Candidate
 	Replacements []*provision.PlannedNode
 	// Pods that move.
-	Pods      int
-	evaluated time.Duration
+	Pods int
+	// ReplacementWait overrides how long replacements may take to become ready (nil: ReplacementTimeout; zero or
+	// less: do not wait).
+	ReplacementWait *time.Duration
+	evaluated       time.Duration
 }
 
 // Savings is the hourly price of the nodes removed minus that of their replacements.
@@ -215,26 +220,29 @@ func (c *Controller) driftReason(ctx context.Context, cand *Candidate) (string, 
 // is not (a false drift would replace nodes forever; template labels are covered by the NodePool hash).
 func nodePoolDefined(string) bool { return true }
 
-// multiNodeConsolidation removes the most nodes it can at once, replacing them by at most one cheaper node.
+// multiNodeConsolidation removes as many nodes as it can at once, replacing them by at most one cheaper node.
+// It grows the set one candidate at a time, cheapest to disrupt first, keeping a candidate only if the set still
+// consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
+// (a binary search on prefixes of the candidate list stops at the first such node).
 func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
 	cands := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates)
 	if len(cands) < 2 {
 		return nil, nil
 	}
-	// Binary search on how many of the cheapest-to-disrupt nodes go: the largest prefix that consolidates.
+	var set []*Candidate
 	var best *Command
-	lo, hi := 2, len(cands)
-	for lo <= hi {
-		mid := (lo + hi) / 2
-		cmd, err := c.consolidate(ctx, cands[:mid])
+	for _, cand := range cands {
+		trial := append(set[:len(set):len(set)], cand)
+		cmd, err := c.consolidate(ctx, trial)
 		if err != nil {
 			return nil, err
 		}
 		if cmd != nil {
-			best, lo = cmd, mid+1
-		} else {
-			hi = mid - 1
+			set, best = trial, cmd
 		}
+	}
+	if len(set) < 2 {
+		return nil, nil // one node is single-node consolidation's
 	}
 	return best, nil
 }

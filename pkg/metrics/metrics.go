@@ -48,13 +48,38 @@ var (
 	}, []string{"kind"})
 )
 
+// Interruption metrics.
+var (
+	// InterruptionMessages counts the messages read from the interruption queue, by kind (SpotInterruption,
+	// RebalanceRecommendation, StateChange, ScheduledChange, Noop, Unknown, Unparseable).
+	InterruptionMessages = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "interruption", Name: "messages_total",
+		Help:           "Messages read from the interruption queue, by kind (Unknown and Unparseable ones are deleted too).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+	// InterruptionActions counts what interruption notices led to, by action (replace-and-drain, drain, event,
+	// deferred, unknown-instance, failed).
+	InterruptionActions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "interruption", Name: "actions_total",
+		Help:           "Actions taken on interruption notices, by kind and action.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind", "action"})
+	// InterruptionLatency times from the notice's event time to the start of the node's drain.
+	InterruptionLatency = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "interruption", Name: "notice_to_drain_seconds",
+		Help:           "Time from an interruption notice's event time to the start of the node's drain, by kind.",
+		Buckets:        metrics.ExponentialBuckets(0.25, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+)
+
 var registerOnce sync.Once
 
 // Register registers every Stevedore metric in the legacy registry (once per process).
 func Register() {
 	registerOnce.Do(func() {
 		for _, m := range []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
-			GarbageCollected} {
+			GarbageCollected, InterruptionMessages, InterruptionActions, InterruptionLatency} {
 			legacyregistry.MustRegister(m)
 		}
 	})

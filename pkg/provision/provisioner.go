@@ -517,6 +517,14 @@ func (p *Provisioner) event(obj *corev1.Pod, eventType, reason, action, note str
 	p.opts.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
 }
 
+// OfferingsChanged drops the cached instance types, so that the next solve sees offerings just marked
+// unavailable (a spot interruption warning).
+func (p *Provisioner) OfferingsChanged() {
+	p.typesMu.Lock()
+	defer p.typesMu.Unlock()
+	p.types = map[string]cachedTypes{}
+}
+
 // InstanceTypes returns a NodePool's instance types, cached for a minute.
 func (p *Provisioner) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
 	p.typesMu.Lock()
@@ -656,6 +664,13 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		}
 		placed := append([]*corev1.Pod(nil), byNode[name]...)
 		for _, pod := range p.AssignedPods(c.Name) {
+			// A planned pod that was deleted (e.g. evicted from a node being replaced) gives its room to the pod
+			// that replaces it.
+			cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
+			if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
+				p.forgetPod(pod.UID)
+				continue
+			}
 			if !p.isBinding(pod.UID) {
 				placed = append(placed, pod)
 			}

@@ -47,6 +47,9 @@ type Options struct {
 	SchedulerArgs []string
 	// LaunchDelay is how long an emulated instance takes from launch to Node registration.
 	LaunchDelay time.Duration
+	// SpotNotice is how long after a spot interruption warning the emulator terminates the instance; default
+	// AWS's two minutes. The scheduler is told the same (plugin argument spotInterruptionNotice).
+	SpotNotice time.Duration
 	// ClusterName of the simulated EKS cluster; default "my-cluster", the name manifests/examples use.
 	ClusterName string
 	// Region of the simulated AWS; default us-east-1.
@@ -240,7 +243,14 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 	if s.scheduler != nil {
 		return errors.New("the sandbox's scheduler is already running")
 	}
-	raw, err := schedulerConfig(s.opts.WithScheduler, s.opts.PluginArgs)
+	pluginArgs := map[string]any{}
+	if s.opts.SpotNotice != 0 {
+		pluginArgs["spotInterruptionNotice"] = s.opts.SpotNotice.String()
+	}
+	for k, v := range s.opts.PluginArgs {
+		pluginArgs[k] = v
+	}
+	raw, err := schedulerConfig(s.opts.WithScheduler, pluginArgs)
 	if err != nil {
 		return err
 	}
@@ -336,4 +346,15 @@ func (s *Sandbox) Stop() {
 	if s.ownDir {
 		os.RemoveAll(s.dir)
 	}
+}
+
+// Interrupt sends the interruption notice of kind (awsemu.NoticeSpot, NoticeRebalance, NoticeStop,
+// NoticeScheduled) for the instance of a node to the interruption queue, as EventBridge would, and has the
+// emulator act as AWS then does (a spot instance is terminated SpotNotice later). It returns the instance id.
+func (s *Sandbox) Interrupt(nodeName, kind string) (string, error) {
+	inst := s.AWS.EC2.InstanceByNodeName(nodeName)
+	if inst == nil {
+		return "", fmt.Errorf("no running instance has the node name %s", nodeName)
+	}
+	return inst.ID, s.AWS.Notify(s.InterruptionQueueURL, kind, inst.ID, s.opts.SpotNotice)
 }

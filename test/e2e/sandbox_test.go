@@ -122,6 +122,17 @@ spec:
 		}
 	})
 
+	t.Run("sandbox interrupt reaches the running sandbox's emulator", func(t *testing.T) {
+		out, err := run(t, nil, scheduler, "sandbox", "interrupt", "--env-file", envFile, "--node", "no-such-node", "--kind", "spot")
+		if err == nil || !strings.Contains(out, "no running instance has the node name no-such-node") {
+			t.Fatalf("sandbox interrupt for an unknown node = %v, want the emulator's refusal naming the node:\n%s", err, out)
+		}
+		out, err = run(t, nil, scheduler, "sandbox", "interrupt", "--node", "x")
+		if err == nil || !strings.Contains(out, "env-file") {
+			t.Fatalf("sandbox interrupt without --env-file = %v, want an error naming --env-file:\n%s", err, out)
+		}
+	})
+
 	if err := sandbox.stop(t); err != nil {
 		t.Fatalf("sandbox did not exit cleanly on SIGTERM: %v", err)
 	}

@@ -63,6 +63,10 @@ type Args struct {
 	// RebalanceAction is what an EC2 rebalance recommendation does: Replace (pre-launch a replacement and drain
 	// within the NodePool's budget, the default) or Event (record an event only, as Karpenter does).
 	RebalanceAction string `json:"rebalanceAction,omitempty"`
+	// SpotInterruptionNotice is how long AWS gives between a spot interruption warning and the termination; the
+	// wait for replacements ends early enough to drain within it. Default 2m (AWS's notice; change it only for an
+	// emulator).
+	SpotInterruptionNotice metav1.Duration `json:"spotInterruptionNotice,omitempty"`
 	// DisableDisruption turns the voluntary disruption loop (emptiness, drift, consolidation) off; expiry,
 	// interruption and manual deletion still work.
 	DisableDisruption bool `json:"disableDisruption,omitempty"`
@@ -103,6 +107,7 @@ func (a Args) Defaults(env func(string) string) Args {
 	defDuration(&a.DisruptionPollInterval, 10*time.Second)
 	defDuration(&a.DisruptionValidationDelay, 15*time.Second)
 	defDuration(&a.GarbageCollectionInterval, time.Minute)
+	defDuration(&a.SpotInterruptionNotice, 2*time.Minute)
 	if a.MaxInstanceTypes == 0 {
 		a.MaxInstanceTypes = 60
 	}
@@ -142,6 +147,7 @@ func (a Args) Validate() field.ErrorList {
 	positive("disruptionPollInterval", a.DisruptionPollInterval)
 	positive("disruptionValidationDelay", a.DisruptionValidationDelay)
 	positive("garbageCollectionInterval", a.GarbageCollectionInterval)
+	positive("spotInterruptionNotice", a.SpotInterruptionNotice)
 	if a.BatchMaxDuration.Duration < a.BatchIdleDuration.Duration {
 		errs = append(errs, field.Invalid(field.NewPath("batchMaxDuration"), a.BatchMaxDuration.Duration.String(),
 			"must not be shorter than batchIdleDuration ("+a.BatchIdleDuration.Duration.String()+")"))

@@ -22,6 +22,7 @@ import (
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
+	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
@@ -138,6 +139,16 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	if err := s.disruption.Register(pods.Informer()); err != nil {
 		return err
 	}
+	var interrupts *interruption.Controller
+	if args.InterruptionQueue != "" {
+		interrupts = interruption.New(interruption.Options{
+			Queue: provider.SQS(), QueueURL: args.InterruptionQueue, NodeClaims: claims.Lister(), Interrupter: s.disruption,
+			Offerings: offeringsMarker{provider: provider, prov: s.prov}, Recorder: h.EventRecorder(), Rebalance: args.RebalanceAction,
+			SpotNotice: args.SpotInterruptionNotice.Duration, ScheduledChangeWait: args.RegistrationTimeout.Duration,
+		})
+	} else {
+		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
+	}
 	sf.Start(ctx.Done())
 	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
 	go func() {
@@ -156,6 +167,9 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 		go s.lifecycle.Run(ctx)
 		go status.Run(ctx)
 		go s.disruption.Run(ctx)
+		if interrupts != nil {
+			go interrupts.Run(ctx)
+		}
 	}()
 	go s.sweepWaiting(ctx, time.Second)
 	return nil
@@ -219,4 +233,16 @@ func serviceCIDR(ctx context.Context, h fwk.Handle) string {
 		}
 	}
 	return "10.100.0.0/16"
+}
+
+// offeringsMarker marks an offering unavailable in the provider's cache and has the provisioner forget the
+// instance types it cached, so that replacements are planned elsewhere at once.
+type offeringsMarker struct {
+	provider *awscloud.Provider
+	prov     *provision.Provisioner
+}
+
+func (m offeringsMarker) MarkUnavailable(instanceType, zone, capacityType, reason string) {
+	m.provider.MarkUnavailable(instanceType, zone, capacityType, reason)
+	m.prov.OfferingsChanged()
 }

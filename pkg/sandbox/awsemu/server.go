@@ -193,6 +193,10 @@ func (e *Emulator) takeFault(action string) *Fault {
 
 // ServeHTTP dispatches by protocol: X-Amz-Target for the JSON services, the form's Action for EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/_emulator/") {
+		e.serveControl(w, r)
+		return
+	}
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
 		writeEC2Error(w, http.StatusForbidden, "AuthFailure", "requests must be signed with AWS Signature Version 4")
 		return

@@ -1,0 +1,109 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// Errors of Interrupt for a voluntary request that cannot go ahead now.
+var (
+	ErrBlocked = errors.New("voluntary disruption is blocked on the node")
+	ErrBudget  = errors.New("the NodePool's disruption budget allows no more disruption now")
+)
+
+// InterruptRequest asks for one NodeClaim to be replaced and drained because its instance is going away.
+type InterruptRequest struct {
+	// NodeClaim to remove.
+	NodeClaim string
+	// Reason recorded on the NodeClaim and in events and metrics (e.g. SpotInterrupted).
+	Reason string
+	// Forceful requests are not bounded by budgets or do-not-disrupt (the instance goes anyway); the others are.
+	Forceful bool
+	// ReplacementWait is how long to wait for the replacements to be ready before draining (zero: drain at once).
+	ReplacementWait time.Duration
+}
+
+// Interrupt launches replacements for a NodeClaim's pods, waits for them at most ReplacementWait, and deletes the
+// NodeClaim (termination drains the node). It returns once the drain has started. A NodeClaim already being
+// removed is left to that removal.
+func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error {
+	v, err := c.view()
+	if err != nil {
+		return err
+	}
+	var cand *Candidate
+	for _, cd := range v.candidates {
+		if cd.Claim.Name == req.NodeClaim {
+			cand = cd
+			break
+		}
+	}
+	if cand == nil {
+		return c.interruptNonCandidate(ctx, req)
+	}
+	if !req.Forceful {
+		if cand.Blocked != "" {
+			return fmt.Errorf("%w: %s", ErrBlocked, cand.Blocked)
+		}
+		if !c.budgets(ctx, v, "").take(cand) {
+			return ErrBudget
+		}
+	}
+	cmd := &Command{Method: MethodInterruption, Reason: stevedorev1.DisruptionReason(req.Reason), Forceful: req.Forceful,
+		Candidates: []*Candidate{cand}, ReplacementWait: &req.ReplacementWait}
+	if err := c.planReplacements(ctx, cmd); err != nil {
+		// The drain goes on without replacements: evicted pods are provisioned for as they go Pending.
+		klog.FromContext(ctx).Error(err, "Planning replacements for an interrupted node failed", "nodeclaim", req.NodeClaim)
+	}
+	return c.execute(ctx, cmd)
+}
+
+// interruptNonCandidate removes a NodeClaim that is not a disruption candidate: not yet initialized (nothing to
+// move; a forceful request deletes it) or already being removed (nothing to do).
+func (c *Controller) interruptNonCandidate(ctx context.Context, req InterruptRequest) error {
+	claim, err := c.opts.NodeClaims.Get(req.NodeClaim)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if claim.DeletionTimestamp != nil || !req.Forceful {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Deleting an interrupted NodeClaim that has no pods to move", "nodeclaim", req.NodeClaim, "reason", req.Reason)
+	err = c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, req.NodeClaim, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// planReplacements plans new nodes for the pods of the command's candidates that fit on no other node, on a model
+// of its own (the pass's model belongs to the disruption loop).
+func (c *Controller) planReplacements(ctx context.Context, cmd *Command) error {
+	c.simMu.Lock()
+	defer c.simMu.Unlock()
+	cluster, err := c.opts.Provisioner.Cluster(ctx, c.opts.Simulator)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(cmd.Candidates))
+	for i, cand := range cmd.Candidates {
+		names[i] = cand.Node.Name
+	}
+	r, err := cluster.SimulateRemoval(ctx, c.opts.Simulator, names, 0)
+	if err != nil {
+		return err
+	}
+	cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
+	return nil
+}

@@ -1,0 +1,323 @@
+package interruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+)
+
+// Queue is the part of the SQS API the poller uses (*sqs.Client implements it).
+type Queue interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+// Interrupter replaces and drains a node (the disruption controller).
+type Interrupter interface {
+	Interrupt(ctx context.Context, req disruption.InterruptRequest) error
+}
+
+// Unavailability records that an offering has no capacity now (the cloud provider's ICE cache).
+type Unavailability interface {
+	MarkUnavailable(instanceType, zone, capacityType, reason string)
+}
+
+// Reasons recorded on interrupted NodeClaims (status.disruptionReason), events and metrics.
+const (
+	ReasonSpotInterrupted      = "SpotInterrupted"
+	ReasonRebalanceRecommended = "RebalanceRecommended"
+	ReasonInstanceStateChange  = "InstanceStateChange"
+	ReasonScheduledChange      = "ScheduledChange"
+)
+
+// RebalanceReplace and RebalanceEvent are what a rebalance recommendation does.
+const (
+	RebalanceReplace = "Replace"
+	RebalanceEvent   = "Event"
+)
+
+// Options configure the poller.
+type Options struct {
+	Queue Queue
+	// QueueURL is the queue's URL, or its name (resolved with GetQueueUrl).
+	QueueURL    string
+	NodeClaims  listers.NodeClaimLister
+	Interrupter Interrupter
+	Offerings   Unavailability
+	Recorder    events.EventRecorder
+	Clock       clock.Clock
+	// Rebalance is RebalanceReplace (default) or RebalanceEvent.
+	Rebalance string
+	// SpotNotice is how long AWS gives between a spot interruption warning and the termination. Default 2m.
+	SpotNotice time.Duration
+	// DrainMargin is kept between the end of the wait for replacements and the termination, for the drain.
+	// Default a quarter of SpotNotice (30s of AWS's two minutes).
+	DrainMargin time.Duration
+	// ScheduledChangeWait bounds the wait for the replacements of a node under scheduled maintenance. Default 15m.
+	ScheduledChangeWait time.Duration
+	// WaitTime of a ReceiveMessage long poll. Default 20s (the SQS maximum).
+	WaitTime time.Duration
+}
+
+// Controller polls the interruption queue.
+type Controller struct {
+	opts Options
+
+	mu sync.Mutex
+	// active holds the NodeClaims whose interruption is being handled, so repeated notices do nothing.
+	active map[string]bool
+	wg     sync.WaitGroup
+}
+
+// New returns a poller.
+func New(opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Rebalance == "" {
+		opts.Rebalance = RebalanceReplace
+	}
+	if opts.SpotNotice == 0 {
+		opts.SpotNotice = 2 * time.Minute
+	}
+	if opts.DrainMargin == 0 {
+		opts.DrainMargin = opts.SpotNotice / 4
+	}
+	if opts.ScheduledChangeWait == 0 {
+		opts.ScheduledChangeWait = 15 * time.Minute
+	}
+	if opts.WaitTime == 0 {
+		opts.WaitTime = 20 * time.Second
+	}
+	metrics.Register()
+	return &Controller{opts: opts, active: map[string]bool{}}
+}
+
+// Run resolves the queue and polls it until ctx ends. Errors (a missing queue, no permission, throttling) are
+// logged and retried with backoff; they never stop the poller.
+func (c *Controller) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("interruption")
+	ctx = klog.NewContext(ctx, logger)
+	defer c.wg.Wait()
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	url := ""
+	for ctx.Err() == nil {
+		if url == "" {
+			u, err := c.resolve(ctx)
+			if err != nil {
+				logger.Error(err, "Interruption queue unavailable; spot interruptions and maintenance events are not handled until it is; retrying",
+					"queue", c.opts.QueueURL)
+				c.sleep(ctx, backoff.Step())
+				continue
+			}
+			url = u
+			logger.Info("Polling the interruption queue", "queue", url)
+		}
+		if err := c.poll(ctx, url); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			logger.Error(err, "Receiving from the interruption queue failed; retrying", "queue", url)
+			c.sleep(ctx, backoff.Step())
+			continue
+		}
+		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	}
+}
+
+func (c *Controller) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-c.opts.Clock.After(d):
+	}
+}
+
+// resolve returns the queue URL: the configured one, or the URL of the configured name.
+func (c *Controller) resolve(ctx context.Context) (string, error) {
+	q := c.opts.QueueURL
+	if strings.HasPrefix(q, "https://") || strings.HasPrefix(q, "http://") {
+		return q, nil
+	}
+	out, err := c.opts.Queue.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
+	if err != nil {
+		return "", fmt.Errorf("resolving queue %q: %w", q, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// poll receives one batch and handles its messages concurrently; each is deleted once handled.
+func (c *Controller) poll(ctx context.Context, url string) error {
+	out, err := c.opts.Queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: int32(c.opts.WaitTime / time.Second),
+	})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, m := range out.Messages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Handle(ctx, aws.ToString(m.Body))
+			_, err := c.opts.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+			if err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Deleting an interruption message failed; it will be received again", "messageID", aws.ToString(m.MessageId))
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Handle acts on one message body. What takes long (waiting for replacements) runs in the background: handling
+// returns once the action has started, so the message can be deleted.
+func (c *Controller) Handle(ctx context.Context, body string) {
+	logger := klog.FromContext(ctx)
+	msg, err := Parse(body)
+	if err != nil {
+		kind := "Unparseable"
+		if errors.Is(err, ErrUnknownMessage) {
+			kind = "Unknown"
+		}
+		metrics.InterruptionMessages.WithLabelValues(kind).Inc()
+		logger.V(1).Info("Ignoring an interruption message", "kind", kind, "err", err)
+		return
+	}
+	metrics.InterruptionMessages.WithLabelValues(string(msg.Kind)).Inc()
+	if msg.Kind == KindNoop {
+		return
+	}
+	claims, err := c.claimsByInstance()
+	if err != nil {
+		logger.Error(err, "Listing NodeClaims for an interruption message")
+		return
+	}
+	for _, id := range msg.InstanceIDs {
+		claim := claims[id]
+		if claim == nil {
+			metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "unknown-instance").Inc()
+			logger.V(1).Info("Interruption notice for an instance Stevedore does not manage", "kind", msg.Kind, "instance", id)
+			continue
+		}
+		c.act(ctx, msg, claim)
+	}
+}
+
+func (c *Controller) claimsByInstance() (map[string]*stevedorev1.NodeClaim, error) {
+	list, err := c.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*stevedorev1.NodeClaim, len(list))
+	for _, cl := range list {
+		if cl.Status.InstanceID != "" {
+			out[cl.Status.InstanceID] = cl
+		}
+	}
+	return out, nil
+}
+
+// act starts what a notice asks for one NodeClaim.
+func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.NodeClaim) {
+	logger := klog.FromContext(ctx).WithValues("kind", msg.Kind, "nodeclaim", claim.Name, "node", claim.Status.NodeName,
+		"instance", claim.Status.InstanceID)
+	now := c.opts.Clock.Now()
+	req := disruption.InterruptRequest{NodeClaim: claim.Name, Forceful: true}
+	action := "replace-and-drain"
+	switch msg.Kind {
+	case KindSpotInterruption:
+		req.Reason = ReasonSpotInterrupted
+		if c.opts.Offerings != nil && claim.Status.InstanceType != "" && claim.Status.Zone != "" {
+			c.opts.Offerings.MarkUnavailable(claim.Status.InstanceType, claim.Status.Zone, stevedorev1.CapacityTypeSpot, "spot interruption warning")
+		}
+		// Wait for the replacements until the drain must start to end before the instance goes.
+		start := msg.Time
+		if start.IsZero() || start.After(now) {
+			start = now
+		}
+		req.ReplacementWait = start.Add(c.opts.SpotNotice - c.opts.DrainMargin).Sub(now)
+	case KindStateChange:
+		// The instance is already going: drain now, replacements come up meanwhile.
+		req.Reason = ReasonInstanceStateChange
+		action = "drain"
+	case KindScheduledChange:
+		req.Reason = ReasonScheduledChange
+		req.ReplacementWait = c.opts.ScheduledChangeWait
+	case KindRebalanceRecommendation:
+		req.Reason = ReasonRebalanceRecommended
+		if c.opts.Rebalance == RebalanceEvent {
+			metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "event").Inc()
+			c.event(claim, "the spot instance is at elevated risk of interruption (rebalance recommendation); rebalanceAction is Event: nothing is done")
+			logger.Info("Rebalance recommendation recorded")
+			return
+		}
+		req.Forceful = false
+		req.ReplacementWait = c.opts.ScheduledChangeWait
+	}
+	if req.ReplacementWait < 0 {
+		req.ReplacementWait = 0
+	}
+	c.mu.Lock()
+	if c.active[claim.Name] {
+		c.mu.Unlock()
+		logger.V(1).Info("Interruption of the NodeClaim already in progress")
+		return
+	}
+	c.active[claim.Name] = true
+	c.mu.Unlock()
+	logger.Info("Interruption notice: replacing and draining the node", "reason", req.Reason, "waitForReplacements", req.ReplacementWait)
+	c.event(claim, fmt.Sprintf("%s: replacing and draining the node", msg.Kind))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.active, claim.Name)
+			c.mu.Unlock()
+		}()
+		err := c.opts.Interrupter.Interrupt(ctx, req)
+		switch {
+		case errors.Is(err, disruption.ErrBlocked) || errors.Is(err, disruption.ErrBudget):
+			metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "deferred").Inc()
+			logger.Info("Rebalance recommendation not acted on now; the node stays until a spot interruption warning", "why", err.Error())
+			c.event(claim, "rebalance recommendation not acted on: "+err.Error())
+			return
+		case err != nil && ctx.Err() == nil:
+			metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "failed").Inc()
+			logger.Error(err, "Handling an interruption notice failed")
+			return
+		case err != nil:
+			return
+		}
+		metrics.InterruptionActions.WithLabelValues(string(msg.Kind), action).Inc()
+		if !msg.Time.IsZero() {
+			metrics.InterruptionLatency.WithLabelValues(string(msg.Kind)).Observe(c.opts.Clock.Since(msg.Time).Seconds())
+		}
+		logger.Info("Interrupted node is draining", "sinceNotice", c.opts.Clock.Since(msg.Time).Round(time.Millisecond))
+	}()
+}
+
+func (c *Controller) event(claim *stevedorev1.NodeClaim, note string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	c.opts.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "Interruption", "Interrupt", "%s", note)
+}

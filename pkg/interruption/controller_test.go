@@ -1,0 +1,89 @@
+package interruption
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+)
+
+type recordingInterrupter struct {
+	mu   sync.Mutex
+	reqs []disruption.InterruptRequest
+}
+
+func (r *recordingInterrupter) Interrupt(_ context.Context, req disruption.InterruptRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs = append(r.reqs, req)
+	return nil
+}
+
+type recordingMarks struct{ marks []string }
+
+func (r *recordingMarks) MarkUnavailable(instanceType, zone, capacityType, _ string) {
+	r.marks = append(r.marks, instanceType+"/"+zone+"/"+capacityType)
+}
+
+func TestHandle(t *testing.T) {
+	const id = "i-0123456789abcdef0"
+	now := time.Date(2026, 11, 26, 10, 0, 30, 0, time.UTC) // 30s after the events' time
+	tests := []struct {
+		name      string
+		body      string
+		rebalance string
+		want      *disruption.InterruptRequest
+		wantMarks int
+	}{
+		{name: "spot: forceful, wait until the drain margin, offering marked",
+			body: envelopeJSON("aws.ec2", "EC2 Spot Instance Interruption Warning", `{"instance-id":"`+id+`"}`),
+			want: &disruption.InterruptRequest{NodeClaim: "c", Reason: ReasonSpotInterrupted, Forceful: true, ReplacementWait: 60 * time.Second}, wantMarks: 1},
+		{name: "stopping: forceful, no wait",
+			body: envelopeJSON("aws.ec2", "EC2 Instance State-change Notification", `{"instance-id":"`+id+`","state":"stopping"}`),
+			want: &disruption.InterruptRequest{NodeClaim: "c", Reason: ReasonInstanceStateChange, Forceful: true}},
+		{name: "scheduled change: forceful, full wait",
+			body: envelopeJSON("aws.health", "AWS Health Event", `{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"`+id+`"}]}`),
+			want: &disruption.InterruptRequest{NodeClaim: "c", Reason: ReasonScheduledChange, Forceful: true, ReplacementWait: 15 * time.Minute}},
+		{name: "rebalance: within budgets",
+			body: envelopeJSON("aws.ec2", "EC2 Instance Rebalance Recommendation", `{"instance-id":"`+id+`"}`),
+			want: &disruption.InterruptRequest{NodeClaim: "c", Reason: ReasonRebalanceRecommended, ReplacementWait: 15 * time.Minute}},
+		{name: "rebalance as event only", rebalance: RebalanceEvent,
+			body: envelopeJSON("aws.ec2", "EC2 Instance Rebalance Recommendation", `{"instance-id":"`+id+`"}`)},
+		{name: "unknown instance",
+			body: envelopeJSON("aws.ec2", "EC2 Spot Instance Interruption Warning", `{"instance-id":"i-0fffffffffffffff0"}`)},
+		{name: "malformed", body: "{"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			_ = indexer.Add(&stevedorev1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"},
+				Status: stevedorev1.NodeClaimStatus{InstanceID: id, InstanceType: "m7g.large", Zone: "us-east-1a"}})
+			rec, marks := &recordingInterrupter{}, &recordingMarks{}
+			c := New(Options{NodeClaims: listers.NewNodeClaimLister(indexer), Interrupter: rec, Offerings: marks,
+				Clock: clocktesting.NewFakeClock(now), Rebalance: tc.rebalance})
+			c.Handle(context.Background(), tc.body)
+			c.Handle(context.Background(), tc.body) // a repeated notice while the first is handled, or after
+			c.wg.Wait()
+			if tc.want == nil {
+				if len(rec.reqs) != 0 {
+					t.Fatalf("got requests %+v, want none", rec.reqs)
+				}
+				return
+			}
+			if len(rec.reqs) == 0 || rec.reqs[0] != *tc.want {
+				t.Fatalf("got requests %+v, want %+v", rec.reqs, *tc.want)
+			}
+			if len(marks.marks) < tc.wantMarks || (tc.wantMarks > 0 && marks.marks[0] != "m7g.large/us-east-1a/spot") {
+				t.Errorf("got marks %v, want m7g.large/us-east-1a/spot", marks.marks)
+			}
+		})
+	}
+}
