@@ -19,6 +19,8 @@ echo "== solver on $input (go test -bench BenchmarkPlan)"
 STEVEDORE_BENCH_DIR=$dir go test -run '^$' -bench 'BenchmarkPlan(100|1000|5000)$' -benchtime "${BENCH_TIME:-3x}" ./pkg/provision/
 echo "== 1000 pending pods in the sandbox, --launch-delay 0"
 go test -count=1 -v -run TestAThousandPendingPodsAreAllBound ./test/integration/scale/ 2>&1 | grep -E 'scale_test.go|^(ok|FAIL|--- )'
+echo "== interruption messages handled per second (SQS wire protocol to the emulator)"
+go test -run '^$' -bench BenchmarkPollMessages -benchtime 5000x ./pkg/interruption/ 2>/dev/null | grep -E 'messages/s|^(ok|FAIL)'
 echo "== consolidation 1000 -> 700 pods in the sandbox, default plugin arguments (takes several minutes)"
 go test -count=1 -run '^$' -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 90m ./test/bench/ 2>&1 |
   grep -E 'consolidation_test.go|^Benchmark|^(ok|FAIL|--- )'

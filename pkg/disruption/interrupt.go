@@ -8,9 +8,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
 // Errors of Interrupt for a voluntary request that cannot go ahead now.
@@ -35,6 +37,11 @@ type InterruptRequest struct {
 // NodeClaim (termination drains the node). It returns once the drain has started. A NodeClaim already being
 // removed is left to that removal.
 func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error {
+	started := c.opts.Clock.Now()
+	c.waitInitialized(ctx, req.NodeClaim, min(time.Minute, max(req.ReplacementWait, 10*time.Second)))
+	if req.ReplacementWait > 0 {
+		req.ReplacementWait = max(0, req.ReplacementWait-c.opts.Clock.Since(started))
+	}
 	v, err := c.view()
 	if err != nil {
 		return err
@@ -76,8 +83,11 @@ func (c *Controller) interruptNonCandidate(ctx context.Context, req InterruptReq
 	if err != nil {
 		return err
 	}
-	if claim.DeletionTimestamp != nil || !req.Forceful {
+	if claim.DeletionTimestamp != nil {
 		return nil
+	}
+	if !req.Forceful {
+		return fmt.Errorf("%w: the node is not initialized", ErrBlocked)
 	}
 	klog.FromContext(ctx).Info("Deleting an interrupted NodeClaim that has no pods to move", "nodeclaim", req.NodeClaim, "reason", req.Reason)
 	err = c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, req.NodeClaim, metav1.DeleteOptions{})
@@ -106,4 +116,16 @@ func (c *Controller) planReplacements(ctx context.Context, cmd *Command) error {
 	}
 	cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
 	return nil
+}
+
+// waitInitialized gives a NodeClaim whose node is coming up (launched, not yet initialized) up to limit to
+// initialize, so that a notice arriving just after a launch moves its pods like any other's.
+func (c *Controller) waitInitialized(ctx context.Context, name string, limit time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(context.Context) (bool, error) {
+		claim, err := c.opts.NodeClaims.Get(name)
+		if err != nil || claim.DeletionTimestamp != nil || claim.Status.InstanceID == "" || provision.IsInitialized(claim) {
+			return true, nil
+		}
+		return false, nil
+	})
 }

@@ -73,13 +73,148 @@ var (
 	}, []string{"kind"})
 )
 
+// Provisioning and node lifecycle metrics.
+var (
+	// NodeClaimsCreated counts NodeClaims created, by NodePool, capacity type planned and reason (provisioning,
+	// replacement).
+	NodeClaimsCreated = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "created_total",
+		Help:           "NodeClaims created, by NodePool, planned capacity type and reason (provisioning, replacement).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "capacity_type", "reason"})
+	// NodesCreated counts nodes that registered, by NodePool, zone, capacity type and instance type.
+	NodesCreated = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "nodes", Name: "created_total",
+		Help:           "Nodes launched by Stevedore that registered with the cluster, by NodePool, zone, capacity type and instance type.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "zone", "capacity_type", "instance_type"})
+	// NodesTerminated counts instances terminated after their node was drained, by NodePool, zone, capacity type
+	// and reason (Empty, Underutilized, Drifted, Expired, SpotInterrupted, ..., Deleted).
+	NodesTerminated = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "nodes", Name: "terminated_total",
+		Help:           "Instances terminated after their node was drained, by NodePool, zone, capacity type and reason.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "zone", "capacity_type", "reason"})
+	// LaunchFailures counts failed launches, by NodePool and reason (InsufficientCapacity, RegistrationTimeout, ...).
+	LaunchFailures = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "launch_failures_total",
+		Help:           "NodeClaims whose launch failed, by NodePool and reason.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "reason"})
+	// PodsBoundDuration times pods of Stevedore's profile from creation to binding.
+	PodsBoundDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "bound_duration_seconds",
+		Help:           "Time from a pod's creation to its binding, for pods scheduled by Stevedore.",
+		Buckets:        metrics.ExponentialBuckets(0.05, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	})
+	// PodsStartupDuration times pods of Stevedore's profile from creation to Running.
+	PodsStartupDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "startup_duration_seconds",
+		Help:           "Time from a pod's creation to its first Running status, for pods scheduled by Stevedore.",
+		Buckets:        metrics.ExponentialBuckets(0.05, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	})
+	// BatchPods is the number of pods in each solved provisioning batch.
+	BatchPods = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "provisioning", Name: "batch_pods",
+		Help:           "Pods in each provisioning batch solved.",
+		Buckets:        metrics.ExponentialBuckets(1, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	})
+	// SolveDuration times the solver on each provisioning batch.
+	SolveDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "provisioning", Name: "solve_duration_seconds",
+		Help:           "Time the solver took to plan a provisioning batch.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	// UnschedulablePods counts pods no NodePool can run (each time a batch finds one; the pod's event says why).
+	UnschedulablePods = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "provisioning", Name: "unschedulable_pods_total",
+		Help:           "Pods a provisioning batch could place on no NodePool (the pod's FailedProvisioning event says why).",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+// Cloud provider metrics.
+var (
+	// CloudAPICalls counts AWS API calls (after retries), by service, operation and error code ("" on success).
+	CloudAPICalls = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "cloudprovider", Name: "api_calls_total",
+		Help:           "AWS API calls, by service, operation and error code (empty on success), counted once whatever the retries.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"service", "operation", "error"})
+	// CloudAPIDuration times AWS API calls, retries included.
+	CloudAPIDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "cloudprovider", Name: "api_duration_seconds",
+		Help:           "Duration of AWS API calls, retries included, by service and operation.",
+		Buckets:        metrics.ExponentialBuckets(0.005, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"service", "operation"})
+	// UnavailableOfferings is the size of the unavailable-offerings (ICE) cache.
+	UnavailableOfferings = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "cloudprovider", Name: "unavailable_offerings",
+		Help:           "Offerings (instance type, zone, capacity type) currently skipped for lack of capacity.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+// Cluster state metrics, refreshed every few seconds.
+var (
+	// NodePoolNodes is the number of live NodeClaims per NodePool.
+	NodePoolNodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "nodepool", Name: "nodes",
+		Help:           "Live NodeClaims of each NodePool.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool"})
+	// NodePoolUsage is the summed capacity of a NodePool's nodes (cpu in cores, memory in bytes, nodes).
+	NodePoolUsage = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "nodepool", Name: "usage",
+		Help:           "Summed capacity of a NodePool's nodes, by resource (cpu in cores, memory in bytes, nodes).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "resource"})
+	// NodePoolLimit is a NodePool's limit per resource (absent when unlimited).
+	NodePoolLimit = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "nodepool", Name: "limit",
+		Help:           "A NodePool's spec.limits, by resource (cpu in cores, memory in bytes, nodes); absent when unlimited.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "resource"})
+	// NodePoolHourlyCost is the summed hourly price of a NodePool's nodes.
+	NodePoolHourlyCost = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "nodepool", Name: "hourly_cost_dollars",
+		Help:           "Summed hourly price (USD) of a NodePool's nodes.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool"})
+	// ClusterUtilization is requested over allocatable on Stevedore's nodes.
+	ClusterUtilization = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "cluster", Name: "utilization_ratio",
+		Help:           "Requests of the pods on Stevedore's nodes over the nodes' allocatable, by resource (cpu, memory).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+	// PendingPods is the number of pods of Stevedore's profile not yet bound.
+	PendingPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "pending",
+		Help:           "Pods of Stevedore's scheduler profile not yet bound to a node.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
 var registerOnce sync.Once
+
+// All returns every Stevedore metric.
+func All() []metrics.Registerable {
+	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
+		GarbageCollected, InterruptionMessages, InterruptionActions, InterruptionLatency,
+		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration, BatchPods,
+		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
+		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}
+}
 
 // Register registers every Stevedore metric in the legacy registry (once per process).
 func Register() {
 	registerOnce.Do(func() {
-		for _, m := range []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
-			GarbageCollected, InterruptionMessages, InterruptionActions, InterruptionLatency} {
+		for _, m := range All() {
 			legacyregistry.MustRegister(m)
 		}
 	})

@@ -22,6 +22,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
 // LifecycleOptions configure the NodeClaim lifecycle controller.
@@ -194,10 +195,12 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 		case errors.As(err, &ice):
 			logger.Info("No capacity for the NodeClaim in any offering; deleting it so its pods are provisioned again", "tried", ice.Tried)
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "no capacity: %v", err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "InsufficientCapacity").Inc()
 			p.ForgetClaim(claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		case errors.As(err, &notReady), errors.As(err, &config):
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "%v", err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "LaunchConfiguration").Inc()
 			if uerr := l.setCondition(ctx, claim.Name, stevedorev1.ConditionLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error()); uerr != nil {
 				return 0, uerr
 			}
@@ -309,6 +312,7 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 				"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationLapse, "Register",
 				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
 			p.ForgetClaim(claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		} else {
@@ -323,8 +327,10 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	if err != nil || !changed {
 		return 0, err
 	}
-	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID,
-		"nodepool", claim.Labels[stevedorev1.LabelNodePool])
+	pool := claim.Labels[stevedorev1.LabelNodePool]
+	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID, "nodepool", pool,
+		"type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType, "price", claim.Status.Price)
+	metrics.NodesCreated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, claim.Status.InstanceType).Inc()
 	p.claimEvent(claim, corev1.EventTypeNormal, ReasonRegistered, "Register", "node %s registered", node.Name)
 	return 0, nil
 }

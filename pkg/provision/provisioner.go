@@ -23,6 +23,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
 
@@ -111,6 +112,7 @@ func New(opts Options) *Provisioner {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	metrics.Register()
 	return &Provisioner{
 		opts:            opts,
 		batcher:         NewBatcher(opts.BatchIdle, opts.BatchMax, opts.Clock),
@@ -416,6 +418,9 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	if err != nil {
 		return err
 	}
+	metrics.BatchPods.Observe(float64(len(pods)))
+	metrics.SolveDuration.Observe(plan.Duration.Seconds())
+	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
 		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "total", p.opts.Clock.Since(start))
@@ -469,6 +474,11 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*PlannedNode
 		p.mu.Unlock()
 		p.assign(claim.Name, pn.Pods)
 		created[i] = claim
+		reason := "provisioning"
+		if len(annotations) > 0 {
+			reason = "replacement"
+		}
+		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
 		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
 			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
 			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))

@@ -1050,6 +1050,7 @@ func (st *solve) openOn(pool *NodePoolOption, pod *corev1.Pod, state fwk.CycleSt
 		reqs.AddAll(pr)
 		cands := filterTypes(pool.InstanceTypes, reqs, need, nil, "", "")
 		if len(cands) == 0 {
+			reason = tooLarge(pool.InstanceTypes, reqs, need)
 			continue
 		}
 		if cands = st.withinLimits(pool, cands); len(cands) == 0 {
@@ -1089,6 +1090,45 @@ func (st *solve) openOn(pool *NodePoolOption, pod *corev1.Pod, state fwk.CycleSt
 		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
 	}
 	return false, reason
+}
+
+// tooLarge says why no instance type fits a pod that requests need: none the requirements allow has an available
+// offering, or the largest allowed ones are smaller than the pod.
+func tooLarge(types []*cloud.InstanceType, reqs scheduling.Requirements, need vec) string {
+	allowed := filterTypes(types, reqs, vec{}, nil, "", "")
+	if len(allowed) == 0 {
+		return "no instance type the NodePool and the pod's node requirements allow has an available offering"
+	}
+	var most vec
+	var cpuType, memType, podsType string
+	for _, it := range allowed {
+		a := allocVec(it)
+		if a.cpu > most.cpu {
+			most.cpu, cpuType = a.cpu, it.Name
+		}
+		if a.mem > most.mem {
+			most.mem, memType = a.mem, it.Name
+		}
+		if a.pods > most.pods {
+			most.pods, podsType = a.pods, it.Name
+		}
+	}
+	var short []string
+	if need.cpu > most.cpu {
+		short = append(short, fmt.Sprintf("cpu %s (the most any allowed type has is %s, %s)",
+			resource.NewMilliQuantity(need.cpu, resource.DecimalSI), resource.NewMilliQuantity(most.cpu, resource.DecimalSI), cpuType))
+	}
+	if need.mem > most.mem {
+		short = append(short, fmt.Sprintf("memory %s (the most any allowed type has is %s, %s)",
+			resource.NewQuantity(need.mem, resource.BinarySI), resource.NewQuantity(most.mem, resource.BinarySI), memType))
+	}
+	if need.pods > most.pods {
+		short = append(short, fmt.Sprintf("%d pods (the most any allowed type takes is %d, %s)", need.pods, most.pods, podsType))
+	}
+	if len(short) == 0 {
+		return fmt.Sprintf("no single instance type of the %d the NodePool allows has room for the pod's %s", len(allowed), need)
+	}
+	return "the pod requests " + strings.Join(short, " and ") + ", counted on allocatable"
 }
 
 // daemonSetsFor adds to a fresh virtual node the DaemonSet pods the scheduler would run on it.

@@ -19,6 +19,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
 // Event reasons of termination.
@@ -54,8 +55,11 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 		if err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 			return 0, fmt.Errorf("terminating %s: %w", claim.Status.InstanceID, err)
 		}
+		pool, reason := claim.Labels[stevedorev1.LabelNodePool], disruptionReason(claim)
 		klog.FromContext(ctx).Info("Terminated instance", "instance", claim.Status.InstanceID, "node", claim.Status.NodeName,
-			"nodepool", claim.Labels[stevedorev1.LabelNodePool], "type", claim.Status.InstanceType, "reason", disruptionReason(claim))
+			"nodepool", pool, "type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType,
+			"price", claim.Status.Price, "reason", reason, "age", p.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Second))
+		metrics.NodesTerminated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, reason).Inc()
 		p.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
 	}
 	return 0, retry.RetryOnConflict(retry.DefaultRetry, func() error {

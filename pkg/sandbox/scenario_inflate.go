@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/stevedore-dev/stevedore/manifests"
@@ -21,77 +25,231 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 )
 
-// inflateScenario replays the user's proof of concept: the production NodePools (arm64 spot, amd64 spot,
-// on-demand critical) and their node classes are applied, the inflate Deployment (pause, 1 CPU per replica) is
-// scaled from 0 to 10, every launch is printed as it happens, and it is scaled back to 0.
+// inflateScenario replays the user's proof of concept and tells its story: the production NodePools (arm64 spot,
+// amd64 spot, on-demand critical) and their node classes are applied, the inflate Deployment (pause, 1 CPU per
+// replica) is scaled from 0 to 10 (every launch is printed), then to 4 and to 0 (every removal is printed) while a
+// progress line shows pending pods, nodes launching and ready, and the hourly cost; a summary table ends it, its
+// last row checked against the cluster.
 func inflateScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
-	begin := time.Now()
-	step := func(format string, args ...any) {
-		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
-	}
+	p := newProgress(out)
 	if err := applyExamples(ctx, sb, "ec2nodeclasses.yaml", "production.yaml", "inflate.yaml"); err != nil {
 		return err
 	}
-	step("applied manifests/examples: EC2NodeClasses arm64, amd64, on-demand; NodePools arm64-spot (weight 100), amd64-spot (50), on-demand-critical (10); Deployment inflate (0 replicas)")
-	if err := scale(ctx, sb, "inflate", 10); err != nil {
+	p.step("applied manifests/examples: EC2NodeClasses arm64, amd64, on-demand; NodePools arm64-spot (weight 100), amd64-spot (50), on-demand-critical (10); Deployment inflate (0 replicas)")
+	// The examples wait 5-10 minutes before consolidating, with budgets of 5% or 1 node: right for production, long
+	// for a demo.
+	for _, name := range []string{"arm64-spot", "amd64-spot", "on-demand-critical"} {
+		if err := quickDisruption(ctx, sb, name); err != nil {
+			return err
+		}
+	}
+	p.step("demo setting: NodePools consolidateAfter 10s and budget 100%% (the examples say 5m/10m and 5%%/1 node)")
+	var rows []summaryRow
+	for _, phase := range []struct {
+		replicas int32
+		what     string
+		timeout  time.Duration
+	}{
+		{10, "scale-up", 3 * time.Minute},
+		{4, "scale-down (empty nodes removed)", 4 * time.Minute},
+		{0, "scale to 0 (all nodes removed)", 4 * time.Minute},
+	} {
+		if err := scale(ctx, sb, "inflate", phase.replicas); err != nil {
+			return err
+		}
+		p.step("kubectl scale deployment inflate --replicas %d", phase.replicas)
+		start := time.Now()
+		var last fleetState
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, phase.timeout, true, func(ctx context.Context) (bool, error) {
+			st, err := observe(ctx, sb)
+			if err != nil {
+				return false, err
+			}
+			p.show(st)
+			last = st
+			// settled: every replica runs, nothing launches or goes, and (after a scale-down) one node per pod
+			settled := st.running == int(phase.replicas) && st.pending == 0 && st.launching == 0 && st.deleting == 0
+			if phase.replicas < 10 {
+				settled = settled && st.ready == int(phase.replicas)
+			}
+			return settled, nil
+		})
+		p.done()
+		if err != nil {
+			return fmt.Errorf("%s did not settle within %s (last: %s): %w", phase.what, phase.timeout, last, err)
+		}
+		rows = append(rows, summaryRow{phase: phase.what, took: time.Since(start), state: last})
+		p.step("%s done in %.1fs: %d pods Running on %d nodes, $%.4f/h", phase.what, time.Since(start).Seconds(), last.running, last.ready, last.cost)
+	}
+	final, err := observe(ctx, sb)
+	if err != nil {
 		return err
 	}
-	step("kubectl scale deployment inflate --replicas 10")
-	seen := map[string]bool{}
-	printLaunches := func() {
-		claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return
-		}
-		sort.Slice(claims.Items, func(i, j int) bool { return claims.Items[i].Name < claims.Items[j].Name })
-		for _, c := range claims.Items {
-			if c.Status.InstanceID == "" || seen[c.Name] {
-				continue
-			}
-			seen[c.Name] = true
-			step("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s, price: $%s/h, nodepool: %s",
-				c.Status.InstanceID, c.Status.NodeName, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType,
-				c.Status.Price, c.Labels[stevedorev1.LabelNodePool])
-		}
+	if final.ready != 0 || final.cost != 0 || final.running != 0 {
+		return fmt.Errorf("the summary says the fleet is empty but the cluster has %s", final)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		printLaunches()
-		d, err := sb.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Get(ctx, "inflate", metav1.GetOptions{})
+	fmt.Fprintf(out, "\n%-34s %8s %6s %6s %10s\n", "phase", "took", "pods", "nodes", "cost/h")
+	for _, r := range rows {
+		fmt.Fprintf(out, "%-34s %7.1fs %6d %6d %10s\n", r.phase, r.took.Seconds(), r.state.running, r.state.ready, fmt.Sprintf("$%.4f", r.state.cost))
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+type summaryRow struct {
+	phase string
+	took  time.Duration
+	state fleetState
+}
+
+// quickDisruption shortens a NodePool's consolidateAfter to 10s and its budget to 100%.
+func quickDisruption(ctx context.Context, sb *Sandbox, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		np, err := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
-		return d.Status.AvailableReplicas == 10, nil
+		np.Spec.Disruption.ConsolidateAfter = stevedorev1.NewDuration(10 * time.Second)
+		np.Spec.Disruption.Budgets = []stevedorev1.Budget{{Nodes: "100%"}}
+		_, err = sb.Stevedore.StevedoreV1().NodePools().Update(ctx, np, metav1.UpdateOptions{})
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("inflate never had 10 available replicas: %w", err)
-	}
-	printLaunches()
+}
+
+// fleetState is what the progress line shows.
+type fleetState struct {
+	pending, running           int
+	launching, ready, deleting int
+	cost                       float64
+	launched, removed          []string
+}
+
+func (f fleetState) String() string {
+	return fmt.Sprintf("pods pending %d, running %d | nodes launching %d, ready %d, going %d | $%.4f/h",
+		f.pending, f.running, f.launching, f.ready, f.deleting, f.cost)
+}
+
+// observe reads the inflate pods and the NodeClaims.
+func observe(ctx context.Context, sb *Sandbox) (fleetState, error) {
+	var st fleetState
 	pods, err := sb.Kube.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
 	if err != nil {
-		return err
+		return st, err
 	}
-	perNode := map[string]int{}
 	for _, p := range pods.Items {
-		perNode[p.Spec.NodeName]++
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Status.Phase == corev1.PodRunning:
+			st.running++
+		default:
+			st.pending++
+		}
 	}
-	cost, nodes := fleetCost(ctx, sb)
-	step("10/10 inflate pods Running on %d new nodes, $%.4f per hour", nodes, cost)
-	for _, n := range sortedKeysInt(perNode) {
-		step("  %s: %d pods", n, perNode[n])
-	}
-	if err := scale(ctx, sb, "inflate", 0); err != nil {
-		return err
-	}
-	step("kubectl scale deployment inflate --replicas 0")
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := sb.Kube.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
-		return err == nil && len(pods.Items) == 0, err
-	})
+	claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("inflate pods did not go away: %w", err)
+		return st, err
 	}
-	step("inflate scaled to 0; the empty nodes stay until disruption removes them")
-	return nil
+	sort.Slice(claims.Items, func(i, j int) bool { return claims.Items[i].Name < claims.Items[j].Name })
+	for _, c := range claims.Items {
+		switch {
+		case c.DeletionTimestamp != nil:
+			st.deleting++
+			st.removed = append(st.removed, fmt.Sprintf("%s (%s, %s, %s)", c.Status.NodeName, c.Status.InstanceType, c.Status.CapacityType,
+				firstNonEmptyString(c.Status.DisruptionReason, "deleted")))
+			continue
+		case initialized(&c):
+			st.ready++
+		default:
+			st.launching++
+		}
+		var price float64
+		fmt.Sscanf(c.Status.Price, "%g", &price)
+		st.cost += price
+		if c.Status.InstanceID != "" {
+			st.launched = append(st.launched, fmt.Sprintf("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s, price: $%s/h, nodepool: %s",
+				c.Status.InstanceID, c.Status.NodeName, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType,
+				c.Status.Price, c.Labels[stevedorev1.LabelNodePool]))
+		}
+	}
+	return st, nil
+}
+
+func initialized(c *stevedorev1.NodeClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == stevedorev1.ConditionInitialized {
+			return cond.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func firstNonEmptyString(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// progress prints the scenario's story: timestamped steps, each launch and removal once, and a progress line
+// that a terminal rewrites in place and any other output gets once per change.
+type progress struct {
+	out      io.Writer
+	tty      bool
+	begin    time.Time
+	line     string
+	open     bool
+	launched map[string]bool
+	removed  map[string]bool
+}
+
+func newProgress(out io.Writer) *progress {
+	p := &progress{out: out, begin: time.Now(), launched: map[string]bool{}, removed: map[string]bool{}}
+	if f, ok := out.(*os.File); ok {
+		p.tty = term.IsTerminal(int(f.Fd()))
+	}
+	return p
+}
+
+func (p *progress) step(format string, args ...any) {
+	p.done()
+	fmt.Fprintf(p.out, "[%5.1fs] %s\n", time.Since(p.begin).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// show prints new launches and removals, then the progress line if it changed.
+func (p *progress) show(st fleetState) {
+	for _, l := range st.launched {
+		if !p.launched[l] {
+			p.launched[l] = true
+			p.step("%s", l)
+		}
+	}
+	for _, r := range st.removed {
+		if !p.removed[r] {
+			p.removed[r] = true
+			p.step("Removing node %s", r)
+		}
+	}
+	line := st.String()
+	if line == p.line && (p.open || !p.tty) {
+		return
+	}
+	p.line = line
+	if p.tty {
+		fmt.Fprintf(p.out, "\r\033[K[%5.1fs] %s", time.Since(p.begin).Seconds(), line)
+		p.open = true
+		return
+	}
+	fmt.Fprintf(p.out, "[%5.1fs]   %s\n", time.Since(p.begin).Seconds(), line)
+}
+
+// done ends a progress line a terminal was rewriting.
+func (p *progress) done() {
+	if p.open {
+		fmt.Fprintln(p.out)
+		p.open = false
+	}
 }
 
 // fleetCost sums the hourly price of the NodeClaims.

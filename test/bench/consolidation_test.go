@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -44,9 +46,22 @@ func runConsolidation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sb.Stop()
+	b.Cleanup(sb.Stop) // first registered, last run: the namespace goes first; the NodePool goes with the sandbox
 	ns := harness.Namespace(b, sb)
-	np := harness.NodePool(b, sb, "bench", "bench")
+	harness.NodeClass(b, sb)
+	np := &stevedorev1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
+			ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{harness.IsolationKey: "bench"}},
+			Spec: stevedorev1.NodeClaimTemplateSpec{
+				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
+				Taints:       []corev1.Taint{{Key: harness.IsolationKey, Value: "bench", Effect: corev1.TaintEffectNoSchedule}},
+			},
+		}},
+	}
+	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 	for i, s := range podSizes {
 		harness.IsolatedDeployment(b, sb, harness.Deployment(ns, fmt.Sprintf("app-%d", i), 200, s.cpu, s.mem), "bench")
 	}

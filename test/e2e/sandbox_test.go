@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -93,8 +94,13 @@ spec:
 
 	t.Run("the scheduler binary binds pods against the sandbox", func(t *testing.T) {
 		env := readEnvFile(t, envFile)
-		sched := start(t, env, nil, scheduler, "--config", filepath.Join(repoRoot(t), "config", "scheduler-config.yaml"),
-			"--kubeconfig", kubeconfig, "--secure-port=0")
+		launches := make(chan string, 16)
+		sched := start(t, env, func(line string) {
+			if strings.Contains(line, `"Launched instance"`) {
+				launches <- line
+			}
+		}, scheduler, "--config", filepath.Join(repoRoot(t), "config", "scheduler-config.yaml"),
+			"--kubeconfig", kubeconfig, "--secure-port=0", "--logging-format=json")
 		pod := filepath.Join(dir, "pod.yaml")
 		writeFile(t, pod, `apiVersion: v1
 kind: Pod
@@ -117,6 +123,33 @@ spec:
 			}
 			return nil
 		})
+		// a pod that fits no existing node: Stevedore launches one (an example NodePool applied above) and logs
+		// the launch as one JSON line carrying what an operator greps for
+		launched := filepath.Join(dir, "launched.yaml")
+		writeFile(t, launched, `apiVersion: v1
+kind: Pod
+metadata: {name: needs-a-node}
+spec:
+  schedulerName: stevedore
+  containers: [{name: pause, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+`)
+		if out, err := k("apply", "-f", launched); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		select {
+		case line := <-launches:
+			var entry map[string]any
+			if err := json.Unmarshal([]byte(line), &entry); err != nil {
+				t.Fatalf("the launch log line is not JSON: %v\n%s", err, line)
+			}
+			for _, key := range []string{"msg", "nodeclaim", "nodepool", "instance", "node", "type", "zone", "capacityType", "price", "pods"} {
+				if v, ok := entry[key]; !ok || v == "" {
+					t.Errorf("the launch log line lacks %q: %s", key, line)
+				}
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("no JSON \"Launched instance\" line within 2 minutes")
+		}
 		if err := sched.stop(t); err != nil {
 			t.Logf("scheduler exited with %v after SIGTERM", err)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
 // Tag keys Stevedore puts on every resource it creates.
@@ -165,6 +166,8 @@ func sdkConfig(ctx context.Context, region string, env func(string) string) (aws
 	if cfg.Region == "" {
 		return aws.Config{}, fmt.Errorf("no AWS region: set the region argument or AWS_REGION")
 	}
+	metrics.Register()
+	cfg.APIOptions = append(cfg.APIOptions, addAPIMetrics)
 	return cfg, nil
 }
 

@@ -7,6 +7,7 @@ package provisioner
 import (
 	"context"
 	"fmt"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"os"
 	"time"
 
@@ -116,6 +117,7 @@ func (p *Provisioner) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 // PostBind releases the slot planned for the pod on a launching node: it is bound now.
 func (p *Provisioner) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	p.shared.prov.PodBound(pod.UID)
+	metrics.PodsBoundDuration.Observe(time.Since(pod.CreationTimestamp.Time).Seconds())
 }
 
 // Permit holds a pod bound for a node that registered but is still initializing (its startup taints or

@@ -25,6 +25,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/report"
 )
 
 // Shared is what every plugin instance of one process shares: one provisioner, one NodeClaim lifecycle, one
@@ -149,6 +150,11 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	} else {
 		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
 	}
+	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: pools.Lister(), NodeClaims: claims.Lister(),
+		Nodes: nodes.Lister(), Pods: pods.Lister(), SchedulerName: h.ProfileName(), UnavailableOfferings: provider.UnavailableOfferings().Len})
+	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
+		return err
+	}
 	sf.Start(ctx.Done())
 	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
 	go func() {
@@ -167,6 +173,7 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 		go s.lifecycle.Run(ctx)
 		go status.Run(ctx)
 		go s.disruption.Run(ctx)
+		go reporter.Run(ctx)
 		if interrupts != nil {
 			go interrupts.Run(ctx)
 		}

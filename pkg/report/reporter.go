@@ -1,0 +1,262 @@
+// Package report tells operators what Stevedore runs: it writes each NodePool's status (nodes, resources, hourly
+// cost) and keeps the cluster-state metrics current (NodePool usage against limits and cost, utilisation of
+// Stevedore's nodes, pending pods, the unavailable-offerings cache), and times pods from creation to Running.
+package report
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+)
+
+// Options configure a Reporter.
+type Options struct {
+	Stevedore  versioned.Interface
+	NodePools  listers.NodePoolLister
+	NodeClaims listers.NodeClaimLister
+	Nodes      corelisters.NodeLister
+	Pods       corelisters.PodLister
+	// SchedulerName of Stevedore's profile: its pods are the ones counted pending and timed.
+	SchedulerName string
+	// UnavailableOfferings returns the size of the unavailable-offerings cache (nil: not reported).
+	UnavailableOfferings func() int
+	// Interval between refreshes. Default 10s.
+	Interval time.Duration
+}
+
+// Reporter refreshes NodePool status and the cluster-state metrics.
+type Reporter struct {
+	opts Options
+	// pools are the NodePools that have gauge series, so that those of deleted NodePools are removed.
+	pools map[string]bool
+}
+
+// New returns a Reporter.
+func New(opts Options) *Reporter {
+	if opts.Interval == 0 {
+		opts.Interval = 10 * time.Second
+	}
+	metrics.Register()
+	return &Reporter{opts: opts, pools: map[string]bool{}}
+}
+
+// RegisterPodStartup times the pods of Stevedore's profile from creation to their first Running status.
+func (r *Reporter) RegisterPodStartup(pods cache.SharedIndexInformer) error {
+	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(old, cur any) {
+		o, ok1 := old.(*corev1.Pod)
+		n, ok2 := cur.(*corev1.Pod)
+		if !ok1 || !ok2 || n.Spec.SchedulerName != r.opts.SchedulerName || o.Status.Phase == corev1.PodRunning ||
+			n.Status.Phase != corev1.PodRunning {
+			return
+		}
+		metrics.PodsStartupDuration.Observe(time.Since(n.CreationTimestamp.Time).Seconds())
+	}})
+	return err
+}
+
+// Run refreshes every Interval until ctx ends.
+func (r *Reporter) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("report")
+	ctx = klog.NewContext(ctx, logger)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := r.Refresh(ctx); err != nil {
+			logger.V(1).Info("Refreshing NodePool status and metrics failed; retrying", "err", err)
+		}
+	}, r.opts.Interval)
+}
+
+// poolUsage is what a NodePool's live NodeClaims add up to.
+type poolUsage struct {
+	nodes     int64
+	resources corev1.ResourceList
+	cost      float64
+}
+
+// Refresh writes every NodePool's status and sets the gauges once.
+func (r *Reporter) Refresh(ctx context.Context) error {
+	pools, err := r.opts.NodePools.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	claims, err := r.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	usage := map[string]*poolUsage{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		name := c.Labels[stevedorev1.LabelNodePool]
+		u := usage[name]
+		if u == nil {
+			u = &poolUsage{resources: corev1.ResourceList{}}
+			usage[name] = u
+		}
+		u.nodes++
+		price, _ := strconv.ParseFloat(c.Status.Price, 64)
+		u.cost += price
+		src := c.Status.Capacity
+		if len(src) == 0 {
+			src = c.Spec.Resources.Requests
+		}
+		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+			if q, ok := src[res]; ok {
+				sum := u.resources[res]
+				sum.Add(q)
+				u.resources[res] = sum
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var firstErr error
+	for _, np := range pools {
+		seen[np.Name] = true
+		u := usage[np.Name]
+		if u == nil {
+			u = &poolUsage{resources: corev1.ResourceList{}}
+		}
+		r.setPoolMetrics(np, u)
+		if err := r.writeStatus(ctx, np, u); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for name := range r.pools {
+		if !seen[name] {
+			r.deletePoolMetrics(name)
+		}
+	}
+	r.pools = seen
+	if err := r.setClusterMetrics(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if r.opts.UnavailableOfferings != nil {
+		metrics.UnavailableOfferings.Set(float64(r.opts.UnavailableOfferings()))
+	}
+	return firstErr
+}
+
+// writeStatus updates the NodePool's status when it changed.
+func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *poolUsage) error {
+	want := stevedorev1.NodePoolStatus{Nodes: u.nodes, HourlyCost: strconv.FormatFloat(u.cost, 'f', 4, 64), Resources: u.resources.DeepCopy()}
+	want.Resources["nodes"] = *resource.NewQuantity(u.nodes, resource.DecimalSI)
+	if np.Status.Nodes == want.Nodes && np.Status.HourlyCost == want.HourlyCost && apiequality.Semantic.DeepEqual(np.Status.Resources, want.Resources) {
+		return nil
+	}
+	pools := r.opts.Stevedore.StevedoreV1().NodePools()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := pools.Get(ctx, np.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Nodes, cur.Status.HourlyCost, cur.Status.Resources = want.Nodes, want.HourlyCost, want.Resources
+		_, err = pools.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating the status of NodePool %s: %w", np.Name, err)
+	}
+	return nil
+}
+
+// gaugeValue converts a quantity to the unit its gauge uses: cores for cpu, bytes for memory, a count otherwise.
+func gaugeValue(name corev1.ResourceName, q resource.Quantity) float64 {
+	if name == corev1.ResourceCPU {
+		return float64(q.MilliValue()) / 1000
+	}
+	return q.AsApproximateFloat64()
+}
+
+func (r *Reporter) setPoolMetrics(np *stevedorev1.NodePool, u *poolUsage) {
+	metrics.NodePoolNodes.WithLabelValues(np.Name).Set(float64(u.nodes))
+	metrics.NodePoolHourlyCost.WithLabelValues(np.Name).Set(u.cost)
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		metrics.NodePoolUsage.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, u.resources[res]))
+	}
+	metrics.NodePoolUsage.WithLabelValues(np.Name, "nodes").Set(float64(u.nodes))
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, "nodes"} {
+		if q, ok := np.Spec.Limits[res]; ok {
+			metrics.NodePoolLimit.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, q))
+		} else {
+			metrics.NodePoolLimit.DeleteLabelValues(np.Name, string(res))
+		}
+	}
+}
+
+func (r *Reporter) deletePoolMetrics(name string) {
+	metrics.NodePoolNodes.DeleteLabelValues(name)
+	metrics.NodePoolHourlyCost.DeleteLabelValues(name)
+	for _, res := range []string{"cpu", "memory", "nodes"} {
+		metrics.NodePoolUsage.DeleteLabelValues(name, res)
+		metrics.NodePoolLimit.DeleteLabelValues(name, res)
+	}
+}
+
+// setClusterMetrics sets the utilisation of Stevedore's nodes (requests of their pods over their allocatable) and
+// the number of pending pods of Stevedore's profile.
+func (r *Reporter) setClusterMetrics() error {
+	nodes, err := r.opts.Nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	ours := map[string]bool{}
+	var allocCPU, allocMem float64
+	for _, n := range nodes {
+		if _, ok := n.Labels[stevedorev1.LabelNodePool]; !ok {
+			continue
+		}
+		ours[n.Name] = true
+		allocCPU += float64(n.Status.Allocatable.Cpu().MilliValue())
+		allocMem += float64(n.Status.Allocatable.Memory().Value())
+	}
+	pods, err := r.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var reqCPU, reqMem float64
+	pending := 0
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			if p.Spec.SchedulerName == r.opts.SchedulerName && p.DeletionTimestamp == nil {
+				pending++
+			}
+			continue
+		}
+		if !ours[p.Spec.NodeName] {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			reqCPU += float64(c.Resources.Requests.Cpu().MilliValue())
+			reqMem += float64(c.Resources.Requests.Memory().Value())
+		}
+	}
+	metrics.PendingPods.Set(float64(pending))
+	if allocCPU > 0 {
+		metrics.ClusterUtilization.WithLabelValues("cpu").Set(reqCPU / allocCPU)
+	}
+	if allocMem > 0 {
+		metrics.ClusterUtilization.WithLabelValues("memory").Set(reqMem / allocMem)
+	}
+	return nil
+}

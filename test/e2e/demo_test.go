@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDemoTellsTheStory runs what `make demo` runs (with a shorter launch delay): the inflate scenario must pass,
+// print every launch and removal, progress lines without terminal escape codes (the output is not a terminal),
+// and a summary table whose last row, checked by the scenario against the cluster, is an empty fleet.
+func TestDemoTellsTheStory(t *testing.T) {
+	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
+	out, err := run(t, nil, scheduler, "sandbox", "--scenario", "inflate", "--launch-delay", "500ms",
+		"--log-file", filepath.Join(t.TempDir(), "demo.log"))
+	t.Logf("demo output:\n%s", out)
+	if err != nil {
+		t.Fatalf("the demo failed: %v", err)
+	}
+	for _, want := range []string{
+		"kubectl scale deployment inflate --replicas 10", "Launched instance: i-", "pods pending 10",
+		"scale-up done", "Removing node", "scale to 0 (all nodes removed) done",
+		"phase", "cost/h", "scenario inflate passed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "\x1b[") || strings.Contains(out, "\r") {
+		t.Error("the demo printed terminal escape codes to a non-terminal")
+	}
+	row := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "scale to 0") {
+			row = line
+		}
+	}
+	if fields := strings.Fields(row); len(fields) < 3 || fields[len(fields)-1] != "$0.0000" || fields[len(fields)-2] != "0" {
+		t.Errorf("the summary's last row is not an empty fleet: %q", row)
+	}
+}
