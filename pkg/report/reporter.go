@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,8 +33,10 @@ type Options struct {
 	Stevedore  versioned.Interface
 	NodePools  listers.NodePoolLister
 	NodeClaims listers.NodeClaimLister
-	Nodes      corelisters.NodeLister
-	Pods       corelisters.PodLister
+	// NodeClasses decide each NodePool's Ready condition (nil: not set).
+	NodeClasses listers.EC2NodeClassLister
+	Nodes       corelisters.NodeLister
+	Pods        corelisters.PodLister
 	// SchedulerName of Stevedore's profile: its pods are the ones counted pending and timed.
 	SchedulerName string
 	// UnavailableOfferings returns the size of the unavailable-offerings cache (nil: not reported).
@@ -158,7 +161,11 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *poolUsage) error {
 	want := stevedorev1.NodePoolStatus{Nodes: u.nodes, HourlyCost: strconv.FormatFloat(u.cost, 'f', 4, 64), Resources: u.resources.DeepCopy()}
 	want.Resources["nodes"] = *resource.NewQuantity(u.nodes, resource.DecimalSI)
-	if np.Status.Nodes == want.Nodes && np.Status.HourlyCost == want.HourlyCost && apiequality.Semantic.DeepEqual(np.Status.Resources, want.Resources) {
+	ready := r.readyCondition(np)
+	cur := meta.FindStatusCondition(np.Status.Conditions, stevedorev1.ConditionReady)
+	readySame := ready == nil || cur != nil && cur.Status == ready.Status && cur.Reason == ready.Reason && cur.Message == ready.Message
+	if np.Status.Nodes == want.Nodes && np.Status.HourlyCost == want.HourlyCost && apiequality.Semantic.DeepEqual(np.Status.Resources, want.Resources) &&
+		readySame {
 		return nil
 	}
 	pools := r.opts.Stevedore.StevedoreV1().NodePools()
@@ -168,6 +175,10 @@ func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u 
 			return err
 		}
 		cur.Status.Nodes, cur.Status.HourlyCost, cur.Status.Resources = want.Nodes, want.HourlyCost, want.Resources
+		if ready != nil {
+			ready.ObservedGeneration = cur.Generation
+			meta.SetStatusCondition(&cur.Status.Conditions, *ready)
+		}
 		_, err = pools.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -175,6 +186,33 @@ func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u 
 		return fmt.Errorf("updating the status of NodePool %s: %w", np.Name, err)
 	}
 	return nil
+}
+
+// readyCondition is the NodePool's Ready condition: its EC2NodeClass exists and is Ready.
+func (r *Reporter) readyCondition(np *stevedorev1.NodePool) *metav1.Condition {
+	if r.opts.NodeClasses == nil {
+		return nil
+	}
+	ref := np.Spec.Template.Spec.NodeClassRef
+	if ref == nil || ref.Name == "" {
+		return &metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NodeClassMissing",
+			Message: "spec.template.spec.nodeClassRef names no EC2NodeClass"}
+	}
+	nc, err := r.opts.NodeClasses.Get(ref.Name)
+	if err != nil {
+		return &metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NodeClassNotFound",
+			Message: "EC2NodeClass " + ref.Name + " does not exist"}
+	}
+	c := meta.FindStatusCondition(nc.Status.Conditions, stevedorev1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		msg := "EC2NodeClass " + ref.Name + " is not ready"
+		if c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		return &metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NodeClassNotReady", Message: msg}
+	}
+	return &metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready",
+		Message: "EC2NodeClass " + ref.Name + " is ready"}
 }
 
 // gaugeValue converts a quantity to the unit its gauge uses: cores for cpu, bytes for memory, a count otherwise.

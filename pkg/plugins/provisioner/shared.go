@@ -150,7 +150,7 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	} else {
 		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
 	}
-	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: pools.Lister(), NodeClaims: claims.Lister(),
+	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: pools.Lister(), NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
 		Nodes: nodes.Lister(), Pods: pods.Lister(), SchedulerName: h.ProfileName(), UnavailableOfferings: provider.UnavailableOfferings().Len})
 	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
 		return err

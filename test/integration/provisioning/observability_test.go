@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -135,6 +136,7 @@ func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 		live := harness.LiveNodeClaimsOf(t, sb, "observe")
 		cpu := np.Status.Resources[corev1.ResourceCPU]
 		return np.Status.Nodes == int64(len(live)) && np.Status.HourlyCost != "" && np.Status.HourlyCost != "0.0000" &&
+			meta.IsStatusConditionTrue(np.Status.Conditions, "Ready") &&
 			cpu.Value() >= 2 && metric(t, "stevedore_nodepool_nodes", pool) == float64(len(live)) &&
 			metric(t, "stevedore_nodepool_hourly_cost_dollars", pool) > 0, nil
 	})

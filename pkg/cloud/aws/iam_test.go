@@ -1,0 +1,128 @@
+package aws
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// policyStatement is the part of an IAM policy statement the test reads.
+type policyStatement struct {
+	Sid       string
+	Effect    string
+	Action    stringOrList
+	Resource  stringOrList
+	Condition map[string]map[string]any
+}
+
+type stringOrList []string
+
+func (s *stringOrList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = []string{one}
+		return nil
+	}
+	var many []string
+	err := json.Unmarshal(b, &many)
+	*s = many
+	return err
+}
+
+// impliedActions are the permissions AWS checks for calls that do more than their name: CreateFleet launches
+// instances (RunInstances) with the node role (PassRole), tagging them on creation (CreateTags).
+var impliedActions = []string{"ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"}
+
+// calledActions scans the code that talks to AWS (this package and the interruption poller) for the SDK inputs it
+// builds: each <service>.<Operation>Input is one action it calls.
+func calledActions(t *testing.T) map[string]bool {
+	t.Helper()
+	input := regexp.MustCompile(`\b(ec2|sqs|ssm|pricing)\.([A-Z][A-Za-z]+)Input\b`)
+	out := map[string]bool{}
+	for _, dir := range []string{".", "../../interruption"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range input.FindAllStringSubmatch(string(src), -1) {
+				out[m[1]+":"+m[2]] = true
+			}
+		}
+	}
+	for _, a := range impliedActions {
+		out[a] = true
+	}
+	return out
+}
+
+// TestControllerPolicyAllowsExactlyWhatTheCodeCalls: every AWS action the code calls is allowed by
+// deploy/iam/stevedore-controller-policy.json, nothing else is, no wildcard action is granted, and every
+// statement that creates, tags, terminates or passes a role is narrowed by resource or condition.
+func TestControllerPolicyAllowsExactlyWhatTheCodeCalls(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct {
+		Version   string
+		Statement []policyStatement
+	}
+	if err := json.Unmarshal(raw, &policy); err != nil {
+		t.Fatalf("the policy is not valid JSON: %v", err)
+	}
+	called := calledActions(t)
+	if len(called) < 15 {
+		t.Fatalf("found only %d actions in the code; the scan is broken: %v", len(called), called)
+	}
+	allowed := map[string]bool{}
+	for _, st := range policy.Statement {
+		if st.Effect != "Allow" {
+			continue
+		}
+		for _, a := range st.Action {
+			if strings.Contains(a, "*") {
+				t.Errorf("statement %s grants the wildcard action %s", st.Sid, a)
+			}
+			allowed[a] = true
+			mutating := !strings.Contains(a, ":Describe") && !strings.Contains(a, ":Get") && a != "sqs:ReceiveMessage" && a != "sqs:DeleteMessage"
+			if mutating && len(st.Condition) == 0 {
+				for _, r := range st.Resource {
+					if r == "*" || strings.HasSuffix(r, ":*") {
+						t.Errorf("statement %s grants %s on %s without a condition", st.Sid, a, r)
+					}
+				}
+			}
+		}
+	}
+	var missing, extra []string
+	for a := range called {
+		if !allowed[a] {
+			missing = append(missing, a)
+		}
+	}
+	for a := range allowed {
+		if !called[a] {
+			extra = append(extra, a)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 {
+		t.Errorf("the code calls actions the policy does not allow: %v", missing)
+	}
+	if len(extra) > 0 {
+		t.Errorf("the policy allows actions the code never calls: %v", extra)
+	}
+}
