@@ -19,7 +19,7 @@ func TestReadyCondition(t *testing.T) {
 		Conditions: []metav1.Condition{{Type: stevedorev1.ConditionReady, Status: metav1.ConditionFalse, Message: "no subnet matches"}}}})
 	r := New(Options{NodeClasses: listers.NewEC2NodeClassLister(indexer)})
 	tests := []struct {
-		ref                  *stevedorev1.NodeClassReference
+		ref                 *stevedorev1.NodeClassReference
 		wantStatus, wantWhy string
 	}{
 		{ref: &stevedorev1.NodeClassReference{Name: "ready"}, wantStatus: "True", wantWhy: "Ready"},
