@@ -9,7 +9,7 @@ COMMIT        ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
                  -X $(MODULE)/pkg/version.gitVersion=$(VERSION) -X $(MODULE)/pkg/version.gitCommit=$(COMMIT)
-UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./hack/testsummary/...
+UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/...
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
@@ -24,10 +24,14 @@ build:
 $(BIN)/kubectl: go.mod
 	$(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
+# helm (lint and template of charts/stevedore in the tests), pinned in hack/helm/go.mod
+$(BIN)/helm: hack/helm/go.mod
+	cd hack/helm && $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes
-test: build $(BIN)/kubectl
+test: build $(BIN)/kubectl $(BIN)/helm
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl \
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm \
 	  $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 
 ## unit: unit tests only
@@ -35,8 +39,8 @@ unit:
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 
 ## integration: integration and e2e tests only
-integration: build $(BIN)/kubectl
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl \
+integration: build $(BIN)/kubectl $(BIN)/helm
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm \
 	  $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 
 ## demo: run the sandbox and play the seeds' inflate scenario
@@ -58,10 +62,10 @@ generate: tools
 
 ## verify-generated: fail if generated files are not what `make generate` writes
 verify-generated: generate
-	@git diff --exit-code -- pkg/apis pkg/generated manifests/crds || \
+	@git diff --exit-code -- pkg/apis pkg/generated manifests/crds charts/stevedore/crds || \
 	  (echo "generated files are stale: run make generate and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain -- pkg/generated manifests/crds)" || \
-	  (echo "make generate created files that are not committed:" >&2; git status --porcelain -- pkg/generated manifests/crds >&2; exit 1)
+	@test -z "$$(git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds)" || \
+	  (echo "make generate created files that are not committed:" >&2; git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds >&2; exit 1)
 
 ## lint: gofmt and go vet
 lint:

@@ -1,0 +1,18 @@
+# The Stevedore release (charts/stevedore). Configure the helm provider for the cluster in the root module.
+resource "helm_release" "stevedore" {
+  name             = "stevedore"
+  chart            = "${path.module}/../../charts/stevedore"
+  namespace        = var.namespace
+  create_namespace = false
+
+  values = [yamlencode({
+    clusterName       = var.cluster_name
+    clusterEndpoint   = data.aws_eks_cluster.this.endpoint
+    region            = var.region
+    interruptionQueue = aws_sqs_queue.interruption.url
+    image             = var.image
+    serviceAccount    = { roleArn = var.use_pod_identity ? "" : aws_iam_role.controller.arn }
+  })]
+
+  depends_on = [aws_iam_role_policy.controller, aws_eks_access_entry.node]
+}

@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package helm pins the Helm CLI the tests use (helm lint, helm template); `make test` builds it into bin/.
+package helm
+
+import _ "helm.sh/helm/v3/cmd/helm"
