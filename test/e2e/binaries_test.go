@@ -153,3 +153,30 @@ func eventually(t *testing.T, what string, f func() error) {
 		time.Sleep(250 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
+
+// startSandbox runs `scheduler sandbox` without its scheduler, with files in dir and extra flags, waits until it
+// is ready and returns it with its admin kubeconfig and its --env-out file.
+func startSandbox(t *testing.T, scheduler, dir string, extra ...string) (*process, string, string) {
+	t.Helper()
+	kubeconfig, envFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "env")
+	ready := make(chan string, 1)
+	args := append([]string{"sandbox", "--with-scheduler=false", "--kubeconfig-out", kubeconfig, "--env-out", envFile,
+		"--log-file", filepath.Join(dir, "sandbox.log")}, extra...)
+	p := start(t, nil, func(line string) {
+		if strings.Contains(line, "sandbox ready") {
+			select {
+			case ready <- line:
+			default:
+			}
+		}
+	}, scheduler, args...)
+	select {
+	case line := <-ready:
+		t.Log(line)
+	case err := <-p.waited:
+		t.Fatalf("sandbox exited before it was ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no 'sandbox ready' line within 3 minutes")
+	}
+	return p, kubeconfig, envFile
+}

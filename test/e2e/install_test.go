@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestInstallManifests installs Stevedore with `kubectl apply -k manifests/` on a sandbox (after a server-side dry
@@ -20,21 +19,7 @@ func TestInstallManifests(t *testing.T) {
 	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
 	root := repoRoot(t)
 	dir := t.TempDir()
-	kubeconfig, envFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "env")
-	ready := make(chan string, 1)
-	sandbox := start(t, nil, func(line string) {
-		if strings.Contains(line, "sandbox ready") {
-			ready <- line
-		}
-	}, scheduler, "sandbox", "--with-scheduler=false", "--kubeconfig-out", kubeconfig, "--env-out", envFile,
-		"--launch-delay", "500ms", "--log-file", filepath.Join(dir, "sandbox.log"))
-	select {
-	case <-ready:
-	case err := <-sandbox.waited:
-		t.Fatalf("sandbox exited before it was ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("no 'sandbox ready' line within 3 minutes")
-	}
+	_, kubeconfig, envFile := startSandbox(t, scheduler, dir, "--launch-delay", "500ms")
 	k := func(args ...string) string {
 		t.Helper()
 		out, err := run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)

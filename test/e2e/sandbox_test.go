@@ -16,23 +16,7 @@ func TestSandboxAndSchedulerBinaries(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
 	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
 	dir := t.TempDir()
-	kubeconfig, envFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "env")
-
-	ready := make(chan string, 1)
-	sandbox := start(t, nil, func(line string) {
-		if strings.Contains(line, "sandbox ready") {
-			ready <- line
-		}
-	}, scheduler, "sandbox", "--with-scheduler=false", "--kubeconfig-out", kubeconfig, "--env-out", envFile,
-		"--log-file", filepath.Join(dir, "sandbox.log"))
-	select {
-	case line := <-ready:
-		t.Log(line)
-	case err := <-sandbox.waited:
-		t.Fatalf("sandbox exited before it was ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("no 'sandbox ready' line within 3 minutes")
-	}
+	sandbox, kubeconfig, envFile := startSandbox(t, scheduler, dir)
 	k := func(args ...string) (string, error) {
 		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
