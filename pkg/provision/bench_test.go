@@ -3,12 +3,15 @@ package provision
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
@@ -39,12 +42,30 @@ func loadProblem(b *testing.B, dir string, n int) (*OfflineProblem, float64) {
 	}
 	dec := manifest.NewDecoder()
 	var objs []runtime.Object
-	for _, f := range []string{"nodepool.yaml", "pods_" + strconv.Itoa(n) + ".json"} {
+	// The input stops at 5000 pods; larger sizes repeat its 5000-pod mix (each group grows, as Karpenter's
+	// benchmark does when it is given more pods).
+	file, copies := n, 1
+	if _, err := os.Stat(filepath.Join(dir, "pods_"+strconv.Itoa(n)+".json")); err != nil && n > 5000 && n%5000 == 0 {
+		file, copies = 5000, n/5000
+	}
+	for _, f := range []string{"nodepool.yaml", "pods_" + strconv.Itoa(file) + ".json"} {
 		o, err := dec.DecodeFile(filepath.Join(dir, f))
 		if err != nil {
 			b.Fatal(err)
 		}
 		objs = append(objs, o...)
+		for c := 1; c < copies && strings.HasPrefix(f, "pods_"); c++ {
+			for _, obj := range o {
+				pod, ok := obj.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				cp := pod.DeepCopy()
+				cp.Name = fmt.Sprintf("%s-copy%d", pod.Name, c)
+				cp.UID = ""
+				objs = append(objs, cp)
+			}
+		}
 	}
 	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: cat})
 	if err != nil {

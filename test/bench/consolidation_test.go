@@ -125,6 +125,13 @@ func bounds(b *testing.B, np *stevedorev1.NodePool, perSize int) (lower, fresh f
 			mem += float64(req.Memory().Value())
 		}
 	}
+	return solveOffline(b, objs, cpu, mem)
+}
+
+// solveOffline returns, for the objects (a NodePool and pods requesting cpu millicores and mem bytes in total),
+// the fractional lower bound on the hourly cost over the NodePool's instance types (the sandbox's default
+// catalog) and the cost of the solver's offline plan.
+func solveOffline(b *testing.B, objs []runtime.Object, cpu, mem float64) (lower, plan float64) {
 	p, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
 	if err != nil {
 		b.Fatal(err)
@@ -134,12 +141,12 @@ func bounds(b *testing.B, np *stevedorev1.NodePool, perSize int) (lower, fresh f
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := p.Solve(ctx, sim, 2*time.Second)
+	solved, err := p.Solve(ctx, sim, 2*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
 	opt := p.NodePools[0]
-	return fractionalBound(opt.InstanceTypes, opt.Requirements, cpu, mem), plan.Cost
+	return fractionalBound(opt.InstanceTypes, opt.Requirements, cpu, mem), solved.Cost
 }
 
 // fractionalBound is the optimum of the linear relaxation "buy fractions of instance types whose allocatable CPU

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// BenchmarkScaleOut1000 and BenchmarkScaleOut5000 create pending pods of five shapes at once against a sandbox
+// (--launch-delay 0) and the real scheduler binary, run as its own process with the production configuration,
+// and measure the time until every pod is bound, the nodes launched, their cost against the fractional lower bound
+// and against the offline plan of the same pods, and the scheduler process's peak RSS and CPU seconds apart from
+// the sandbox's (API server, etcd, controllers, simulated kubelets, in this process). Run with -benchtime 1x.
+func BenchmarkScaleOut1000(b *testing.B) { benchmarkScaleOut(b, 1000) }
+func BenchmarkScaleOut5000(b *testing.B) { benchmarkScaleOut(b, 5000) }
+
+func benchmarkScaleOut(b *testing.B, n int) {
+	for i := 0; i < b.N; i++ {
+		scaleOut(b, n)
+	}
+}
+
+// schedulerBinary returns $STEVEDORE_BIN or builds the scheduler.
+func schedulerBinary(b *testing.B) string {
+	if p := os.Getenv("STEVEDORE_BIN"); p != "" {
+		return p
+	}
+	out := filepath.Join(b.TempDir(), "scheduler")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/scheduler")
+	cmd.Dir = "../.."
+	if raw, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building the scheduler: %v\n%s", err, raw)
+	}
+	return out
+}
+
+func scaleOut(b *testing.B, n int) {
+	ctx := context.Background()
+	bin := schedulerBinary(b)
+	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: false, LaunchDelay: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Stop)
+	sched := exec.Command(bin, "--config", "../../config/scheduler-config.yaml", "--kubeconfig", sb.Kubeconfig(), "--secure-port=0")
+	sched.Env = os.Environ()
+	for k, v := range sb.Env() {
+		sched.Env = append(sched.Env, k+"="+v)
+	}
+	var logs bytes.Buffer
+	sched.Stdout, sched.Stderr = &logs, &logs
+	if err := sched.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = sched.Process.Signal(syscall.SIGTERM)
+		_ = sched.Wait()
+		if b.Failed() {
+			b.Logf("scheduler log:\n%s", lastLines(logs.String(), 40))
+		}
+	})
+	ns := harness.Namespace(b, sb)
+	harness.NodeClass(b, sb)
+	np := &stevedorev1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaleout"},
+		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
+			ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{harness.IsolationKey: "scaleout"}},
+			Spec: stevedorev1.NodeClaimTemplateSpec{
+				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
+				Taints:       []corev1.Taint{{Key: harness.IsolationKey, Value: "scaleout", Effect: corev1.TaintEffectNoSchedule}},
+			},
+		}},
+	}
+	// provisioning alone: consolidating the first nodes while later pods still arrive would evict these bare pods
+	np.Spec.Disruption.ConsolidateAfter = stevedorev1.NeverDuration()
+	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := 0; i < n; i++ {
+		s := podSizes[i%len(podSizes)]
+		p := harness.Isolated(harness.Pod(ns, fmt.Sprintf("pod-%05d", i), s.cpu, s.mem), "scaleout")
+		p.Labels = map[string]string{"app": "scaleout"}
+		pods = append(pods, p)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	harness.CreatePods(b, sb, pods...)
+	harness.EventuallyWithin(b, 20*time.Minute, fmt.Sprintf("%d pods bound", n), func(ctx context.Context) (bool, error) {
+		list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		bound := 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound == n, nil
+	})
+	took := time.Since(start)
+	b.StopTimer()
+	claims := harness.LiveNodeClaimsOf(b, sb, "scaleout")
+	cost := 0.0
+	for _, c := range claims {
+		cost += provision.ParsePrice(c.Status.Price)
+	}
+	lower, plan := podBounds(b, np, pods)
+	rss, cpu := procStats(b, sched.Process.Pid)
+	selfRSS, selfCPU := procStats(b, os.Getpid())
+	b.ReportMetric(took.Seconds(), "s-until-all-bound")
+	b.ReportMetric(float64(len(claims)), "nodes")
+	b.ReportMetric(cost/lower, "cost/lower-bound")
+	b.ReportMetric(cost/plan, "cost/offline-plan")
+	b.ReportMetric(rss/(1<<20), "scheduler-peak-RSS-MiB")
+	b.ReportMetric(cpu, "scheduler-CPU-s")
+	b.Logf("%d pods bound %s after creation began on %d nodes, $%.4f/h (lower bound $%.4f/h, offline plan $%.4f/h); "+
+		"scheduler process: peak RSS %.0f MiB, %.1f CPU s; sandbox and benchmark driver process: peak RSS %.0f MiB, %.1f CPU s",
+		n, took.Round(100*time.Millisecond), len(claims), cost, lower, plan, rss/(1<<20), cpu, selfRSS/(1<<20), selfCPU)
+}
+
+// podBounds returns the fractional lower bound of the pods' hourly cost on the NodePool's types and the cost of
+// the offline plan (`scheduler plan`) for them.
+func podBounds(b *testing.B, np *stevedorev1.NodePool, pods []*corev1.Pod) (lower, plan float64) {
+	objs := []runtime.Object{np.DeepCopy()}
+	var cpu, mem float64
+	for _, p := range pods {
+		objs = append(objs, p.DeepCopy())
+		req := p.Spec.Containers[0].Resources.Requests
+		cpu += float64(req.Cpu().MilliValue())
+		mem += float64(req.Memory().Value())
+	}
+	return solveOffline(b, objs, cpu, mem)
+}
+
+// procStats reads a process's peak resident memory (bytes) and CPU time (seconds, user + system) from /proc.
+func procStats(b *testing.B, pid int) (peakRSS, cpuSeconds float64) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			peakRSS = kb * 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// fields after the command name, which is in parentheses and may hold spaces
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return peakRSS, (utime + stime) / 100 // USER_HZ
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
