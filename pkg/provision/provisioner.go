@@ -424,17 +424,32 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
 		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "total", p.opts.Clock.Since(start))
+	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
+	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
 	for node, placed := range plan.InFlight {
 		claim := claimByNode[node]
 		if claim == nil {
 			continue
 		}
+		placed = p.stillPending(placed)
 		p.assign(claim.Name, placed)
 		if claim.Status.NodeName != "" {
 			p.nominate(ctx, claim, placed)
 		}
 	}
-	p.CreateNodeClaims(ctx, plan.NewNodes, nil)
+	var launch []*PlannedNode
+	for _, pn := range plan.NewNodes {
+		if pending := p.stillPending(pn.Pods); len(pending) == len(pn.Pods) {
+			launch = append(launch, pn)
+		} else if len(pending) > 0 {
+			cp := *pn
+			cp.Pods = pending
+			launch = append(launch, &cp)
+		} else {
+			logger.V(1).Info("Planned node not launched: its pods found nodes while the batch was solved", "pods", len(pn.Pods))
+		}
+	}
+	p.CreateNodeClaims(ctx, launch, nil)
 	for _, pod := range pods {
 		reason, ok := plan.Unschedulable[pod.UID]
 		if !ok {
