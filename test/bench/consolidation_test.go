@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -49,16 +48,7 @@ func runConsolidation(b *testing.B) {
 	b.Cleanup(sb.Stop) // first registered, last run: the namespace goes first; the NodePool goes with the sandbox
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
-	np := &stevedorev1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
-			ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{harness.IsolationKey: "bench"}},
-			Spec: stevedorev1.NodeClaimTemplateSpec{
-				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
-				Taints:       []corev1.Taint{{Key: harness.IsolationKey, Value: "bench", Effect: corev1.TaintEffectNoSchedule}},
-			},
-		}},
-	}
+	np := harness.NewNodePool("bench", "bench") // not harness.NodePool: it goes with the sandbox, not node by node
 	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}

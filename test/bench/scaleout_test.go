@@ -78,18 +78,10 @@ func scaleOut(b *testing.B, n int) {
 	})
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
-	np := &stevedorev1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "scaleout"},
-		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
-			ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{harness.IsolationKey: "scaleout"}},
-			Spec: stevedorev1.NodeClaimTemplateSpec{
-				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
-				Taints:       []corev1.Taint{{Key: harness.IsolationKey, Value: "scaleout", Effect: corev1.TaintEffectNoSchedule}},
-			},
-		}},
-	}
 	// provisioning alone: consolidating the first nodes while later pods still arrive would evict these bare pods
-	np.Spec.Disruption.ConsolidateAfter = stevedorev1.NeverDuration()
+	np := harness.NewNodePool("scaleout", "scaleout", func(np *stevedorev1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = stevedorev1.NeverDuration()
+	})
 	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}

@@ -42,6 +42,16 @@ func NodeClass(t testing.TB, sb *sandbox.Sandbox) {
 func NodePool(t testing.TB, sb *sandbox.Sandbox, name, isolation string, mutate ...func(*stevedorev1.NodePool)) *stevedorev1.NodePool {
 	t.Helper()
 	NodeClass(t, sb)
+	created, err := sb.Stevedore.StevedoreV1().NodePools().Create(context.Background(), NewNodePool(name, isolation, mutate...), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating NodePool %s: %v", name, err)
+	}
+	t.Cleanup(func() { DeleteNodePool(t, sb, name) })
+	return created
+}
+
+// NewNodePool returns a NodePool on the default node class whose nodes carry the isolation label and taint.
+func NewNodePool(name, isolation string, mutate ...func(*stevedorev1.NodePool)) *stevedorev1.NodePool {
 	np := &stevedorev1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
@@ -55,12 +65,7 @@ func NodePool(t testing.TB, sb *sandbox.Sandbox, name, isolation string, mutate 
 	for _, m := range mutate {
 		m(np)
 	}
-	created, err := sb.Stevedore.StevedoreV1().NodePools().Create(context.Background(), np, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating NodePool %s: %v", name, err)
-	}
-	t.Cleanup(func() { DeleteNodePool(t, sb, name) })
-	return created
+	return np
 }
 
 // DeleteNodePool deletes a NodePool and waits until its NodeClaims and nodes are gone.
