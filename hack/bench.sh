@@ -4,7 +4,8 @@
 #    against the fractional lower bound, first-fit-decreasing for comparison);
 #  - interruption messages handled per second;
 #  - in the sandbox with --launch-delay 0: scale-out of 1000 and 5000 pods through the real scheduler binary,
-#    consolidation from 1000 to 700 pods, and churn (20 scale changes).
+#    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods, and churn (20
+#    scale changes).
 # BENCH_INPUT points at the benchmark input (default ../shared/bench/karpenter-400); BENCH_OUT at the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,8 @@ run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$
   -benchtime 5000x ./pkg/interruption/
 run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env STEVEDORE_BIN="$PWD/bin/scheduler" \
   go test -count=1 -run '^$' -bench 'BenchmarkScaleOut(1000|5000)$' -benchtime 1x -timeout 60m ./test/bench/
+run "plugin overhead: plain pods on existing nodes, with and without Stevedore's plugins" env STEVEDORE_BIN="$PWD/bin/scheduler" \
+  go test -count=1 -run '^$' -bench BenchmarkPluginOverhead -benchtime 1x -timeout 30m ./test/bench/
 run "consolidation 1000 -> 700 pods, default plugin arguments" go test -count=1 -run '^$' \
   -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 60m ./test/bench/
 run "churn: 20 scale changes, default plugin arguments" go test -count=1 -run '^$' -bench BenchmarkChurn20 \

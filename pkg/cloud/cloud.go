@@ -62,6 +62,9 @@ const (
 // ErrNotFound is wrapped by errors about instances that do not exist.
 var ErrNotFound = errors.New("instance not found")
 
+// ErrNotOwned is wrapped by the refusal to terminate an instance that lacks this cluster's ownership tag.
+var ErrNotOwned = errors.New("instance not owned by this cluster")
+
 // InsufficientCapacityError says no offering of a NodeClaim could be launched now.
 type InsufficientCapacityError struct {
 	// Tried lists the offerings that failed, as "type/zone/capacity-type: code".

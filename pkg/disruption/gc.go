@@ -48,11 +48,14 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 		return err
 	}
 	byInstance := map[string]bool{}
-	byName := map[string]bool{}
+	// launching: NodeClaims whose instance is not recorded yet; an instance tagged with one of them is its launch
+	// in flight. An instance tagged with a NodeClaim that records another instance is a second launch: garbage.
+	launching := map[string]bool{}
 	for _, cl := range claims {
-		byName[cl.Name] = true
 		if cl.Status.InstanceID != "" {
 			byInstance[cl.Status.InstanceID] = true
+		} else {
+			launching[cl.Name] = true
 		}
 	}
 	now := c.opts.Clock.Now()
@@ -62,7 +65,7 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 			continue
 		}
 		live[inst.ID] = true
-		if byInstance[inst.ID] || byName[inst.Tags[stevedorev1.LabelNodeClaim]] {
+		if byInstance[inst.ID] || launching[inst.Tags[stevedorev1.LabelNodeClaim]] {
 			continue
 		}
 		if now.Sub(inst.LaunchTime) < orphanGracePeriod {

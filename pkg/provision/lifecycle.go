@@ -196,6 +196,9 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			logger.Info("No capacity for the NodeClaim in any offering; deleting it so its pods are provisioned again", "tried", ice.Tried)
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "no capacity: %v", err)
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "InsufficientCapacity").Inc()
+			// the cloud marked the offerings it tried unavailable: plan the pods again on what is left, not on
+			// the instance types cached before the launch
+			p.OfferingsChanged()
 			p.ForgetClaim(claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		case errors.As(err, &notReady), errors.As(err, &config):
@@ -211,6 +214,11 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			}
 			return 0, err
 		default:
+			// throttling, 5xx, timeouts: the SDK retried already; the NodeClaim is tried again with backoff
+			code := cloudErrorCode(err)
+			logger.Info("Launch failed; retrying with backoff", "code", code, "err", err)
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "launch failed (%s), retrying: %v", code, err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], code).Inc()
 			return 0, fmt.Errorf("launching: %w", err)
 		}
 	}
@@ -590,4 +598,14 @@ func joinNonEmpty(parts ...string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// cloudErrorCode is the cloud API's error code in err (RequestLimitExceeded, InternalError, ...), or CloudError
+// when the call got no coded answer (a timeout, a refused connection).
+func cloudErrorCode(err error) string {
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) && coded.ErrorCode() != "" {
+		return coded.ErrorCode()
+	}
+	return "CloudError"
 }

@@ -24,6 +24,7 @@ import (
 
 // Event reasons of termination.
 const (
+	ReasonNotOwned   = "NotOwned"
 	ReasonDraining   = "Draining"
 	ReasonTerminated = "Terminated"
 	ReasonEvicted    = "Evicted"
@@ -52,7 +53,16 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 		}
 	}
 	if claim.Status.InstanceID != "" {
-		if err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID)
+		switch {
+		case errors.Is(err, cloud.ErrNotOwned):
+			// a NodeClaim naming an instance this cluster did not launch: never terminate it, let the NodeClaim go
+			klog.FromContext(ctx).Info("Not terminating an instance this cluster does not own; releasing the NodeClaim",
+				"instance", claim.Status.InstanceID, "err", err)
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonNotOwned, "Terminate",
+				"instance %s lacks this cluster's ownership tag: left running", claim.Status.InstanceID)
+			return 0, l.releaseClaim(ctx, claim.Name)
+		case err != nil && !errors.Is(err, cloud.ErrNotFound):
 			return 0, fmt.Errorf("terminating %s: %w", claim.Status.InstanceID, err)
 		}
 		pool, reason := claim.Labels[stevedorev1.LabelNodePool], disruptionReason(claim)
@@ -62,8 +72,14 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 		metrics.NodesTerminated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, reason).Inc()
 		p.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
 	}
-	return 0, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(p).Get(ctx, claim.Name, metav1.GetOptions{})
+	return 0, l.releaseClaim(ctx, claim.Name)
+}
+
+// releaseClaim removes the termination finalizer from a deleted NodeClaim, letting it go.
+func (l *Lifecycle) releaseClaim(ctx context.Context, name string) error {
+	p := l.prov
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client(p).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

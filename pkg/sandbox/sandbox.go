@@ -177,7 +177,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	s.env = map[string]string{
 		"AWS_REGION":                     s.AWS.Region(),
 		"AWS_ACCESS_KEY_ID":              "sandbox",
-		"AWS_SECRET_ACCESS_KEY":          "sandbox",
+		"AWS_SECRET_ACCESS_KEY":          "sandbox-dummy-secret-key",
 		"AWS_EC2_METADATA_DISABLED":      "true",
 		"AWS_ENDPOINT_URL":               url,
 		"AWS_ENDPOINT_URL_EC2":           url,

@@ -144,6 +144,9 @@ func (r *Requirement) IsEmpty() bool {
 	if !r.complement {
 		return r.values.Len() == 0
 	}
+	if (r.gt != nil && *r.gt == math.MaxInt64) || (r.lt != nil && *r.lt == math.MinInt64) {
+		return true // no int64 lies above the largest or below the smallest
+	}
 	return r.gt != nil && r.lt != nil && *r.gt+1 >= *r.lt
 }
 

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,8 @@ func TestRequirementIntersection(t *testing.T) {
 		{"Gt and Lt empty range", req("gen", "Gt", "5"), req("gen", "Lt", "6"), true, nil, []string{"5", "6"}},
 		{"Gt and Lt range", req("gen", "Gt", "5"), req("gen", "Lt", "8"), false, []string{"6", "7"}, []string{"5", "8", "x"}},
 		{"Gt and a word", req("gen", "Gt", "3"), req("gen", "In", "x"), true, nil, []string{"x"}},
+		{"Gt the largest integer", req("gen", "Gt", "9223372036854775807"), req("gen", "Exists"), true, nil, []string{"9223372036854775807", "0"}},
+		{"Lt the smallest integer", req("gen", "Lt", "-9223372036854775808"), req("gen", "Exists"), true, nil, []string{"-9223372036854775808", "0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,4 +107,56 @@ func TestRequirementsAddIntersectsAndLabelsPinsSingleValues(t *testing.T) {
 	if _, err := NewRequirement("k", "Like", "x"); err == nil {
 		t.Error("an unknown operator must be an error")
 	}
+}
+
+var fuzzOperators = []corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
+	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, "Like"}
+
+// FuzzRequirements parses two requirements of one key from operator bytes and comma-separated values, as a
+// NodePool or a pod would give them, and checks the set algebra on probe values: parsing never panics; an
+// intersection allows exactly what both allow; an empty one allows nothing and does not overlap; a requirement
+// rendered as a node selector and parsed again allows the same values.
+func FuzzRequirements(f *testing.F) {
+	f.Add(byte(0), "a,b", byte(1), "b", "b")
+	f.Add(byte(4), "3", byte(5), "10", "7")
+	f.Add(byte(4), "9223372036854775807", byte(2), "", "1")
+	f.Add(byte(5), "-9223372036854775808", byte(0), "1,2", "2")
+	f.Add(byte(2), "", byte(3), "", "x")
+	f.Add(byte(4), "x", byte(6), "1", "")
+	f.Fuzz(func(t *testing.T, opA byte, valuesA string, opB byte, valuesB string, probe string) {
+		split := func(s string) []string {
+			if s == "" {
+				return nil
+			}
+			return strings.Split(s, ",")
+		}
+		a, errA := NewRequirement("k", fuzzOperators[int(opA)%len(fuzzOperators)], split(valuesA)...)
+		b, errB := NewRequirement("k", fuzzOperators[int(opB)%len(fuzzOperators)], split(valuesB)...)
+		if errA != nil || errB != nil {
+			return
+		}
+		probes := append(append([]string{probe, "", "0", "1", "-1", "7", "9223372036854775807", "-9223372036854775808"},
+			split(valuesA)...), split(valuesB)...)
+		in := a.Intersection(b)
+		for _, p := range probes {
+			if got, want := in.Has(p), a.Has(p) && b.Has(p); got != want {
+				t.Fatalf("(%s) ∩ (%s) has %q = %v, want %v", a, b, p, got, want)
+			}
+			if in.IsEmpty() && in.Has(p) {
+				t.Fatalf("(%s) ∩ (%s) is empty but has %q", a, b, p)
+			}
+		}
+		if a.overlaps(b) == in.IsEmpty() {
+			t.Fatalf("(%s) overlaps (%s) = %v but their intersection empty = %v", a, b, a.overlaps(b), in.IsEmpty())
+		}
+		back, err := FromNodeSelectorRequirements(a.NodeSelectorRequirement())
+		if err != nil {
+			t.Fatalf("(%s) rendered as a node selector does not parse: %v", a, err)
+		}
+		for _, p := range probes {
+			if back.Get("k").Has(p) != a.Has(p) {
+				t.Fatalf("(%s) rendered and parsed again as (%s) disagrees on %q", a, back.Get("k"), p)
+			}
+		}
+	})
 }

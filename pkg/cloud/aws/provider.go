@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -70,6 +71,9 @@ type Options struct {
 	Clock clock.Clock
 	// FleetBatchWindow is how long identical launches wait to share a CreateFleet call; default 25ms.
 	FleetBatchWindow time.Duration
+	// RequestTimeout bounds one attempt of an AWS API call; the SDK retries an attempt that times out. Default
+	// 30s (an instant CreateFleet answers within seconds).
+	RequestTimeout time.Duration
 }
 
 // Provider is the AWS cloud provider.
@@ -104,10 +108,17 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.MaxInstanceTypes == 0 {
 		opts.MaxInstanceTypes = 60
 	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 30 * time.Second
+	}
 	cfg, err := sdkConfig(ctx, opts.Region, opts.Env)
 	if err != nil {
 		return nil, err
 	}
+	// an attempt that hangs fails after RequestTimeout and the SDK's retryer tries again; SQS long polls for 20s,
+	// so its attempts get at least 30s
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(opts.RequestTimeout)
+	sqsHTTP := awshttp.NewBuildableClient().WithTimeout(max(opts.RequestTimeout, 30*time.Second))
 	endpoint := func(service string) *string {
 		if v := opts.Env("AWS_ENDPOINT_URL_" + service); v != "" {
 			return aws.String(v)
@@ -119,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	ec2Client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("EC2") })
 	ssmClient := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("SSM") })
-	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("SQS") })
+	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint, o.HTTPClient = endpoint("SQS"), sqsHTTP })
 	// The price list API lives in a few regions only; us-east-1 serves every region's prices.
 	pricingClient := pricing.NewFromConfig(cfg, func(o *pricing.Options) {
 		o.BaseEndpoint = endpoint("PRICING")
@@ -340,7 +351,7 @@ func (p *Provider) Delete(ctx context.Context, instanceID string) error {
 		return err
 	}
 	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != "owned" {
-		return fmt.Errorf("refusing to terminate %s: it lacks the tag %s=owned", instanceID, OwnershipTag(p.opts.ClusterName))
+		return fmt.Errorf("refusing to terminate %s: it lacks the tag %s=owned: %w", instanceID, OwnershipTag(p.opts.ClusterName), cloud.ErrNotOwned)
 	}
 	if inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown {
 		return nil

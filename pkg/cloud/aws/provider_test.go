@@ -325,3 +325,51 @@ func TestIsDriftedWhenTheAMIChanges(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestTransientEC2FaultsAreRetriedWithoutASecondInstance launches through faults AWS answers with: throttling, a
+// 5xx, and an attempt that hangs past the request timeout. The SDK retries each with backoff; the retried
+// CreateFleet carries the same ClientToken, so one instance is launched whatever the attempts.
+func TestTransientEC2FaultsAreRetriedWithoutASecondInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault awsemu.Fault
+	}{
+		{"throttled", awsemu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded", Status: 503, Times: 2}},
+		{"internal error", awsemu.Fault{Action: "CreateFleet", Code: "InternalError", Status: 500, Times: 2}},
+		{"unavailable", awsemu.Fault{Action: "CreateFleet", Code: "Unavailable", Status: 503, Times: 2}},
+		{"an attempt hangs", awsemu.Fault{Action: "CreateFleet", Delay: time.Minute, Times: 1}},
+		{"describe throttled", awsemu.Fault{Action: "DescribeInstances", Code: "RequestLimitExceeded", Status: 503, Times: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.RequestTimeout = 500 * time.Millisecond })
+			// the fault answers the first attempts; Create succeeding means the SDK retried past them
+			f.emu.InjectFault(tc.fault)
+			inst, err := f.provider.Create(testCtx(t), claim("nc-retry", in(corev1.LabelInstanceTypeStable, "m5.large")))
+			if err != nil {
+				t.Fatalf("Create through a transient %s: %v", tc.fault.Code+" fault", err)
+			}
+			var live []string
+			for _, i := range f.emu.EC2.Instances() {
+				live = append(live, i.ID)
+			}
+			if len(live) != 1 || live[0] != inst.ID {
+				t.Fatalf("instances %v, want exactly the one Create returned (%s)", live, inst.ID)
+			}
+		})
+	}
+}
+
+// TestAPersistentFaultIsReturnedWithItsCode: when the SDK's attempts are used up, Create returns the error with
+// AWS's code for the caller's event and metric, and launches nothing.
+func TestAPersistentFaultIsReturnedWithItsCode(t *testing.T) {
+	f := newFixture(t, nil)
+	f.emu.InjectFault(awsemu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded", Status: 503, Times: -1})
+	_, err := f.provider.Create(testCtx(t), claim("nc-throttled", in(corev1.LabelInstanceTypeStable, "m5.large")))
+	var coded interface{ ErrorCode() string }
+	if err == nil || !errors.As(err, &coded) || coded.ErrorCode() != "RequestLimitExceeded" {
+		t.Fatalf("Create under persistent throttling = %v, want an error carrying RequestLimitExceeded", err)
+	}
+	if n := len(f.emu.EC2.Instances()); n != 0 {
+		t.Fatalf("%d instances launched, want none", n)
+	}
+}

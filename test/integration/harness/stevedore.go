@@ -28,14 +28,19 @@ const IsolationKey = "stevedore-test"
 // does not exist.
 func NodeClass(t testing.TB, sb *sandbox.Sandbox) {
 	t.Helper()
-	nc := &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.EC2NodeClassSpec{
+	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(context.Background(), NewNodeClass(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// NewNodeClass returns the EC2NodeClass "default": subnets and security groups found by the sandbox's discovery
+// tag.
+func NewNodeClass() *stevedorev1.EC2NodeClass {
+	return &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.EC2NodeClassSpec{
 		Role:                       "KarpenterNodeRole-my-cluster",
 		SubnetSelectorTerms:        []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "my-cluster"}}},
 		SecurityGroupSelectorTerms: []stevedorev1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "my-cluster"}}},
 	}}
-	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(context.Background(), nc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 }
 
 // NodePool creates an isolated NodePool for the test (deleted, with its nodes, when the test ends).

@@ -6,111 +6,42 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
-
-// metric sums the samples of a metric family whose labels include want (counters and gauges by value, histograms
-// by sample count), as the scheduler's /metrics endpoint serves them: the in-process scheduler registers in the
-// same registry.
-func metric(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue samples
-				}
-			}
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				total += m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				total += m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				total += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return total
-}
-
-// events returns the events about an object.
-func events(ctx context.Context, name string) ([]string, error) {
-	list, err := sb.Kube.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, ev := range list.Items {
-		out = append(out, ev.Reason+": "+ev.Note)
-	}
-	return out, nil
-}
-
-func waitEvent(t *testing.T, name, reason string) string {
-	t.Helper()
-	var found string
-	harness.Eventually(t, "a "+reason+" event on "+name, func(ctx context.Context) (bool, error) {
-		evs, err := events(ctx, name)
-		for _, e := range evs {
-			if strings.HasPrefix(e, reason+": ") {
-				found = e
-				return true, nil
-			}
-		}
-		return false, err
-	})
-	return found
-}
 
 // TestMetricsEventsAndStatusFollowALaunch launches nodes for two pods and checks that the metrics move, that the
 // pods and the NodeClaim carry events saying what happened, that the NodePool's status shows its nodes and cost,
 // and that a pod no NodePool can run gets an event with the precise reason.
 func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 	pool := map[string]string{"nodepool": "observe"}
-	bound0 := metric(t, "stevedore_pods_bound_duration_seconds", nil)
-	batches0 := metric(t, "stevedore_provisioning_batch_pods", nil)
-	fleets0 := metric(t, "stevedore_cloudprovider_api_calls_total", map[string]string{"service": "EC2", "operation": "CreateFleet", "error": ""})
-	unschedulable0 := metric(t, "stevedore_provisioning_unschedulable_pods_total", nil)
+	bound0 := harness.Metric(t, "stevedore_pods_bound_duration_seconds", nil)
+	batches0 := harness.Metric(t, "stevedore_provisioning_batch_pods", nil)
+	fleets0 := harness.Metric(t, "stevedore_cloudprovider_api_calls_total", map[string]string{"service": "EC2", "operation": "CreateFleet", "error": ""})
+	unschedulable0 := harness.Metric(t, "stevedore_provisioning_unschedulable_pods_total", nil)
 
 	ns := harness.Namespace(t, sb)
 	harness.NodePool(t, sb, "observe", "observe")
-	ps, names := pods(ns, "observe", "obs", 2, "1", "1Gi")
+	ps, names := harness.Pods(ns, "observe", "obs", 2, "1", "1Gi")
 	harness.CreatePods(t, sb, ps...)
 	bound := harness.WaitBound(t, sb, ns, names)
 
-	if got := metric(t, "stevedore_nodeclaims_created_total", map[string]string{"nodepool": "observe", "reason": "provisioning"}); got < 1 {
+	if got := harness.Metric(t, "stevedore_nodeclaims_created_total", map[string]string{"nodepool": "observe", "reason": "provisioning"}); got < 1 {
 		t.Errorf("stevedore_nodeclaims_created_total{nodepool=observe} = %v, want at least 1", got)
 	}
 	harness.Eventually(t, "stevedore_nodes_created_total for the NodePool", func(context.Context) (bool, error) {
-		return metric(t, "stevedore_nodes_created_total", pool) >= 1, nil
+		return harness.Metric(t, "stevedore_nodes_created_total", pool) >= 1, nil
 	})
 	for _, c := range []struct {
 		name      string
 		got, want float64
 	}{
-		{"stevedore_pods_bound_duration_seconds (count)", metric(t, "stevedore_pods_bound_duration_seconds", nil) - bound0, 2},
-		{"stevedore_provisioning_batch_pods (count)", metric(t, "stevedore_provisioning_batch_pods", nil) - batches0, 1},
-		{"stevedore_cloudprovider_api_calls_total{EC2,CreateFleet}", metric(t, "stevedore_cloudprovider_api_calls_total",
+		{"stevedore_pods_bound_duration_seconds (count)", harness.Metric(t, "stevedore_pods_bound_duration_seconds", nil) - bound0, 2},
+		{"stevedore_provisioning_batch_pods (count)", harness.Metric(t, "stevedore_provisioning_batch_pods", nil) - batches0, 1},
+		{"stevedore_cloudprovider_api_calls_total{EC2,CreateFleet}", harness.Metric(t, "stevedore_cloudprovider_api_calls_total",
 			map[string]string{"service": "EC2", "operation": "CreateFleet", "error": ""}) - fleets0, 1},
 	} {
 		if c.got < c.want {
@@ -119,12 +50,12 @@ func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 	}
 
 	// events on a pod and on its NodeClaim
-	if e := waitEvent(t, names[0], "Nominated"); !strings.Contains(e, bound[names[0]].Spec.NodeName) {
+	if e := harness.WaitEvent(t, sb, names[0], "Nominated"); !strings.Contains(e, bound[names[0]].Spec.NodeName) {
 		t.Errorf("the Nominated event does not name the node %s: %s", bound[names[0]].Spec.NodeName, e)
 	}
 	claims := harness.NodeClaimsOf(t, sb, "observe")
 	for _, reason := range []string{"Launched", "Registered", "Initialized"} {
-		waitEvent(t, claims[0].Name, reason)
+		harness.WaitEvent(t, sb, claims[0].Name, reason)
 	}
 
 	// the NodePool's status and gauges
@@ -137,20 +68,20 @@ func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 		cpu := np.Status.Resources[corev1.ResourceCPU]
 		return np.Status.Nodes == int64(len(live)) && np.Status.HourlyCost != "" && np.Status.HourlyCost != "0.0000" &&
 			meta.IsStatusConditionTrue(np.Status.Conditions, "Ready") &&
-			cpu.Value() >= 2 && metric(t, "stevedore_nodepool_nodes", pool) == float64(len(live)) &&
-			metric(t, "stevedore_nodepool_hourly_cost_dollars", pool) > 0, nil
+			cpu.Value() >= 2 && harness.Metric(t, "stevedore_nodepool_nodes", pool) == float64(len(live)) &&
+			harness.Metric(t, "stevedore_nodepool_hourly_cost_dollars", pool) > 0, nil
 	})
 
 	// a pod no NodePool can run says why
 	huge := harness.Isolated(harness.Pod(ns, "huge", "1000", "1Gi"), "observe")
 	harness.CreatePods(t, sb, huge)
-	e := waitEvent(t, "huge", "FailedProvisioning")
+	e := harness.WaitEvent(t, sb, "huge", "FailedProvisioning")
 	t.Logf("event on the pod no NodePool can run: %s", e)
 	if !strings.Contains(e, "cpu") {
 		t.Errorf("the FailedProvisioning event does not say the pod's cpu is what no instance type has: %s", e)
 	}
 	harness.Eventually(t, "stevedore_provisioning_unschedulable_pods_total to count the pod", func(context.Context) (bool, error) {
-		return metric(t, "stevedore_provisioning_unschedulable_pods_total", nil) > unschedulable0, nil
+		return harness.Metric(t, "stevedore_provisioning_unschedulable_pods_total", nil) > unschedulable0, nil
 	})
 
 	// termination is counted with its reason
@@ -158,7 +89,7 @@ func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.DeleteNodePool(t, sb, "observe")
-	if got := metric(t, "stevedore_nodes_terminated_total", pool); got < 1 {
+	if got := harness.Metric(t, "stevedore_nodes_terminated_total", pool); got < 1 {
 		t.Errorf("stevedore_nodes_terminated_total{nodepool=observe} = %v after the NodePool was deleted, want at least 1", got)
 	}
 }

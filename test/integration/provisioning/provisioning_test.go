@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -25,35 +24,10 @@ func TestMain(m *testing.M) {
 		PluginArgs: map[string]any{"disableDisruption": true}}, func(s *sandbox.Sandbox) { sb = s })
 }
 
-func pods(ns, isolation, prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) ([]*corev1.Pod, []string) {
-	var out []*corev1.Pod
-	var names []string
-	for i := 0; i < n; i++ {
-		p := harness.Isolated(harness.Pod(ns, fmt.Sprintf("%s-%d", prefix, i), cpu, mem), isolation)
-		p.Labels = map[string]string{"app": prefix}
-		for _, m := range mutate {
-			m(p)
-		}
-		out = append(out, p)
-		names = append(names, p.Name)
-	}
-	return out, names
-}
-
-func req(key, op string, values ...string) stevedorev1.NodeSelectorRequirementWithMinValues {
-	return stevedorev1.NodeSelectorRequirementWithMinValues{Key: key, Operator: stevedorev1.NodeSelectorOperator(op), Values: values}
-}
-
-func withRequirements(reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) func(*stevedorev1.NodePool) {
-	return func(np *stevedorev1.NodePool) {
-		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, reqs...)
-	}
-}
-
 func TestABurstOfPodsGetsNodesAndEveryPodBindsWhereItWasNominated(t *testing.T) {
 	ns := harness.Namespace(t, sb)
 	harness.NodePool(t, sb, "burst", "burst")
-	ps, names := pods(ns, "burst", "web", 12, "700m", "1Gi")
+	ps, names := harness.Pods(ns, "burst", "web", 12, "700m", "1Gi")
 	harness.CreatePods(t, sb, ps...)
 	bound := harness.WaitBound(t, sb, ns, names)
 	claims := harness.NodeClaimsOf(t, sb, "burst")
@@ -116,7 +90,7 @@ func catalogType(t *testing.T, name string) catalog.InstanceType {
 
 func TestHigherWeightNodePoolIsUsedFirstAndLimitsSendTheRestToTheNext(t *testing.T) {
 	ns := harness.Namespace(t, sb)
-	harness.NodePool(t, sb, "weight-high", "weight", withRequirements(req(corev1.LabelInstanceTypeStable, "In", "m5.large")),
+	harness.NodePool(t, sb, "weight-high", "weight", harness.WithRequirements(harness.Req(corev1.LabelInstanceTypeStable, "In", "m5.large")),
 		func(np *stevedorev1.NodePool) {
 			np.Spec.Weight = new(int32)
 			*np.Spec.Weight = 90
@@ -130,7 +104,7 @@ func TestHigherWeightNodePoolIsUsedFirstAndLimitsSendTheRestToTheNext(t *testing
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}, TopologyKey: corev1.LabelHostname}}}}
 	}
-	ps, names := pods(ns, "weight", "spread", 3, "1", "1Gi", anti)
+	ps, names := harness.Pods(ns, "weight", "spread", 3, "1", "1Gi", anti)
 	harness.CreatePods(t, sb, ps...)
 	harness.WaitBound(t, sb, ns, names)
 	high, low := harness.NodeClaimsOf(t, sb, "weight-high"), harness.NodeClaimsOf(t, sb, "weight-low")
@@ -141,15 +115,15 @@ func TestHigherWeightNodePoolIsUsedFirstAndLimitsSendTheRestToTheNext(t *testing
 
 func TestArchAndCapacityTypeRequirementsAndTaintsAreHonoured(t *testing.T) {
 	ns := harness.Namespace(t, sb)
-	harness.NodePool(t, sb, "arm-spot", "archct", withRequirements(req(corev1.LabelArchStable, "In", "arm64"), req(stevedorev1.LabelCapacityType, "In", "spot")))
-	harness.NodePool(t, sb, "amd-od", "archct", withRequirements(req(corev1.LabelArchStable, "In", "amd64"), req(stevedorev1.LabelCapacityType, "In", "on-demand")),
+	harness.NodePool(t, sb, "arm-spot", "archct", harness.WithRequirements(harness.Req(corev1.LabelArchStable, "In", "arm64"), harness.Req(stevedorev1.LabelCapacityType, "In", "spot")))
+	harness.NodePool(t, sb, "amd-od", "archct", harness.WithRequirements(harness.Req(corev1.LabelArchStable, "In", "amd64"), harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")),
 		func(np *stevedorev1.NodePool) {
 			np.Spec.Template.Spec.Taints = append(np.Spec.Template.Spec.Taints, corev1.Taint{Key: "workload-priority", Value: "critical", Effect: corev1.TaintEffectNoSchedule})
 		})
-	armPods, armNames := pods(ns, "archct", "arm", 2, "500m", "512Mi", func(p *corev1.Pod) {
+	armPods, armNames := harness.Pods(ns, "archct", "arm", 2, "500m", "512Mi", func(p *corev1.Pod) {
 		p.Spec.NodeSelector[corev1.LabelArchStable] = "arm64"
 	})
-	critical, criticalNames := pods(ns, "archct", "critical", 2, "500m", "512Mi", func(p *corev1.Pod) {
+	critical, criticalNames := harness.Pods(ns, "archct", "critical", 2, "500m", "512Mi", func(p *corev1.Pod) {
 		p.Spec.NodeSelector[stevedorev1.LabelCapacityType] = "on-demand"
 		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "workload-priority", Operator: corev1.TolerationOpEqual, Value: "critical"})
 	})
@@ -180,8 +154,8 @@ func TestZoneSpreadUsesThreeZonesAndAntiAffinityOneNodeEach(t *testing.T) {
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}, TopologyKey: corev1.LabelHostname}}}}
 	}
-	zonal, zonalNames := pods(ns, "topology", "zonal", 6, "250m", "256Mi", spread)
-	solo, soloNames := pods(ns, "topology", "solo", 3, "250m", "256Mi", anti)
+	zonal, zonalNames := harness.Pods(ns, "topology", "zonal", 6, "250m", "256Mi", spread)
+	solo, soloNames := harness.Pods(ns, "topology", "solo", 3, "250m", "256Mi", anti)
 	harness.CreatePods(t, sb, append(zonal, solo...)...)
 	bound := harness.WaitBound(t, sb, ns, append(zonalNames, soloNames...))
 	zones := map[string]int{}
@@ -222,7 +196,7 @@ func TestADaemonSetPodFitsOnEveryNewNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each pod asks for most of a 2-vCPU node: the DaemonSet pod must still fit beside it.
-	ps, names := pods(ns, "daemons", "heavy", 3, "1300m", "1Gi")
+	ps, names := harness.Pods(ns, "daemons", "heavy", 3, "1300m", "1Gi")
 	harness.CreatePods(t, sb, ps...)
 	harness.WaitBound(t, sb, ns, names)
 	claims := harness.NodeClaimsOf(t, sb, "daemons")
@@ -248,8 +222,8 @@ func TestADaemonSetPodFitsOnEveryNewNode(t *testing.T) {
 
 func TestLaunchFallsBackWhenAPoolRunsOutOfCapacity(t *testing.T) {
 	ns := harness.Namespace(t, sb)
-	harness.NodePool(t, sb, "ice", "ice", withRequirements(req(corev1.LabelInstanceTypeStable, "In", "m5.large", "m5.xlarge"),
-		req(stevedorev1.LabelCapacityType, "In", "on-demand")))
+	harness.NodePool(t, sb, "ice", "ice", harness.WithRequirements(harness.Req(corev1.LabelInstanceTypeStable, "In", "m5.large", "m5.xlarge"),
+		harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")))
 	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
 		sb.AWS.EC2.SetCapacity("m5.large", z, "on-demand", 0)
 	}
@@ -258,7 +232,7 @@ func TestLaunchFallsBackWhenAPoolRunsOutOfCapacity(t *testing.T) {
 			sb.AWS.EC2.SetCapacity("m5.large", z, "on-demand", -1)
 		}
 	})
-	ps, names := pods(ns, "ice", "ice", 2, "500m", "512Mi")
+	ps, names := harness.Pods(ns, "ice", "ice", 2, "500m", "512Mi")
 	harness.CreatePods(t, sb, ps...)
 	bound := harness.WaitBound(t, sb, ns, names)
 	for _, n := range names {
@@ -271,7 +245,7 @@ func TestLaunchFallsBackWhenAPoolRunsOutOfCapacity(t *testing.T) {
 func TestASchedulerRestartMidBurstLaunchesNoDuplicate(t *testing.T) {
 	ns := harness.Namespace(t, sb)
 	harness.NodePool(t, sb, "restart", "restart")
-	ps, names := pods(ns, "restart", "burst", 16, "1", "1Gi")
+	ps, names := harness.Pods(ns, "restart", "burst", 16, "1", "1Gi")
 	harness.CreatePods(t, sb, ps...)
 	harness.Eventually(t, "the first NodeClaims", func(ctx context.Context) (bool, error) {
 		return len(harness.NodeClaimsOf(t, sb, "restart")) > 0, nil
