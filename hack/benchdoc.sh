@@ -3,10 +3,12 @@
 set -euo pipefail
 raw=$1
 out=$2
+# the report itself is about to change: it does not make the tree dirty
+dirty=$(git diff --quiet -- . ":(exclude)$out" || echo ' (with local changes)')
 {
   echo "# Benchmarks"
   echo
-  echo "Written by \`make bench\` (hack/bench.sh) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')."
+  echo "Written by \`make bench\` (hack/bench.sh) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$dirty."
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(go version | cut -d' ' -f3)."
   echo
   echo "| benchmark | figure | value |"
