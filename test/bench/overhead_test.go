@@ -210,7 +210,8 @@ func overheadConfig(b *testing.B, withPlugin bool) string {
 	return path
 }
 
-// runScheduler starts the scheduler binary with a configuration against the sandbox and returns how to stop it.
+// runScheduler starts the scheduler binary with a configuration against the sandbox, its secure port serving
+// /debug/pprof to the benchmark, and returns its pid, that port and how to stop it.
 func runScheduler(b *testing.B, bin, config string, sb *sandbox.Sandbox) (pid, port int, stop func()) {
 	// the secure port serves /debug/pprof, open to the benchmark without credentials
 	port = freePort(b)

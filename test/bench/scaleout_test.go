@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,23 +58,7 @@ func scaleOut(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	b.Cleanup(sb.Stop)
-	sched := exec.Command(bin, "--config", "../../config/scheduler-config.yaml", "--kubeconfig", sb.Kubeconfig(), "--secure-port=0")
-	sched.Env = os.Environ()
-	for k, v := range sb.Env() {
-		sched.Env = append(sched.Env, k+"="+v)
-	}
-	var logs bytes.Buffer
-	sched.Stdout, sched.Stderr = &logs, &logs
-	if err := sched.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = sched.Process.Signal(syscall.SIGTERM)
-		_ = sched.Wait()
-		if b.Failed() {
-			b.Logf("scheduler log:\n%s", lastLines(logs.String(), 40))
-		}
-	})
+	pid, _, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
 	// provisioning alone: consolidating the first nodes while later pods still arrive would evict these bare pods
@@ -116,7 +99,7 @@ func scaleOut(b *testing.B, n int) {
 		cost += provision.ParsePrice(c.Status.Price)
 	}
 	lower, plan := podBounds(b, np, pods)
-	rss, cpu := procStats(b, sched.Process.Pid)
+	rss, cpu := procStats(b, pid)
 	selfRSS, selfCPU := procStats(b, os.Getpid())
 	b.ReportMetric(took.Seconds(), "s-until-all-bound")
 	b.ReportMetric(float64(len(claims)), "nodes")
