@@ -221,31 +221,10 @@ func TestAPIServerFaultsCauseNoDuplicateAndNoCrash(t *testing.T) {
 		c.scale(t, ns, ph.replicas)
 		var idleAtBind []string
 		if ph.up {
-			_ = waitFor(ctx, 3*time.Minute, func(ctx context.Context) string {
-				s, err := c.snapshot(ctx, ns, "apifaults")
-				if err != nil {
-					return err.Error()
-				}
-				for _, p := range s.live() {
-					if p.Spec.NodeName == "" {
-						return "pending pods"
-					}
-				}
-				if len(s.live()) != int(ph.replicas) {
-					return "pods missing"
-				}
-				idleAtBind = s.idle()
-				return ""
-			})
+			idleAtBind = c.idleWhenBound(ctx, ns, "apifaults", int(ph.replicas))
 		}
-		why := waitFor(ctx, 4*time.Minute, func(ctx context.Context) string {
-			s, err := c.snapshot(ctx, ns, "apifaults")
-			if err != nil {
-				return err.Error()
-			}
-			last = s
-			return s.unsettled(int(ph.replicas))
-		})
+		var why string
+		last, why = c.settle(ctx, ns, "apifaults", int(ph.replicas))
 		if why != "" {
 			t.Errorf("%d replicas: not settled under API faults within 4 minutes: %s", ph.replicas, why)
 		}

@@ -309,6 +309,45 @@ func (s *snapshot) idle() []string {
 	return out
 }
 
+// idleWhenBound waits up to three minutes until the workload's replicas pods all have a node, and returns the
+// NodeClaims that then host none of them: a node launched again for pods that meanwhile bound elsewhere shows
+// here, before consolidation would remove it.
+func (c *cluster) idleWhenBound(ctx context.Context, ns, pool string, replicas int) []string {
+	var idle []string
+	_ = waitFor(ctx, 3*time.Minute, func(ctx context.Context) string {
+		s, err := c.snapshot(ctx, ns, pool)
+		if err != nil {
+			return err.Error()
+		}
+		for _, p := range s.live() {
+			if p.Spec.NodeName == "" {
+				return "pending pods"
+			}
+		}
+		if len(s.live()) != replicas {
+			return "pods missing"
+		}
+		idle = s.idle()
+		return ""
+	})
+	return idle
+}
+
+// settle waits up to four minutes for the workload to settle (see unsettled) and returns the last snapshot and
+// why it is not settled, "" when it is.
+func (c *cluster) settle(ctx context.Context, ns, pool string, replicas int) (*snapshot, string) {
+	var last *snapshot
+	why := waitFor(ctx, 4*time.Minute, func(ctx context.Context) string {
+		s, err := c.snapshot(ctx, ns, pool)
+		if err != nil {
+			return err.Error()
+		}
+		last = s
+		return s.unsettled(replicas)
+	})
+	return last, why
+}
+
 // waitFor polls cond every 200ms until it returns "" or timeout passes, and returns the last reason.
 func waitFor(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) string) string {
 	deadline := time.Now().Add(timeout)

@@ -111,36 +111,11 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 		counts[point.name]++
 		sched = startScheduler()
 
-		// duplicates show first: a node launched again for pods that meanwhile bound elsewhere hosts nothing
-		// when the last pod binds, before consolidation would remove it
 		var idleAtBind []string
 		if point.scaleUp {
-			_ = waitFor(ctx, 3*time.Minute, func(ctx context.Context) string {
-				s, err := c.snapshot(ctx, ns, "crash")
-				if err != nil {
-					return err.Error()
-				}
-				for _, p := range s.live() {
-					if p.Spec.NodeName == "" {
-						return "pending pods"
-					}
-				}
-				if len(s.live()) != int(replicas) {
-					return "pods missing"
-				}
-				idleAtBind = s.idle()
-				return ""
-			})
+			idleAtBind = c.idleWhenBound(ctx, ns, "crash", int(replicas))
 		}
-		var last *snapshot
-		why = waitFor(ctx, 4*time.Minute, func(ctx context.Context) string {
-			s, err := c.snapshot(ctx, ns, "crash")
-			if err != nil {
-				return err.Error()
-			}
-			last = s
-			return s.unsettled(int(replicas))
-		})
+		last, why := c.settle(ctx, ns, "crash", int(replicas))
 		untaggedOrphans = last.untagged()
 		problems := []string{}
 		if lost := int(replicas) - last.running(); lost > 0 {

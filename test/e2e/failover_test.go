@@ -105,15 +105,7 @@ func TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst(t *testing.T) {
 	}
 	t.Logf("the standby led %s after the leader was killed (lease duration %s, retry period %s)", takeover.Round(100*time.Millisecond), lease, retry)
 
-	var last *snapshot
-	why := waitFor(ctx, 4*time.Minute, func(ctx context.Context) string {
-		s, err := c.snapshot(ctx, ns, "failover")
-		if err != nil {
-			return err.Error()
-		}
-		last = s
-		return s.unsettled(24)
-	})
+	last, why := c.settle(ctx, ns, "failover", 24)
 	if why != "" {
 		t.Errorf("the burst did not settle after the failover: %s", why)
 	}
