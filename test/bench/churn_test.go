@@ -27,11 +27,7 @@ func BenchmarkChurn20(b *testing.B) {
 
 func churn(b *testing.B) {
 	ctx := context.Background()
-	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: true, LaunchDelay: 0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(sb.Stop)
+	sb := startSandbox(b, true)
 	ns := harness.Namespace(b, sb)
 	harness.NodePool(b, sb, "churn", "churn")
 	created, terminated := countClaims(b, sb, "churn")

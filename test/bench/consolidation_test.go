@@ -41,15 +41,12 @@ func BenchmarkConsolidation1000To700(b *testing.B) {
 
 func runConsolidation(b *testing.B) {
 	ctx := context.Background()
-	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: true, LaunchDelay: 0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(sb.Stop) // first registered, last run: the namespace goes first; the NodePool goes with the sandbox
+	sb := startSandbox(b, true) // cleanup registered first, run last: the namespace goes first; the NodePool with the sandbox
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
-	np := harness.NewNodePool("bench", "bench") // not harness.NodePool: it goes with the sandbox, not node by node
-	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+	// not harness.NodePool: it goes with the sandbox, not node by node
+	np, err := sb.Stevedore.StevedoreV1().NodePools().Create(ctx, harness.NewNodePool("bench", "bench"), metav1.CreateOptions{})
+	if err != nil {
 		b.Fatal(err)
 	}
 	for i, s := range podSizes {

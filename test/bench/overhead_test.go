@@ -51,13 +51,8 @@ func BenchmarkPluginOverhead(b *testing.B) {
 }
 
 func pluginOverhead(b *testing.B) {
-	ctx := context.Background()
 	bin := schedulerBinary(b)
-	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: false, LaunchDelay: 0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(sb.Stop)
+	sb := startSandbox(b, false)
 	createStaticNodes(b, sb, overheadNodes)
 	withPlugin, plain := overheadConfigs(b)
 	bound := watchBindings(b, sb)

@@ -36,6 +36,17 @@ func benchmarkScaleOut(b *testing.B, n int) {
 	}
 }
 
+// startSandbox starts a sandbox whose instances register at once (--launch-delay 0), with or without the
+// in-process Stevedore scheduler, stopped when the benchmark ends.
+func startSandbox(b *testing.B, withScheduler bool) *sandbox.Sandbox {
+	sb, err := sandbox.Start(context.Background(), sandbox.Options{WithScheduler: withScheduler, LaunchDelay: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Stop)
+	return sb
+}
+
 // schedulerBinary returns $STEVEDORE_BIN or builds the scheduler.
 func schedulerBinary(b *testing.B) string {
 	if p := os.Getenv("STEVEDORE_BIN"); p != "" {
@@ -53,19 +64,15 @@ func schedulerBinary(b *testing.B) string {
 func scaleOut(b *testing.B, n int) {
 	ctx := context.Background()
 	bin := schedulerBinary(b)
-	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: false, LaunchDelay: 0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(sb.Stop)
+	sb := startSandbox(b, false)
 	pid, _, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
 	// provisioning alone: consolidating the first nodes while later pods still arrive would evict these bare pods
-	np := harness.NewNodePool("scaleout", "scaleout", func(np *stevedorev1.NodePool) {
+	np, err := sb.Stevedore.StevedoreV1().NodePools().Create(ctx, harness.NewNodePool("scaleout", "scaleout", func(np *stevedorev1.NodePool) {
 		np.Spec.Disruption.ConsolidateAfter = stevedorev1.NeverDuration()
-	})
-	if np, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+	}), metav1.CreateOptions{})
+	if err != nil {
 		b.Fatal(err)
 	}
 	var pods []*corev1.Pod
