@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
@@ -346,14 +347,19 @@ func TestChangingTheAMIReplacesEveryNodeWithoutOutage(t *testing.T) {
 		newAMIs[id] = true
 		terms = append(terms, stevedorev1.AMISelectorTerm{ID: id})
 	}
-	cur, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, "drift", metav1.GetOptions{})
+	// Stevedore writes the node class's status: read-modify-write until the write lands on the latest version
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, "drift", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		family := stevedorev1.AMIFamilyAL2023
+		cur.Spec.AMIFamily = &family
+		cur.Spec.AMISelectorTerms = terms
+		_, err = sb.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	family := stevedorev1.AMIFamilyAL2023
-	cur.Spec.AMIFamily = &family
-	cur.Spec.AMISelectorTerms = terms
-	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	harness.EventuallyWithin(t, 6*time.Minute, "every node replaced by one on the new AMI", func(ctx context.Context) (bool, error) {

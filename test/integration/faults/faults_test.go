@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
@@ -281,14 +282,23 @@ func TestInstancesThisClusterDoesNotOwnSurvive(t *testing.T) {
 		// a node class that does not exist: Stevedore cannot launch for the NodeClaim before the test names the
 		// foreign instance in its status
 		Spec: stevedorev1.NodeClaimSpec{NodeClassRef: &stevedorev1.NodeClassReference{Name: "no-such-class"}}}
-	created, err := sb.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := sb.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	created.Status.InstanceID, created.Status.ProviderID = foreign.ID, "aws:///us-east-1a/"+foreign.ID
-	created.Status.NodeName = "ip-foreign.ec2.internal"
-	meta.SetStatusCondition(&created.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionTrue, Reason: "Launched"})
-	if _, err := sb.Stevedore.StevedoreV1().NodeClaims().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// Stevedore's controllers write the new NodeClaim's status too (its launch fails for want of a node class):
+	// read-modify-write until the write lands on the latest version
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := sb.Stevedore.StevedoreV1().NodeClaims().Get(ctx, nc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.InstanceID, cur.Status.ProviderID = foreign.ID, "aws:///us-east-1a/"+foreign.ID
+		cur.Status.NodeName = "ip-foreign.ec2.internal"
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionTrue, Reason: "Launched"})
+		_, err = sb.Stevedore.StevedoreV1().NodeClaims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, nc.Name, metav1.DeleteOptions{}); err != nil {
