@@ -22,7 +22,9 @@ import (
 
 // planOutput is `scheduler plan -o json`.
 type planOutput struct {
-	Nodes         []planNode          `json:"nodes"`
+	Nodes []planNode `json:"nodes"`
+	// Existing are the pods placed on the input's Nodes (room the cluster already has), by node.
+	Existing      []planExisting      `json:"existing"`
 	Unschedulable []planUnschedulable `json:"unschedulable"`
 	TotalPrice    float64             `json:"totalPrice"`
 	SolveSeconds  float64             `json:"solveSeconds"`
@@ -39,6 +41,11 @@ type planNode struct {
 	Pods          []string `json:"pods"`
 }
 
+type planExisting struct {
+	Node string   `json:"node"`
+	Pods []string `json:"pods"`
+}
+
 type planUnschedulable struct {
 	Pod    string `json:"pod"`
 	Reason string `json:"reason"`
@@ -49,12 +56,14 @@ func newPlanCommand() *cobra.Command {
 	var catalogFile, output string
 	var budget time.Duration
 	var vmOverhead float64
+	var minValuesPolicy string
 	cmd := &cobra.Command{
 		Use:   "plan -f nodepools.yaml -f pods.json [-f daemonsets.yaml] [--catalog catalog.json] [-o json|table]",
 		Short: "Print the nodes Stevedore would launch for the given pods, without a cluster or a cloud",
-		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, Pods (and Lists of
-them), DaemonSets and Nodes from files, and prints the nodes it would launch, the pods on each, and the pods it
-could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
+		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, Pods, workloads
+(Deployments, ReplicaSets, StatefulSets, Jobs and CronJobs, expanded into their pods), DaemonSets, RuntimeClasses,
+Nodes and the pods bound to them (and Lists of any of these) from files, and prints the nodes it would launch, the
+pods on each, the pods the existing nodes take, and the pods it could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
 before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,7 +87,11 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 				objs = append(objs, o...)
 			}
 			ctx := context.Background()
-			problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead})
+			if minValuesPolicy != "Strict" && minValuesPolicy != "BestEffort" {
+				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
+			}
+			problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
+				MinValuesBestEffort: minValuesPolicy == "BestEffort"})
 			if err != nil {
 				return err
 			}
@@ -108,11 +121,25 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "json or table")
 	cmd.Flags().DurationVar(&budget, "solve-timeout", 2*time.Second, "time the solver may spend improving the packing")
 	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
+	cmd.Flags().StringVar(&minValuesPolicy, "min-values-policy", "Strict", "Strict or BestEffort, as the plugin argument minValuesPolicy")
 	return cmd
 }
 
 func renderPlan(plan *provision.Plan, pods []*corev1.Pod) planOutput {
-	out := planOutput{Nodes: []planNode{}, Unschedulable: []planUnschedulable{}, SolveSeconds: plan.Duration.Seconds()}
+	out := planOutput{Nodes: []planNode{}, Existing: []planExisting{}, Unschedulable: []planUnschedulable{}, SolveSeconds: plan.Duration.Seconds()}
+	var existing []string
+	for node := range plan.InFlight {
+		existing = append(existing, node)
+	}
+	sort.Strings(existing)
+	for _, node := range existing {
+		e := planExisting{Node: node}
+		for _, p := range plan.InFlight[node] {
+			e.Pods = append(e.Pods, p.Namespace+"/"+p.Name)
+		}
+		sort.Strings(e.Pods)
+		out.Existing = append(out.Existing, e)
+	}
 	for i, n := range plan.NewNodes {
 		pn := planNode{Name: fmt.Sprintf("node-%d", i+1), NodePool: n.NodePool.Name, InstanceType: n.InstanceType.Name,
 			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, Price: n.Offering.Price}
@@ -148,6 +175,9 @@ func printPlanTable(w io.Writer, out planOutput) error {
 		return err
 	}
 	fmt.Fprintf(w, "%d nodes, $%.4f per hour, solved in %.3fs\n", len(out.Nodes), out.TotalPrice, out.SolveSeconds)
+	for _, e := range out.Existing {
+		fmt.Fprintf(w, "on existing node %s: %s\n", e.Node, strings.Join(e.Pods, ","))
+	}
 	for _, u := range out.Unschedulable {
 		fmt.Fprintf(w, "unschedulable %s: %s\n", u.Pod, u.Reason)
 	}

@@ -1,5 +1,6 @@
 // Package manifest reads Kubernetes objects from YAML or JSON files, as kubectl would: multi-document YAML, JSON,
-// and v1 Lists, decoded into typed core, apps, policy and Stevedore objects.
+// and v1 Lists, decoded into typed core, apps, batch, node, policy and Stevedore objects; and expands workloads
+// into the pods their controllers would create (Expand).
 package manifest
 
 import (
@@ -11,12 +12,16 @@ import (
 	"os"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
@@ -26,10 +31,12 @@ type Decoder struct {
 	codecs serializer.CodecFactory
 }
 
-// NewDecoder returns a Decoder that knows core/v1, apps/v1, policy/v1 and stevedore.dev/v1.
+// NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1 and
+// stevedore.dev/v1.
 func NewDecoder() *Decoder {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
+		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // only on a programming error: the schemes above are static
 		}
@@ -55,7 +62,7 @@ func (d *Decoder) Decode(r io.Reader) ([]runtime.Object, error) {
 		}
 		obj, _, err := deserializer.Decode(raw, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+			return nil, fmt.Errorf("document %d: %w", doc, explain(raw, err))
 		}
 		if list, ok := obj.(*corev1.List); ok {
 			items, err := d.decodeList(list)
@@ -74,11 +81,36 @@ func (d *Decoder) decodeList(list *corev1.List) ([]runtime.Object, error) {
 	for i, item := range list.Items {
 		obj, _, err := d.codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("list item %d: %w", i, err)
+			return nil, fmt.Errorf("list item %d: %w", i, explain(item.Raw, err))
 		}
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// explain says what to do about an object of a kind the decoder does not know: Karpenter's NodePool and
+// EC2NodeClass are read as Stevedore's once their apiVersion says so.
+func explain(raw []byte, err error) error {
+	if !runtime.IsNotRegisteredError(err) && !runtime.IsMissingKind(err) && !runtime.IsMissingVersion(err) {
+		return err
+	}
+	var tm metav1.TypeMeta
+	if yaml.Unmarshal(raw, &tm) != nil || tm.Kind == "" {
+		return err
+	}
+	var meta struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	_ = yaml.Unmarshal(raw, &meta)
+	name := tm.Kind + "/" + meta.Metadata.Name
+	if meta.Metadata.Namespace != "" {
+		name = tm.Kind + "/" + meta.Metadata.Namespace + "/" + meta.Metadata.Name
+	}
+	switch tm.GroupVersionKind().Group {
+	case "karpenter.sh", "karpenter.k8s.aws":
+		return fmt.Errorf("%s is a Karpenter object (apiVersion %s): Stevedore reads the same fields as %s — change the apiVersion to stevedore.dev/v1", name, tm.APIVersion, stevedorev1.SchemeGroupVersion)
+	}
+	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget or a List of them", name, tm.APIVersion)
 }
 
 // DecodeFile reads every object of a file.

@@ -108,7 +108,7 @@ func benchmarkPlan(b *testing.B, n int) {
 		if i == 0 {
 			b.StopTimer()
 			preFilters, filters = sim.PreFilters, sim.Filters
-			if v := Verify(ctx, sim, nil, p.Region, plan); len(v) > 0 {
+			if v := Verify(ctx, sim, nil, p.Region, plan, p.DaemonSets); len(v) > 0 {
 				b.Fatalf("%d placements break a scheduling rule, first: %s", len(v), v[0])
 			}
 			b.StartTimer()

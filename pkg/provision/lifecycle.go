@@ -278,7 +278,7 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 	sort.Slice(pods, func(i, j int) bool { return podVec(pods[i]).weight() < podVec(pods[j]).weight() })
 	capacity := listVec(alloc)
 	used := vec{}
-	for _, ds := range l.daemonSetOverhead(claim) {
+	for _, ds := range l.daemonSetOverhead(ctx, claim) {
 		used = used.add(podVec(ds))
 	}
 	for _, pod := range pods {
@@ -291,21 +291,22 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 	}
 }
 
-// daemonSetOverhead returns the DaemonSet pods that would run on the claim's node.
-func (l *Lifecycle) daemonSetOverhead(claim *stevedorev1.NodeClaim) []*corev1.Pod {
+// daemonSetOverhead returns the DaemonSet pods that would run on the claim's node, as the scheduler's Filter
+// plugins decide on the node the claim becomes.
+func (l *Lifecycle) daemonSetOverhead(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod {
 	dss, err := l.prov.opts.DaemonSets.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
-	node := ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region)
-	var out []*corev1.Pod
+	sort.Slice(dss, func(i, j int) bool { return dss[i].Namespace+"/"+dss[i].Name < dss[j].Namespace+"/"+dss[j].Name })
+	pods := make([]*corev1.Pod, 0, len(dss))
 	for _, ds := range dss {
-		pod := DaemonSetPod(ds)
-		if tolerates(pod, node.Spec.Taints) && matchesNode(pod, node) {
-			out = append(out, pod)
-		}
+		pods = append(pods, DaemonSetPod(ds))
 	}
-	return out
+	node := ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region)
+	l.prov.simMu.Lock()
+	defer l.prov.simMu.Unlock()
+	return DaemonSetsOn(ctx, l.prov.opts.Simulator, pods, node)
 }
 
 // register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
@@ -381,22 +382,10 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		if it, ok := its[claim.Status.InstanceType]; ok {
-			for k, v := range it.Labels() {
-				cur.Labels[k] = v
-			}
-		}
-		for k, v := range claim.Labels {
+		for k, v := range ClaimNodeLabels(claim, its[claim.Status.InstanceType], l.prov.opts.Region) {
 			cur.Labels[k] = v
 		}
 		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name
-		cur.Labels[stevedorev1.LabelCapacityType] = claim.Status.CapacityType
-		if claim.Status.Zone != "" {
-			cur.Labels[corev1.LabelTopologyZone] = claim.Status.Zone
-		}
-		if l.prov.opts.Region != "" {
-			cur.Labels[corev1.LabelTopologyRegion] = l.prov.opts.Region
-		}
 		if !hasFinalizer(cur.Finalizers, stevedorev1.TerminationFinalizer) {
 			cur.Finalizers = append(cur.Finalizers, stevedorev1.TerminationFinalizer)
 		}
@@ -573,17 +562,6 @@ func tolerates(pod *corev1.Pod, taints []corev1.Taint) bool {
 			}
 		}
 		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// matchesNode reports whether a pod's node selector matches a node's labels (required node affinity is checked
-// by the simulation where it matters; DaemonSets rarely use more).
-func matchesNode(pod *corev1.Pod, node *corev1.Node) bool {
-	for k, v := range pod.Spec.NodeSelector {
-		if node.Labels[k] != v {
 			return false
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
 // maxClaimInstanceTypes caps the instance types a NodeClaim lists (CreateFleet caps them again).
@@ -32,15 +33,9 @@ func NodePoolHash(np *stevedorev1.NodePool) string {
 // requirements narrowed to what its pods pinned, and the instance types that fit them, cheapest first.
 func NewNodeClaim(pn *PlannedNode, nodeClassHash string) *stevedorev1.NodeClaim {
 	np := pn.NodePool
-	labels := map[string]string{stevedorev1.LabelNodePool: np.Name}
-	for k, v := range np.Spec.Template.ObjectMeta.Labels {
-		labels[k] = v
-	}
-	for k, v := range pn.Requirements.Labels() {
-		if definedByNodePool(k) {
-			labels[k] = v
-		}
-	}
+	// the labels the NodePool defines (template labels, its requirements' values for this node); the instance
+	// type's and the offering's are added when the node registers
+	labels := nodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
 	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np)}
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
@@ -104,25 +99,43 @@ func ClaimNode(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType,
 		}
 	}
 	it := its[typeName]
+	name := claim.Status.NodeName
+	if name == "" {
+		name = "nodeclaim-" + claim.Name
+	}
+	labels := ClaimNodeLabels(claim, it, region)
+	labels[corev1.LabelHostname] = name
+	allocatable := claim.Status.Allocatable
+	if len(allocatable) == 0 && it != nil {
+		allocatable = it.Allocatable()
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: claim.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: allocatable},
+	}
+}
+
+// ClaimNodeLabels returns the labels the node of a NodeClaim carries: its instance type's (it, nil when not known),
+// the NodeClaim's own (what its NodePool defines), the zone and capacity type it launched in (or, before that,
+// the ones its requirements pin) and the region, with the deprecated aliases of the well-known keys.
+func ClaimNodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region string) map[string]string {
 	labels := map[string]string{}
 	if it != nil {
 		for k, v := range it.Labels() {
-			labels[k] = v
+			if !scheduling.IsOfferingKey(k) {
+				labels[k] = v
+			}
 		}
 	}
 	for _, r := range claim.Spec.Requirements {
-		if (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
+		if scheduling.IsOfferingKey(r.Key) && (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
 			labels[r.Key] = r.Values[0]
 		}
 	}
 	for k, v := range claim.Labels {
 		labels[k] = v
 	}
-	name := claim.Status.NodeName
-	if name == "" {
-		name = "nodeclaim-" + claim.Name
-	}
-	labels[corev1.LabelHostname] = name
 	if claim.Status.Zone != "" {
 		labels[corev1.LabelTopologyZone] = claim.Status.Zone
 	}
@@ -135,15 +148,7 @@ func ClaimNode(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType,
 	if region != "" {
 		labels[corev1.LabelTopologyRegion] = region
 	}
-	allocatable := claim.Status.Allocatable
-	if len(allocatable) == 0 && it != nil {
-		allocatable = it.Allocatable()
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{Taints: claim.Spec.Taints},
-		Status:     corev1.NodeStatus{Allocatable: allocatable},
-	}
+	return scheduling.WithDeprecatedAliases(labels)
 }
 
 // formatPrice renders an hourly price as the API stores it.

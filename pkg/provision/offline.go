@@ -8,12 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
 
@@ -25,6 +27,8 @@ type OfflineInput struct {
 	// VMMemoryOverheadPercent as the plugin argument of the same name.
 	VMMemoryOverheadPercent float64
 	TimeBudget              time.Duration
+	// MinValuesBestEffort as the plugin argument minValuesPolicy: BestEffort.
+	MinValuesBestEffort bool
 }
 
 // OfflineProblem is an offline input turned into a solver input, ready to solve (repeatedly, for benchmarks).
@@ -33,48 +37,77 @@ type OfflineProblem struct {
 	NodePools []NodePoolOption
 	Nodes     []*corev1.Node
 	Bound     map[string][]*corev1.Pod
-	Region    string
+	// DaemonSets are one pod per DaemonSet.
+	DaemonSets []*corev1.Pod
+	Region     string
 }
 
-// NewOfflineProblem collects NodePools, EC2NodeClasses, Pods, Nodes and DaemonSets from objects. Pods without a
-// node are the ones to place; pods bound to a listed Node stay on it.
+// NewOfflineProblem collects NodePools, EC2NodeClasses, Pods, workloads (expanded into their pods by
+// manifest.Expand), Nodes and DaemonSets from objects. Pods without a node are the ones to place; pods bound to a
+// listed Node stay on it, and Nodes of a NodePool count against its limits. An object of another kind is an error
+// naming it.
 func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
+	objs, err := manifest.Expand(in.Objects)
+	if err != nil {
+		return nil, err
+	}
 	classes := map[string]*stevedorev1.EC2NodeClass{}
 	var pools []*stevedorev1.NodePool
-	var daemonSets []*corev1.Pod
 	p := &OfflineProblem{Bound: map[string][]*corev1.Pod{}, Region: in.Catalog.Region}
 	seen := map[types.UID]bool{}
-	for _, obj := range in.Objects {
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *stevedorev1.NodePool:
 			pools = append(pools, o)
 		case *stevedorev1.EC2NodeClass:
 			classes[o.Name] = o
 		case *appsv1.DaemonSet:
-			daemonSets = append(daemonSets, DaemonSetPod(o))
+			p.DaemonSets = append(p.DaemonSets, DaemonSetPod(o))
 		case *corev1.Node:
 			p.Nodes = append(p.Nodes, o)
 		case *corev1.Pod:
 			pod := o.DeepCopy()
-			if pod.Namespace == "" {
-				pod.Namespace = "default"
-			}
-			if pod.UID == "" {
-				pod.UID = types.UID(pod.Namespace + "/" + pod.Name)
-			}
 			if seen[pod.UID] {
 				return nil, fmt.Errorf("pod %s/%s appears twice", pod.Namespace, pod.Name)
 			}
 			seen[pod.UID] = true
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue // done: needs no node
+			}
 			if pod.Spec.NodeName != "" {
 				p.Bound[pod.Spec.NodeName] = append(p.Bound[pod.Spec.NodeName], pod)
 				continue
 			}
 			p.Pods = append(p.Pods, pod)
+		case *policyv1.PodDisruptionBudget:
+			// read so that a cluster dump can be given as is; budgets do not change where pods go
+		default:
+			return nil, fmt.Errorf("%s: scheduler plan does not read this kind", manifest.Name(obj))
 		}
 	}
 	if len(pools) == 0 {
 		return nil, fmt.Errorf("no NodePool in the input")
+	}
+	sort.SliceStable(p.Nodes, func(i, j int) bool { return p.Nodes[i].Name < p.Nodes[j].Name })
+	used := map[string]corev1.ResourceList{}
+	for _, n := range p.Nodes {
+		pool, ok := n.Labels[stevedorev1.LabelNodePool]
+		if !ok {
+			continue
+		}
+		u := used[pool]
+		if u == nil {
+			u = corev1.ResourceList{}
+			used[pool] = u
+		}
+		for name, q := range n.Status.Capacity {
+			sum := u[name]
+			sum.Add(q)
+			u[name] = sum
+		}
+		count := u["nodes"]
+		count.Add(resourceOne())
+		u["nodes"] = count
 	}
 	for _, np := range pools {
 		model := cloud.DefaultOverheadModel()
@@ -92,27 +125,16 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 			}
 			its = append(its, it)
 		}
-		opt, err := NewNodePoolOption(np, its, remainingFromLimits(np), daemonSets)
+		opt, err := NewNodePoolOption(np, its, remaining(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)
 		if err != nil {
 			return nil, err
 		}
+		opt.MinValuesBestEffort = in.MinValuesBestEffort
 		p.NodePools = append(p.NodePools, opt)
 	}
 	SortNodePools(p.NodePools)
 	sort.SliceStable(p.Pods, func(i, j int) bool { return p.Pods[i].UID < p.Pods[j].UID })
 	return p, nil
-}
-
-// remainingFromLimits is the NodePool's limits with nothing used yet.
-func remainingFromLimits(np *stevedorev1.NodePool) corev1.ResourceList {
-	if len(np.Spec.Limits) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for k, v := range np.Spec.Limits {
-		out[k] = v.DeepCopy()
-	}
-	return out
 }
 
 // Solve plans the problem with a fresh snapshot.
@@ -121,8 +143,13 @@ func (p *OfflineProblem) Solve(ctx context.Context, sim *simulation.Simulator, b
 }
 
 // Input is the solver input of the problem, on a fresh snapshot of its nodes.
+// Existing nodes take pods first, as the scheduler would place them there before Stevedore is asked.
 func (p *OfflineProblem) Input(budget time.Duration) Input {
-	return Input{Pods: p.Pods, NodePools: p.NodePools, Snapshot: p.Snapshot(), TimeBudget: budget, Region: p.Region}
+	existing := make([]InFlightNode, 0, len(p.Nodes))
+	for _, n := range p.Nodes {
+		existing = append(existing, InFlightNode{Name: n.Name, NodePool: n.Labels[stevedorev1.LabelNodePool]})
+	}
+	return Input{Pods: p.Pods, NodePools: p.NodePools, Snapshot: p.Snapshot(), InFlight: existing, TimeBudget: budget, Region: p.Region}
 }
 
 // Snapshot returns the problem's existing nodes with their pods.

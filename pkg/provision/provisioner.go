@@ -50,6 +50,8 @@ type Options struct {
 	BatchIdle     time.Duration
 	BatchMax      time.Duration
 	SolveTimeout  time.Duration
+	// MinValuesBestEffort plans nodes that cannot meet a requirement's minValues (plugin argument minValuesPolicy).
+	MinValuesBestEffort bool
 
 	Kube       kubernetes.Interface
 	Stevedore  versioned.Interface
@@ -598,11 +600,12 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map
 		for _, it := range its {
 			byName[it.Name] = it
 		}
-		opt, err := NewNodePoolOption(np, its, remaining(np, usage[np.Name]), daemonSets)
+		opt, err := NewNodePoolOption(np, its, remaining(np, usage[np.Name]), daemonSets, p.opts.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
 			continue
 		}
+		opt.MinValuesBestEffort = p.opts.MinValuesBestEffort
 		options = append(options, opt)
 	}
 	SortNodePools(options)
@@ -667,6 +670,7 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		}
 		inflightNodes[ClaimNode(c, its, p.opts.Region).Name] = c
 	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	snap := simulation.NewSnapshot()
 	for _, n := range nodes {
 		if _, inflight := inflightNodes[n.Name]; inflight {

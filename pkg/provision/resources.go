@@ -28,6 +28,15 @@ func podVec(pod *corev1.Pod) vec {
 	return vec{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value(), pods: 1}
 }
 
+// podsVec sums the requests of pods.
+func podsVec(pods []*corev1.Pod) vec {
+	var out vec
+	for _, p := range pods {
+		out = out.add(podVec(p))
+	}
+	return out
+}
+
 func listVec(rl corev1.ResourceList) vec {
 	return vec{cpu: rl.Cpu().MilliValue(), mem: rl.Memory().Value(), pods: rl.Pods().Value()}
 }

@@ -74,7 +74,7 @@ func solveObjects(t *testing.T, objs ...runtime.Object) (*Plan, *OfflineProblem,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := Verify(ctx, sim, p.Snapshot(), p.Region, plan); len(v) > 0 {
+	if v := Verify(ctx, sim, p.Snapshot(), p.Region, plan, p.DaemonSets); len(v) > 0 {
 		t.Fatalf("the plan breaks scheduling rules: %v", v)
 	}
 	return plan, p, sim

@@ -1,11 +1,18 @@
 package provision
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
@@ -15,18 +22,66 @@ import (
 // match its selector are placed without regard to it. Since the order in which the scheduler will bind a batch's
 // pods is not known, the solver keeps every constraint satisfied for any order: a pod that matches a group's
 // selector may not make the group's skew exceed maxSkew, whether it carries the constraint or not.
+//
+// Domains and counts follow kube-scheduler's PodTopologySpread: a node is a domain of the constraint only if it
+// has the topology key and, with nodeAffinityPolicy Honor (the default), matches the owning pod's node selector
+// and required node affinity, and, with nodeTaintsPolicy Honor, has no taint the owner does not tolerate;
+// matchLabelKeys narrow the selector to the owner's values; fewer domains than minDomains make the global
+// minimum 0. Domains are the existing and in-flight nodes and every (NodePool, instance type, offering) a new node
+// could be, so a zone with no node yet counts; for the hostname key a new node is always one more empty domain.
 type spreadGroup struct {
-	namespace string
-	selector  labels.Selector
-	key       string
-	maxSkew   int
-	counts    map[string]int
+	// id identifies the constraint: pods with the same constraint share the group
+	id         string
+	namespace  string
+	selector   labels.Selector
+	key        string
+	maxSkew    int
+	minDomains int
+	// affinity is the owner's required node affinity (nil with nodeAffinityPolicy Ignore).
+	affinity *nodeaffinity.RequiredNodeAffinity
+	// tolerations of the owner, when nodeTaintsPolicy is Honor.
+	honorTaints bool
+	tolerations []corev1.Toleration
+	counts      map[string]int
 	// histogram counts the domains holding each number of matching pods, so the minimum is found quickly.
 	histogram map[int]int
+	// counted records where each counted pod was counted, so it is taken off the same domain.
+	counted map[types.UID]string
 }
 
 func (g *spreadGroup) matches(pod *corev1.Pod) bool {
 	return pod.Namespace == g.namespace && g.selector.Matches(labels.Set(pod.Labels))
+}
+
+// eligible reports whether a node is one of the constraint's domains.
+func (g *spreadGroup) eligible(node *corev1.Node) bool {
+	if _, ok := node.Labels[g.key]; !ok {
+		return false
+	}
+	if g.affinity != nil {
+		if ok, err := g.affinity.Match(node); err != nil || !ok {
+			return false
+		}
+	}
+	if g.honorTaints {
+		for i := range node.Spec.Taints {
+			t := &node.Spec.Taints[i]
+			if t.Key == PhantomTaint || (t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute) {
+				continue
+			}
+			tolerated := false
+			for j := range g.tolerations {
+				if g.tolerations[j].ToleratesTaint(klog.Background(), t, false) {
+					tolerated = true
+					break
+				}
+			}
+			if !tolerated {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (g *spreadGroup) addDomain(d string) {
@@ -76,6 +131,9 @@ func (g *spreadGroup) decrement(d string) {
 }
 
 func (g *spreadGroup) min() int {
+	if g.key == corev1.LabelHostname || len(g.counts) < g.minDomains {
+		return 0
+	}
 	m := -1
 	for c := range g.histogram {
 		if m < 0 || c < m {
@@ -93,25 +151,63 @@ func (g *spreadGroup) allows(d string) bool {
 	return g.counts[d]+1-g.min() <= g.maxSkew
 }
 
-// spreadGroups collects the batch's hard spread constraints and counts the matching pods already in the snapshot.
-func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot) []*spreadGroup {
-	byKey := map[string]*spreadGroup{}
+// newSpreadGroup builds the group of one constraint of owner.
+func newSpreadGroup(owner *corev1.Pod, c corev1.TopologySpreadConstraint) (*spreadGroup, string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, k := range c.MatchLabelKeys {
+		if v, ok := owner.Labels[k]; ok {
+			r, err := labels.NewRequirement(k, selection.Equals, []string{v})
+			if err != nil {
+				return nil, "", err
+			}
+			sel = sel.Add(*r)
+		}
+	}
+	g := &spreadGroup{namespace: owner.Namespace, selector: sel, key: c.TopologyKey, maxSkew: int(c.MaxSkew), minDomains: 1,
+		counts: map[string]int{}, histogram: map[int]int{}, counted: map[types.UID]string{}}
+	if c.MinDomains != nil {
+		g.minDomains = int(*c.MinDomains)
+	}
+	id := fmt.Sprintf("%s|%s|%s|%d|%d", owner.Namespace, sel.String(), c.TopologyKey, c.MaxSkew, g.minDomains)
+	if c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+		g.affinity = ptrTo(nodeaffinity.GetRequiredNodeAffinity(owner))
+		var affinity *corev1.NodeSelector
+		if a := owner.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			affinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		raw, _ := json.Marshal([]any{owner.Spec.NodeSelector, affinity})
+		id += "|affinity=" + string(raw)
+	}
+	if c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
+		g.honorTaints, g.tolerations = true, owner.Spec.Tolerations
+		raw, _ := json.Marshal(owner.Spec.Tolerations)
+		id += "|tolerations=" + string(raw)
+	}
+	g.id = id
+	return g, id, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// spreadGroups collects the batch's hard spread constraints, their domains (existing and possible nodes) and the
+// matching pods already in the snapshot.
+func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possible []*corev1.Node) []*spreadGroup {
+	byID := map[string]*spreadGroup{}
 	var out []*spreadGroup
 	for _, p := range pods {
 		for _, c := range p.Spec.TopologySpreadConstraints {
 			if c.WhenUnsatisfiable != corev1.DoNotSchedule || c.LabelSelector == nil {
 				continue
 			}
-			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+			g, id, err := newSpreadGroup(p, c)
 			if err != nil {
 				continue
 			}
-			key := fmt.Sprintf("%s|%s|%s|%d", p.Namespace, sel.String(), c.TopologyKey, c.MaxSkew)
-			g, ok := byKey[key]
-			if !ok {
-				g = &spreadGroup{namespace: p.Namespace, selector: sel, key: c.TopologyKey, maxSkew: int(c.MaxSkew),
-					counts: map[string]int{}, histogram: map[int]int{}}
-				byKey[key] = g
+			if _, ok := byID[id]; !ok {
+				byID[id] = g
 				out = append(out, g)
 			}
 		}
@@ -123,14 +219,67 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot) []*spreadGroup 
 	for _, ni := range nodes {
 		node := ni.Node()
 		for _, g := range out {
-			d, ok := node.Labels[g.key]
-			if !ok {
+			if !g.eligible(node) {
 				continue
 			}
+			d := node.Labels[g.key]
 			g.addDomain(d)
 			for _, pi := range ni.GetPods() {
-				if g.matches(pi.GetPod()) {
+				if pod := pi.GetPod(); g.matches(pod) {
 					g.increment(d)
+					g.counted[pod.UID] = d
+				}
+			}
+		}
+	}
+	for _, node := range possible {
+		for _, g := range out {
+			if g.key != corev1.LabelHostname && g.eligible(node) {
+				g.addDomain(node.Labels[g.key])
+			}
+		}
+	}
+	return out
+}
+
+// possibleNodes renders one node per distinct set of labels a new node of the NodePools could have (each
+// instance type in each of its offerings, each value of a key the NodePool lets take several), for the spread
+// groups' domains.
+func possibleNodes(pools []NodePoolOption, region string) []*corev1.Node {
+	seen := map[string]bool{}
+	var out []*corev1.Node
+	add := func(pool *NodePoolOption, l map[string]string) {
+		keys := slices.Sorted(maps.Keys(l))
+		id := ""
+		for _, k := range keys {
+			id += k + "=" + l[k] + ";"
+		}
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		node := &corev1.Node{Spec: corev1.NodeSpec{Taints: pool.NodePool.Spec.Template.Spec.Taints}}
+		node.Labels = l
+		out = append(out, node)
+	}
+	for i := range pools {
+		pool := &pools[i]
+		var multi []string
+		for _, k := range slices.Sorted(maps.Keys(pool.Requirements)) {
+			if r := pool.Requirements[k]; pool.labelsNode(k) && r.IsFinite() && r.Len() > 1 {
+				multi = append(multi, k)
+			}
+		}
+		for _, it := range pool.InstanceTypes {
+			for _, o := range it.Offerings.Compatible(pool.Requirements) {
+				l := nodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, it.Labels(), o.Zone, o.CapacityType, region)
+				add(pool, l)
+				for _, k := range multi {
+					for _, v := range pool.Requirements[k].Values() {
+						with := maps.Clone(l)
+						with[k] = v
+						add(pool, with)
+					}
 				}
 			}
 		}
@@ -138,13 +287,33 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot) []*spreadGroup 
 	return out
 }
 
-// groupsAllow reports whether placing pod on a node labelled nodeLabels keeps every matching group within its skew.
-func groupsAllow(groups []*spreadGroup, pod *corev1.Pod, nodeLabels map[string]string) bool {
-	for _, g := range groups {
-		if !g.matches(pod) {
+// ownGroups returns the groups of the pod's own hard constraints.
+func ownGroups(groups []*spreadGroup, pod *corev1.Pod) []*spreadGroup {
+	var out []*spreadGroup
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule || c.LabelSelector == nil {
 			continue
 		}
-		if d, ok := nodeLabels[g.key]; ok && !g.allows(d) {
+		_, id, err := newSpreadGroup(pod, c)
+		if err != nil {
+			continue
+		}
+		for _, g := range groups {
+			if g.id == id {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// groupsAllow reports whether placing pod on node keeps every matching group within its skew.
+func groupsAllow(groups []*spreadGroup, pod *corev1.Pod, node *corev1.Node) bool {
+	for _, g := range groups {
+		if !g.matches(pod) || !g.eligible(node) {
+			continue
+		}
+		if !g.allows(node.Labels[g.key]) {
 			return false
 		}
 	}
@@ -152,45 +321,43 @@ func groupsAllow(groups []*spreadGroup, pod *corev1.Pod, nodeLabels map[string]s
 }
 
 // groupsCount records pod in the groups it matches.
-func groupsCount(groups []*spreadGroup, pod *corev1.Pod, nodeLabels map[string]string) {
+func groupsCount(groups []*spreadGroup, pod *corev1.Pod, node *corev1.Node) {
 	for _, g := range groups {
-		if !g.matches(pod) {
+		if !g.matches(pod) || !g.eligible(node) {
 			continue
 		}
-		if d, ok := nodeLabels[g.key]; ok {
-			g.increment(d)
-		}
+		d := node.Labels[g.key]
+		g.increment(d)
+		g.counted[pod.UID] = d
 	}
 }
 
-// groupsUncount removes pod from the groups it matches.
-func groupsUncount(groups []*spreadGroup, pod *corev1.Pod, nodeLabels map[string]string) {
+// groupsUncount removes pod from the groups it was counted in.
+func groupsUncount(groups []*spreadGroup, pod *corev1.Pod) {
 	for _, g := range groups {
-		if !g.matches(pod) {
-			continue
-		}
-		if d, ok := nodeLabels[g.key]; ok {
+		if d, ok := g.counted[pod.UID]; ok {
 			g.decrement(d)
+			delete(g.counted, pod.UID)
 		}
 	}
 }
 
 // groupsAddNode registers a new node's domains (its hostname, and any new value of a group's key).
-func groupsAddNode(groups []*spreadGroup, nodeLabels map[string]string) {
+func groupsAddNode(groups []*spreadGroup, node *corev1.Node) {
 	for _, g := range groups {
-		if d, ok := nodeLabels[g.key]; ok {
-			g.addDomain(d)
+		if g.eligible(node) {
+			g.addDomain(node.Labels[g.key])
 		}
 	}
 }
 
 // groupsRemoveNode forgets a node's hostname domain (a virtual node the solver gave up on).
-func groupsRemoveNode(groups []*spreadGroup, nodeLabels map[string]string) {
+func groupsRemoveNode(groups []*spreadGroup, node *corev1.Node) {
 	for _, g := range groups {
 		if g.key != corev1.LabelHostname {
 			continue
 		}
-		if d, ok := nodeLabels[g.key]; ok && g.counts[d] == 0 {
+		if d, ok := node.Labels[g.key]; ok && g.counts[d] == 0 {
 			g.removeDomain(d)
 		}
 	}

@@ -7,30 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 )
 
 // NodeForPlan renders a planned node as the Node its instance would register as: the planned instance type's
 // labels and allocatable, the priced offering's zone and capacity type, the NodePool's labels and taints.
 func NodeForPlan(name, region string, n *PlannedNode) *corev1.Node {
-	labels := map[string]string{}
-	for k, v := range n.InstanceType.Labels() {
-		labels[k] = v
-	}
-	for k, v := range n.Requirements.Labels() {
-		labels[k] = v
-	}
-	for k, v := range n.NodePool.Spec.Template.ObjectMeta.Labels {
-		labels[k] = v
-	}
-	labels[corev1.LabelTopologyZone] = n.Offering.Zone
-	labels[stevedorev1.LabelCapacityType] = n.Offering.CapacityType
-	labels[stevedorev1.LabelNodePool] = n.NodePool.Name
+	labels := nodeLabels(n.NodePool, n.PoolRequirements, n.Requirements, n.InstanceType.Labels(), n.Offering.Zone, n.Offering.CapacityType, region)
 	labels[corev1.LabelHostname] = name
-	if region != "" {
-		labels[corev1.LabelTopologyRegion] = region
-	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: n.NodePool.Spec.Template.Spec.Taints},
@@ -40,8 +24,10 @@ func NodeForPlan(name, region string, n *PlannedNode) *corev1.Node {
 
 // Verify builds the cluster a plan leads to on top of base (the existing nodes and pods, may be empty) and checks,
 // with the scheduler's PreFilter and Filter plugins, that every pod the plan places could be scheduled on its
-// node with all the other pods in place. It returns one message per violation; none means no rule is broken.
-func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Snapshot, region string, plan *Plan) []string {
+// node with all the other pods in place. Each new node also gets the DaemonSet pods (of daemons) the Filter
+// plugins put on it, decided afresh on its final labels, and each of those must fit too. It returns one message
+// per violation; none means no rule is broken.
+func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Snapshot, region string, plan *Plan, daemons []*corev1.Pod) []string {
 	snap := base
 	if snap == nil {
 		snap = simulation.NewSnapshot()
@@ -56,8 +42,11 @@ func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Sna
 	for i, n := range plan.NewNodes {
 		name := fmt.Sprintf("planned-%d", i+1)
 		names = append(names, name)
-		snap.AddNode(NodeForPlan(name, region, n), append(append([]*corev1.Pod(nil), n.DaemonSets...), n.Pods...)...)
-		for _, p := range n.Pods {
+		node := NodeForPlan(name, region, n)
+		ds := DaemonSetsOn(ctx, sim, daemons, node)
+		sim.Use(snap)
+		snap.AddNode(node, append(append([]*corev1.Pod(nil), ds...), n.Pods...)...)
+		for _, p := range append(append([]*corev1.Pod(nil), ds...), n.Pods...) {
 			all = append(all, placed{name, p})
 		}
 	}

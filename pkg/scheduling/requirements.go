@@ -177,6 +177,28 @@ func (r *Requirement) Any() string {
 	return sets.List(r.values)[0]
 }
 
+// Pick returns the value a node gets for a requirement that allows several: the smallest value an In lists, else
+// the smallest non-negative integer the requirement allows (a NodePool's Exists, NotIn, Gt or Lt on a key it
+// labels). It returns "" when no value is allowed.
+func (r *Requirement) Pick() string {
+	if !r.complement {
+		return r.Any()
+	}
+	start := int64(0)
+	if r.gt != nil && *r.gt >= 0 {
+		if *r.gt == math.MaxInt64 {
+			return ""
+		}
+		start = *r.gt + 1
+	}
+	for v := start; v < start+int64(r.values.Len())+1; v++ {
+		if s := strconv.FormatInt(v, 10); r.Has(s) {
+			return s
+		}
+	}
+	return ""
+}
+
 // NodeSelectorRequirement renders the requirement as a node selector term entry.
 func (r *Requirement) NodeSelectorRequirement() corev1.NodeSelectorRequirement {
 	switch {

@@ -28,6 +28,12 @@ const (
 	RebalanceEvent   = "Event"
 )
 
+// minValues policies.
+const (
+	MinValuesStrict     = "Strict"
+	MinValuesBestEffort = "BestEffort"
+)
+
 // Args are the Provisioner plugin's arguments, set under pluginConfig in the KubeSchedulerConfiguration.
 type Args struct {
 	metav1.TypeMeta `json:",inline"`
@@ -63,6 +69,10 @@ type Args struct {
 	// RebalanceAction is what an EC2 rebalance recommendation does: Replace (pre-launch a replacement and drain
 	// within the NodePool's budget, the default) or Event (record an event only, as Karpenter does).
 	RebalanceAction string `json:"rebalanceAction,omitempty"`
+	// MinValuesPolicy is what happens to pods whose nodes cannot meet a NodePool requirement's minValues:
+	// Strict (the default, as Karpenter) leaves them unschedulable with the requirement named; BestEffort plans
+	// the node with as many distinct values as the pods allow.
+	MinValuesPolicy string `json:"minValuesPolicy,omitempty"`
 	// SpotInterruptionNotice is how long AWS gives between a spot interruption warning and the termination; the
 	// wait for replacements ends early enough to drain within it. Default 2m (AWS's notice; change it only for an
 	// emulator).
@@ -118,6 +128,9 @@ func (a Args) Defaults(env func(string) string) Args {
 	if a.RebalanceAction == "" {
 		a.RebalanceAction = RebalanceReplace
 	}
+	if a.MinValuesPolicy == "" {
+		a.MinValuesPolicy = MinValuesStrict
+	}
 	return a
 }
 
@@ -165,6 +178,10 @@ func (a Args) Validate() field.ErrorList {
 	if a.RebalanceAction != RebalanceReplace && a.RebalanceAction != RebalanceEvent {
 		errs = append(errs, field.NotSupported(field.NewPath("rebalanceAction"), a.RebalanceAction,
 			[]string{RebalanceReplace, RebalanceEvent}))
+	}
+	if a.MinValuesPolicy != MinValuesStrict && a.MinValuesPolicy != MinValuesBestEffort {
+		errs = append(errs, field.NotSupported(field.NewPath("minValuesPolicy"), a.MinValuesPolicy,
+			[]string{MinValuesStrict, MinValuesBestEffort}))
 	}
 	if q := a.InterruptionQueue; strings.Contains(q, "://") {
 		if u, err := url.Parse(q); err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {

@@ -105,7 +105,8 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	s.prov = provision.New(provision.Options{
 		ClusterName: args.ClusterName, Region: args.Region, SchedulerName: h.ProfileName(),
 		BatchIdle: args.BatchIdleDuration.Duration, BatchMax: args.BatchMaxDuration.Duration, SolveTimeout: args.SolveTimeout.Duration,
-		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
+		MinValuesBestEffort: args.MinValuesPolicy == MinValuesBestEffort,
+		Kube:                kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
 		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Cloud: provider, Simulator: sim, Recorder: h.EventRecorder(),
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Lister().Get(ref.Name); err == nil {

@@ -1,0 +1,126 @@
+package provision
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fragileAffinity is a placed pod whose required pod affinity term holds only because no other pod matches it
+// yet: kube-scheduler lets the first pod of a group that selects itself go anywhere. Once a pod the term matches
+// is placed outside the pod's domain, the term no longer holds (the scheduler would refuse the pod were it
+// scheduled again with the others in place), so until one lands inside the domain, every pod the term matches
+// must go there.
+type fragileAffinity struct {
+	pod    *corev1.Pod
+	pods   podSelector
+	key    string
+	domain string
+}
+
+// requiredAffinitySelectors returns a pod's required pod affinity terms as selectors, with their keys.
+func requiredAffinitySelectors(p *corev1.Pod) ([]podSelector, []string) {
+	a := p.Spec.Affinity
+	if a == nil || a.PodAffinity == nil {
+		return nil, nil
+	}
+	var sels []podSelector
+	var keys []string
+	for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+		if err != nil || t.LabelSelector == nil {
+			continue
+		}
+		ps := podSelector{selector: sel}
+		if t.NamespaceSelector == nil {
+			ps.namespaces = map[string]bool{}
+			if len(t.Namespaces) == 0 {
+				ps.namespaces[p.Namespace] = true
+			}
+			for _, ns := range t.Namespaces {
+				ps.namespaces[ns] = true
+			}
+		}
+		sels = append(sels, ps)
+		keys = append(keys, t.TopologyKey)
+	}
+	return sels, keys
+}
+
+// affinityAllows reports whether pod may go on node without breaking a fragile affinity.
+func (st *solve) affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
+	for _, f := range st.fragile {
+		if f.pod.UID != pod.UID && f.pods.matches(pod) && node.Labels[f.key] != f.domain {
+			return false
+		}
+	}
+	return true
+}
+
+// trackAffinity records a pod just placed on node: the fragile affinities it now satisfies are no longer
+// fragile, and its own terms that hold only by matching itself become fragile.
+func (st *solve) trackAffinity(pod *corev1.Pod, node *corev1.Node) {
+	kept := st.fragile[:0]
+	for _, f := range st.fragile {
+		if f.pod.UID != pod.UID && f.pods.matches(pod) && node.Labels[f.key] == f.domain {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	st.fragile = kept
+	sels, keys := requiredAffinitySelectors(pod)
+	for i, sel := range sels {
+		domain, ok := node.Labels[keys[i]]
+		if !ok || !sel.matches(pod) || st.othersInDomain(pod, sel, keys[i], domain) {
+			continue
+		}
+		st.fragile = append(st.fragile, fragileAffinity{pod: pod, pods: sel, key: keys[i], domain: domain})
+	}
+}
+
+// othersInDomain reports whether a pod other than pod that sel matches is on a node whose key is domain.
+func (st *solve) othersInDomain(pod *corev1.Pod, sel podSelector, key, domain string) bool {
+	nodes, _ := st.snap.List()
+	for _, ni := range nodes {
+		if ni.Node().Labels[key] != domain {
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); p.UID != pod.UID && sel.matches(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// movable reports whether improvement may move a pod: not one with required pod affinity, nor one another pod's
+// required affinity may rely on.
+func (st *solve) movable(pod *corev1.Pod) bool {
+	if sels, _ := requiredAffinitySelectors(pod); len(sels) > 0 {
+		return false
+	}
+	if st.affinityTargets == nil {
+		st.affinityTargets = map[string]podSelector{}
+		add := func(p *corev1.Pod) {
+			sels, keys := requiredAffinitySelectors(p)
+			for i, s := range sels {
+				st.affinityTargets[s.selector.String()+"|"+keys[i]+"|"+p.Namespace] = s
+			}
+		}
+		for _, p := range st.in.Pods {
+			add(p)
+		}
+		withAffinity, _ := st.snap.HavePodsWithAffinityList()
+		for _, ni := range withAffinity {
+			for _, pi := range ni.GetPodsWithAffinity() {
+				add(pi.GetPod())
+			}
+		}
+	}
+	for _, s := range st.affinityTargets {
+		if s.matches(pod) {
+			return false
+		}
+	}
+	return true
+}

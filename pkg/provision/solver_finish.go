@@ -1,0 +1,84 @@
+package provision
+
+import (
+	"maps"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// finish picks each node's cheapest fitting type, builds the plan and takes the virtual nodes out of the
+// snapshot.
+func (st *solve) finish() {
+	for _, n := range st.open {
+		st.snap.RemoveNode(n.name)
+		if n.removed || len(n.pods) == 0 {
+			continue
+		}
+		pn := st.planNode(n)
+		if pn == nil {
+			for _, p := range n.pods {
+				st.plan.Unschedulable[p.UID] = "no instance type fits the pods planned together"
+			}
+			continue
+		}
+		st.plan.NewNodes = append(st.plan.NewNodes, pn)
+		st.plan.Cost += pn.Offering.Price
+	}
+}
+
+// planNode chooses the types that fit a node's pods and DaemonSet pods, cheapest first.
+func (st *solve) planNode(n *openNode) *PlannedNode {
+	all := append(append([]*corev1.Pod(nil), n.pods...), n.ds...)
+	requests := podRequests(all)
+	type priced struct {
+		it *cloud.InstanceType
+		o  cloud.Offering
+	}
+	var fits []priced
+	for _, it := range n.candidates {
+		if !fitsList(requests, it.Allocatable()) {
+			continue
+		}
+		offers := it.Offerings.Compatible(n.reqs)
+		if n.pinned[corev1.LabelTopologyZone] || n.pinned[stevedorev1.LabelCapacityType] {
+			offers = Offerings(offers).only(n)
+		}
+		o, ok := cloud.Offerings(offers).Cheapest()
+		if !ok {
+			continue
+		}
+		fits = append(fits, priced{it, o})
+	}
+	if len(fits) == 0 {
+		return nil
+	}
+	sort.SliceStable(fits, func(i, j int) bool {
+		if fits[i].o.Price != fits[j].o.Price {
+			return fits[i].o.Price < fits[j].o.Price
+		}
+		return fits[i].it.Name < fits[j].it.Name
+	})
+	reqs := n.reqs.Clone()
+	// a label the NodePool requires on every node (In several values, Exists, Gt, Lt) gets one value now
+	for _, key := range slices.Sorted(maps.Keys(n.pool.Requirements)) {
+		r, ok := reqs[key]
+		if !ok || !n.pool.labelsNode(key) || r.AllowsAbsence() || (r.IsFinite() && r.Len() == 1) || scheduling.IsRestricted(key) {
+			continue
+		}
+		if v := r.Pick(); v != "" {
+			reqs.Add(scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v))
+		}
+	}
+	pn := &PlannedNode{NodePool: n.pool.NodePool, PoolRequirements: n.pool.Requirements, Requirements: reqs,
+		InstanceType: fits[0].it, Offering: fits[0].o, Pods: n.pods, DaemonSets: n.ds, Requests: requests}
+	for _, f := range fits {
+		pn.InstanceTypes = append(pn.InstanceTypes, f.it)
+	}
+	return pn
+}

@@ -1,0 +1,227 @@
+package provision
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// improve spends the time budget on moves that lower the plan's price: emptying a node into the slack of others,
+// and moving single pods off a node when that lets it use a cheaper type and costs the receiving node less. Every
+// move is checked like a first placement (Filter plugins, spread groups); a move that does not pay is undone.
+// The work is bounded by a count of attempted moves, so that the same input gives the same plan whatever the
+// machine's speed; the deadline only stops a search that would otherwise run far longer than asked.
+func (st *solve) improve(deadline time.Time) {
+	moves := 20*len(st.in.Pods) + 1000
+	for pass := 0; pass < 4 && moves > 0 && time.Now().Before(deadline); pass++ {
+		improved := false
+		for _, a := range st.byWaste() {
+			if moves <= 0 || time.Now().After(deadline) {
+				return
+			}
+			if a.removed || len(a.pods) == 0 {
+				continue
+			}
+			moves--
+			movable := true
+			for _, p := range a.pods {
+				movable = movable && st.movable(p)
+			}
+			if movable && len(a.pods) <= 8 && st.tryEmpty(a) {
+				improved = true
+				continue
+			}
+			pods := append([]*corev1.Pod(nil), a.pods...)
+			sort.SliceStable(pods, func(i, j int) bool { return podVec(pods[i]).weight() > podVec(pods[j]).weight() })
+			for _, p := range pods {
+				if !st.movable(p) {
+					continue
+				}
+				moves--
+				if st.tryMove(a, p) {
+					improved = true
+				}
+			}
+		}
+		if !improved {
+			return
+		}
+	}
+}
+
+// byWaste orders the open nodes by the share of their type they leave unused, most wasteful first.
+func (st *solve) byWaste() []*openNode {
+	type w struct {
+		n     *openNode
+		waste float64
+	}
+	var list []w
+	for _, n := range st.open {
+		if n.removed || len(n.pods) == 0 {
+			continue
+		}
+		price, slack, idx := n.current()
+		if math.IsInf(price, 1) || idx >= len(n.byPrice) {
+			continue
+		}
+		list = append(list, w{n, slack.weight() / math.Max(n.byPrice[idx].alloc.weight(), 1e-9)})
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].waste > list[j].waste })
+	out := make([]*openNode, len(list))
+	for i := range list {
+		out[i] = list[i].n
+	}
+	return out
+}
+
+// saved is an open node's state before a move, to undo it.
+type savedNode struct {
+	n     *openNode
+	state openNode
+}
+
+func (st *solve) save(saved map[*openNode]savedNode, n *openNode) {
+	if _, ok := saved[n]; ok {
+		return
+	}
+	cp := *n
+	cp.pods = append([]*corev1.Pod(nil), n.pods...)
+	saved[n] = savedNode{n: n, state: cp}
+}
+
+// unplace takes a pod off an open node (snapshot, groups, accounting).
+func (st *solve) unplace(n *openNode, p *corev1.Pod) {
+	_ = st.snap.RemovePod(n.name, p)
+	groupsUncount(st.groups, p)
+	for i, q := range n.pods {
+		if q.UID == p.UID {
+			n.pods = append(n.pods[:i], n.pods[i+1:]...)
+			break
+		}
+	}
+	n.used = n.used.sub(podVec(p))
+	n.cacheValid = false
+}
+
+// restore undoes moves: pods placed on other nodes are taken off, node states put back, and the pods returned.
+func (st *solve) restore(saved map[*openNode]savedNode, moved map[types.UID]*openNode) {
+	for _, sv := range saved {
+		for _, p := range sv.n.pods {
+			if dst, ok := moved[p.UID]; ok && dst == sv.n {
+				st.unplace(sv.n, p)
+			}
+		}
+	}
+	for _, sv := range saved {
+		*sv.n = sv.state
+		sv.n.pricesDirty, sv.n.cacheValid = true, false
+		st.snap.NodeInfo(sv.n.name).SetNode(sv.n.node())
+	}
+}
+
+// tryEmpty moves every pod of a to other open nodes when that lowers the total price.
+func (st *solve) tryEmpty(a *openNode) bool {
+	saved := map[*openNode]savedNode{}
+	st.save(saved, a)
+	before, _, _ := a.current()
+	pods := orderPods(a.pods)
+	for _, p := range pods {
+		st.unplace(a, p)
+	}
+	moved := map[types.UID]*openNode{}
+	budget := before
+	ok := true
+	for _, p := range pods {
+		dst := st.relocate(p, a, budget, saved)
+		if dst == nil {
+			ok = false
+			break
+		}
+		moved[p.UID] = dst
+	}
+	if ok {
+		after := 0.0
+		for n, sv := range saved {
+			if n == a {
+				continue
+			}
+			pb, _, _ := (&sv.state).current()
+			pa, _, _ := n.current()
+			after += pa - pb
+		}
+		if after < before-1e-9 {
+			a.removed = true
+			st.snap.RemoveNode(a.name)
+			return true
+		}
+	}
+	// put everything back
+	for uid, dst := range moved {
+		for _, p := range dst.pods {
+			if p.UID == uid {
+				st.unplace(dst, p)
+				break
+			}
+		}
+	}
+	for n, sv := range saved {
+		*n = sv.state
+		n.pricesDirty, n.cacheValid = true, false
+		st.snap.NodeInfo(n.name).SetNode(n.node())
+	}
+	for _, p := range saved[a].state.pods {
+		_ = st.snap.AddPod(a.name, p)
+		groupsCount(st.groups, p, st.snap.NodeInfo(a.name).Node())
+	}
+	return false
+}
+
+// tryMove moves one pod off a when a can then use a cheaper type and the receiving node grows by less.
+func (st *solve) tryMove(a *openNode, p *corev1.Pod) bool {
+	before, _, _ := a.current()
+	saved := map[*openNode]savedNode{}
+	st.save(saved, a)
+	st.unplace(a, p)
+	after, _, _ := a.current()
+	gain := before - after
+	if len(a.pods) == 0 {
+		gain = before
+	}
+	if gain > 1e-9 {
+		if dst := st.relocate(p, a, gain, saved); dst != nil {
+			if len(a.pods) == 0 {
+				a.removed = true
+				st.snap.RemoveNode(a.name)
+			}
+			return true
+		}
+	}
+	*a = saved[a].state
+	a.pricesDirty, a.cacheValid = true, false
+	_ = st.snap.AddPod(a.name, p)
+	groupsCount(st.groups, p, st.snap.NodeInfo(a.name).Node())
+	return false
+}
+
+// relocate places p on an open node other than from whose price grows by less than budget, returning it.
+func (st *solve) relocate(p *corev1.Pod, from *openNode, budget float64, saved map[*openNode]savedNode) *openNode {
+	pl := st.newPlacing(p, p)
+	if pl == nil {
+		return nil
+	}
+	// remember the receiving node's state before it changes, so an unprofitable move can be undone
+	st.beforeCommit = func(n *openNode) { st.save(saved, n) }
+	defer func() { st.beforeCommit = nil }()
+	if !st.placeOnOpenWith(pl, placeOptions{exclude: from, maxMarginal: budget}) {
+		return nil
+	}
+	for _, n := range st.open {
+		if len(n.pods) > 0 && n.pods[len(n.pods)-1].UID == p.UID {
+			return n
+		}
+	}
+	return nil
+}

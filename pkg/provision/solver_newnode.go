@@ -1,0 +1,171 @@
+package provision
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// PhantomTaint keeps every pod off the phantom nodes that stand for topology domains with no node yet.
+const PhantomTaint = "stevedore.dev/phantom"
+
+// addPhantoms adds, for every zone (and capacity type and architecture) a NodePool can launch into, an empty
+// node no pod fits, so that topology spread sees the domains new nodes may open and does not pack a spread
+// workload into the zones that happen to have nodes. Phantoms have no hostname label: they are not hostname
+// domains.
+func (st *solve) addPhantoms() []*corev1.Node {
+	seen := map[string]bool{}
+	var names []*corev1.Node
+	for i := range st.in.NodePools {
+		pool := &st.in.NodePools[i]
+		for _, it := range pool.InstanceTypes {
+			for _, o := range it.Offerings.Compatible(pool.Requirements) {
+				labels := nodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, map[string]string{
+					corev1.LabelArchStable: it.Requirements.Get(corev1.LabelArchStable).Any(),
+					corev1.LabelOSStable:   it.Requirements.Get(corev1.LabelOSStable).Any(),
+				}, o.Zone, o.CapacityType, st.in.Region)
+				key := fmt.Sprint(labels)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				name := fmt.Sprintf("stevedore-phantom-%d", len(names))
+				node := &corev1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+					Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: PhantomTaint, Effect: corev1.TaintEffectNoSchedule}}},
+					Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0"),
+						corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")}},
+				}
+				st.snap.AddNode(node)
+				names = append(names, node)
+			}
+		}
+	}
+	return names
+}
+
+// openFor opens a new virtual node for a pod: the first NodePool (by weight) whose types fit it and whose
+// virtual node the Filter plugins accept.
+func (st *solve) openFor(pl *placing) bool {
+	var why []string
+	pools := make([]int, len(st.in.NodePools))
+	for i := range pools {
+		pools[i] = i
+	}
+	if st.rng != nil {
+		st.rng.Shuffle(len(pools), func(a, b int) { pools[a], pools[b] = pools[b], pools[a] })
+	}
+	for _, i := range pools {
+		pool := &st.in.NodePools[i]
+		if !pl.usable(pool) {
+			why = append(why, fmt.Sprintf("NodePool %s: has a PreferNoSchedule taint the pod does not tolerate", pool.NodePool.Name))
+			continue
+		}
+		ok, reason := st.openOn(pool, pl)
+		if ok {
+			return true
+		}
+		why = append(why, fmt.Sprintf("NodePool %s: %s", pool.NodePool.Name, reason))
+	}
+	if len(st.in.NodePools) == 0 {
+		st.reasons[pl.pod.UID] = "no NodePool exists"
+	} else {
+		st.reasons[pl.pod.UID] = strings.Join(why, "; ")
+	}
+	return false
+}
+
+func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
+	reason := "no instance type of the NodePool fits the pod"
+	for _, pr := range pl.reqs {
+		if err := pool.compatible(pool.Requirements, pr); err != nil {
+			reason = "the pod's node requirements conflict with the NodePool's: " + err.Error()
+			continue
+		}
+		reqs := pool.Requirements.Clone()
+		reqs.AddAll(pr)
+		cands := pool.filterTypes(pool.InstanceTypes, reqs, pl.room(), nil, "", "")
+		if len(cands) == 0 {
+			reason = tooLarge(pool, reqs, pl.room())
+			continue
+		}
+		if cands = st.withinLimits(pool, cands); len(cands) == 0 {
+			reason = "the NodePool's limits are reached"
+			continue
+		}
+		if !pool.minValuesHold(cands, reqs, pl.room()) {
+			reason = "no node can meet the NodePool's minValues: " + minValuesShortfall(cands, reqs, pl.room())
+			continue
+		}
+		st.nextID++
+		n := &openNode{name: fmt.Sprintf("stevedore-virtual-%d", st.nextID), pool: pool, candidates: cands, reqs: reqs,
+			pinned: map[string]bool{}, region: st.in.Region, seq: st.nextID}
+		zones, cts := offeringValues(cands, reqs)
+		if len(zones) == 0 || len(cts) == 0 {
+			continue
+		}
+		n.zone, n.ct = zones[0], cts[0]
+		n.setLargest()
+		fresh := n.node()
+		st.snap.AddNode(fresh)
+		groupsAddNode(st.groups, fresh)
+		// The pod's PreFilter state predates the new node. Filter plugins read an empty node's domains as
+		// holding no matching pod, which is what a fresh PreFilter would count, so the state stays valid (the
+		// DaemonSet pods the first placement adds make tryOpen compute it again).
+		if st.tryOpen(n, pl) {
+			st.open = append(st.open, n)
+			return true, ""
+		}
+		st.snap.RemoveNode(n.name)
+		groupsRemoveNode(st.groups, fresh)
+		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
+		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.fits(allocVec(largestType(cands))) {
+			reason += ", or its DaemonSets leave no room for it"
+		}
+	}
+	return false, reason
+}
+
+// tooLarge says why no instance type fits a pod that requests need: none the requirements allow has an available
+// offering, or the largest allowed ones are smaller than the pod.
+func tooLarge(pool *NodePoolOption, reqs scheduling.Requirements, need vec) string {
+	allowed := pool.filterTypes(pool.InstanceTypes, reqs, vec{}, nil, "", "")
+	if len(allowed) == 0 {
+		return "no instance type the NodePool and the pod's node requirements allow has an available offering"
+	}
+	var most vec
+	var cpuType, memType, podsType string
+	for _, it := range allowed {
+		a := allocVec(it)
+		if a.cpu > most.cpu {
+			most.cpu, cpuType = a.cpu, it.Name
+		}
+		if a.mem > most.mem {
+			most.mem, memType = a.mem, it.Name
+		}
+		if a.pods > most.pods {
+			most.pods, podsType = a.pods, it.Name
+		}
+	}
+	var short []string
+	if need.cpu > most.cpu {
+		short = append(short, fmt.Sprintf("cpu %s (the most any allowed type has is %s, %s)",
+			resource.NewMilliQuantity(need.cpu, resource.DecimalSI), resource.NewMilliQuantity(most.cpu, resource.DecimalSI), cpuType))
+	}
+	if need.mem > most.mem {
+		short = append(short, fmt.Sprintf("memory %s (the most any allowed type has is %s, %s)",
+			resource.NewQuantity(need.mem, resource.BinarySI), resource.NewQuantity(most.mem, resource.BinarySI), memType))
+	}
+	if need.pods > most.pods {
+		short = append(short, fmt.Sprintf("%d pods (the most any allowed type takes is %d, %s)", need.pods, most.pods, podsType))
+	}
+	if len(short) == 0 {
+		return fmt.Sprintf("no single instance type of the %d the NodePool allows has room for the pod's %s", len(allowed), need)
+	}
+	return "the pod requests " + strings.Join(short, " and ") + ", counted on allocatable"
+}

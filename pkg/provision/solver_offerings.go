@@ -1,0 +1,435 @@
+package provision
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+type offeringChoice struct {
+	reqs       scheduling.Requirements
+	candidates []*cloud.InstanceType
+	zone, ct   string
+	pinned     map[string]bool
+	// daemons are the DaemonSet pods that run on a node of any of the candidates (all have the same).
+	daemons []*corev1.Pod
+	price   float64
+}
+
+// maxChoices bounds the ways one placement is tried on a node.
+const maxChoices = 24
+
+// offeringChoices lists the ways a node may be made to hold total for a pod, cheapest first:
+//   - zone and capacity type: when the pod cares about them and the node has not pinned them, each available
+//     value is a choice;
+//   - instance-type keys the pod cares about (arch, family...): the candidates are grouped by their values, each
+//     group a choice, the group pinned;
+//   - DaemonSets: candidates on which different DaemonSets would run are never mixed on one node, so that the
+//     node's DaemonSet pods are known whichever type EC2 picks;
+//   - keys only the NodePool defines (a requirement allowing several values) that the pod cares about are pinned
+//     to one allowed value.
+func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode, total vec) []offeringChoice {
+	pinned := map[string]bool{}
+	for k := range n.pinned {
+		pinned[k] = true
+	}
+	reqs = reqs.Clone()
+	var typeKeys, poolKeys []string
+	for _, key := range slices.Sorted(maps.Keys(cared)) {
+		if isOfferingKey(key) || pinned[key] {
+			continue
+		}
+		if scheduling.IsInstanceTypeKey(key) || n.pool.typeKeys[key] {
+			typeKeys = append(typeKeys, key)
+			continue
+		}
+		if r, ok := reqs[key]; ok && n.pool.labelsNode(key) && !r.AllowsAbsence() && !(r.IsFinite() && r.Len() == 1) {
+			poolKeys = append(poolKeys, key)
+		}
+		pinned[key] = true
+	}
+	zones := []string{n.zone}
+	cts := []string{n.ct}
+	careZone := cared[corev1.LabelTopologyZone] && !n.pinned[corev1.LabelTopologyZone]
+	careCT := cared[stevedorev1.LabelCapacityType] && !n.pinned[stevedorev1.LabelCapacityType]
+	if careZone || careCT || !offeringAvailable(cands, reqs, n.zone, n.ct) {
+		allZones, allCTs := offeringValues(cands, reqs)
+		// vary only what the pod cares about (or what is no longer offered), keeping the node's current value first
+		if careZone || !offeringAvailable(cands, reqs, n.zone, "") {
+			zones = preferFirst(allZones, n.zone)
+		}
+		if careCT || !offeringAvailable(cands, reqs, "", n.ct) {
+			cts = preferFirst(allCTs, n.ct)
+		}
+	}
+	// a key only the NodePool defines: each value it allows is a choice (a spread over it needs them all)
+	variants := []scheduling.Requirements{reqs}
+	for _, key := range poolKeys {
+		r := reqs[key]
+		values := r.Values()
+		if !r.IsFinite() {
+			values = []string{r.Pick()}
+		}
+		var next []scheduling.Requirements
+		for _, base := range variants {
+			for _, v := range values {
+				if v == "" || len(next) == maxChoices {
+					continue
+				}
+				c := base.Clone()
+				c.Add(scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v))
+				next = append(next, c)
+			}
+		}
+		variants = next
+	}
+	var out []offeringChoice
+	for _, variant := range variants {
+		out = append(out, st.zoneChoices(cands, variant, pinned, typeKeys, careZone, careCT, zones, cts, n, total)...)
+	}
+	if st.rng != nil {
+		st.rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
+	}
+	if len(out) > maxChoices {
+		out = out[:maxChoices]
+	}
+	return out
+}
+
+// zoneChoices are the choices of offeringChoices for one set of requirements: per zone and capacity type, per
+// group of candidates (typeGroups).
+func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, typeKeys []string, careZone, careCT bool, zones, cts []string, n *openNode, total vec) []offeringChoice {
+	var out []offeringChoice
+	for _, z := range zones {
+		for _, ct := range cts {
+			r := reqs.Clone()
+			p := map[string]bool{}
+			for k := range pinned {
+				p[k] = true
+			}
+			if careZone || n.pinned[corev1.LabelTopologyZone] {
+				r.Add(scheduling.MustRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, z))
+				p[corev1.LabelTopologyZone] = true
+			}
+			if careCT || n.pinned[stevedorev1.LabelCapacityType] {
+				r.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, ct))
+				p[stevedorev1.LabelCapacityType] = true
+			}
+			c := filterTypesOffering(cands, r, z, ct)
+			if len(c) == 0 {
+				continue
+			}
+			out = append(out, st.typeGroups(c, r, p, typeKeys, n, z, ct, total)...)
+		}
+	}
+	return out
+}
+
+// typeGroups splits candidates into the choices that differ in the values of keys or, for a node whose DaemonSets
+// are not decided yet, in the DaemonSets that would run on them; each choice pins keys and is priced by its
+// cheapest candidate holding total (with its DaemonSets).
+func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, keys []string, n *openNode, zone, ct string, total vec) []offeringChoice {
+	type group struct {
+		choice offeringChoice
+		values map[string]string
+	}
+	var groups []*group
+	index := map[string]*group{}
+	for _, it := range cands {
+		labels := it.Labels()
+		id := ""
+		for _, k := range keys {
+			id += k + "=" + labels[k] + ";"
+		}
+		var daemons []*corev1.Pod
+		if !n.hasDaemons {
+			var sig string
+			daemons, sig = st.daemonsFor(n.pool, reqs, it, zone, ct)
+			id += "|" + sig
+		}
+		g, ok := index[id]
+		if !ok {
+			g = &group{choice: offeringChoice{zone: zone, ct: ct, daemons: daemons}, values: map[string]string{}}
+			for _, k := range keys {
+				g.values[k] = labels[k]
+			}
+			index[id] = g
+			groups = append(groups, g)
+		}
+		g.choice.candidates = append(g.choice.candidates, it)
+	}
+	out := make([]offeringChoice, 0, len(groups))
+	priced := len(groups) > 1 // one group needs no price: there is nothing to order
+	for _, g := range groups {
+		c := g.choice
+		c.reqs = reqs
+		c.pinned = pinned
+		if len(keys) > 0 {
+			c.reqs = reqs.Clone()
+			c.pinned = make(map[string]bool, len(pinned)+len(keys))
+			for k := range pinned {
+				c.pinned[k] = true
+			}
+			for _, k := range keys {
+				if v := g.values[k]; v != "" {
+					c.reqs.Add(scheduling.MustRequirement(k, corev1.NodeSelectorOpIn, v))
+				} else {
+					c.reqs.Add(scheduling.MustRequirement(k, corev1.NodeSelectorOpDoesNotExist))
+				}
+				c.pinned[k] = true
+			}
+		}
+		if priced {
+			c.price = choicePrice(c, n, total, zone, ct)
+		}
+		out = append(out, c)
+	}
+	if priced {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+	}
+	return out
+}
+
+// choicePrice is the price of the cheapest candidate of a choice that holds total and the choice's DaemonSets.
+func choicePrice(c offeringChoice, n *openNode, total vec, zone, ct string) float64 {
+	need := total
+	if !n.hasDaemons {
+		need = need.add(podsVec(c.daemons))
+	}
+	z, t := "", ""
+	if c.pinned[corev1.LabelTopologyZone] {
+		z = zone
+	}
+	if c.pinned[stevedorev1.LabelCapacityType] {
+		t = ct
+	}
+	best := math.Inf(1)
+	for _, it := range c.candidates {
+		if !need.fits(allocVec(it)) {
+			continue
+		}
+		if p, ok := cheapestOffering(it, c.reqs, z, t); ok && p < best {
+			best = p
+		}
+	}
+	return best
+}
+
+// preferFirst moves v to the front of values if it is there.
+func preferFirst(values []string, v string) []string {
+	out := make([]string, 0, len(values))
+	for _, x := range values {
+		if x == v {
+			out = append([]string{x}, out...)
+		} else {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// offeringValues returns the zones and capacity types the candidates offer under reqs, cheapest first.
+func offeringValues(cands []*cloud.InstanceType, reqs scheduling.Requirements) ([]string, []string) {
+	zonePrice, ctPrice := map[string]float64{}, map[string]float64{}
+	for _, it := range cands {
+		for _, o := range it.Offerings.Compatible(reqs) {
+			if p, ok := zonePrice[o.Zone]; !ok || o.Price < p {
+				zonePrice[o.Zone] = o.Price
+			}
+			if p, ok := ctPrice[o.CapacityType]; !ok || o.Price < p {
+				ctPrice[o.CapacityType] = o.Price
+			}
+		}
+	}
+	return byPrice(zonePrice), byPrice(ctPrice)
+}
+
+func byPrice(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if m[out[i]] != m[out[j]] {
+			return m[out[i]] < m[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func offeringAvailable(cands []*cloud.InstanceType, reqs scheduling.Requirements, zone, ct string) bool {
+	for _, it := range cands {
+		if hasOffering(it, reqs, zone, ct) {
+			return true
+		}
+	}
+	return false
+}
+
+// filterTypes keeps the types compatible with reqs that can hold total (and, when zone and capacity type are
+// given and pinned, offer them). A key reqs name that a type does not define is fine only where the NodePool
+// defines it (it labels the node itself) or where the requirement is met by the label's absence.
+func (o *NodePoolOption) filterTypes(types []*cloud.InstanceType, reqs scheduling.Requirements, total vec, pinned map[string]bool, zone, ct string) []*cloud.InstanceType {
+	out := make([]*cloud.InstanceType, 0, len(types))
+	for _, it := range types {
+		if reqs.Compatible(it.Requirements, o.labelsNode) != nil {
+			continue
+		}
+		if !total.fits(allocVec(it)) {
+			continue
+		}
+		if !it.Offerings.HasCompatible(reqs) {
+			continue
+		}
+		out = append(out, it)
+	}
+	if pinned != nil && (pinned[corev1.LabelTopologyZone] || pinned[stevedorev1.LabelCapacityType]) {
+		return filterTypesOffering(out, reqs, zone, ct)
+	}
+	return out
+}
+
+// filterTypesOffering keeps the types with an available offering reqs allow in zone with capacity type ct (either
+// may be "" for any).
+func filterTypesOffering(types []*cloud.InstanceType, reqs scheduling.Requirements, zone, ct string) []*cloud.InstanceType {
+	out := make([]*cloud.InstanceType, 0, len(types))
+	for _, it := range types {
+		if hasOffering(it, reqs, zone, ct) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// hasOffering reports whether an instance type has an available offering reqs allow in zone with capacity type
+// ct (either may be "" for any).
+func hasOffering(it *cloud.InstanceType, reqs scheduling.Requirements, zone, ct string) bool {
+	zr, zok := reqs[corev1.LabelTopologyZone]
+	cr, cok := reqs[stevedorev1.LabelCapacityType]
+	for _, o := range it.Offerings {
+		if !o.Available || (zone != "" && o.Zone != zone) || (ct != "" && o.CapacityType != ct) {
+			continue
+		}
+		if (!zok || zr.Has(o.Zone)) && (!cok || cr.Has(o.CapacityType)) {
+			return true
+		}
+	}
+	return false
+}
+
+// watcher is a constraint of a pod that counts other pods by label in a topology domain: a required pod affinity
+// or anti-affinity term, or a hard spread constraint. A pod it matches must land on a node whose value of key is
+// known when it is placed, or the constraint could be broken by the instance type or offering picked later.
+type watcher struct {
+	pods podSelector
+	key  string
+}
+
+// watchers collects the constraints of the batch's pods and of the pods already in the snapshot that count other
+// pods, on any key but the hostname (every virtual node has its own).
+func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
+	seen := map[string]bool{}
+	var out []watcher
+	add := func(p *corev1.Pod, key string, sel *metav1.LabelSelector, namespaces []string, nsSelector *metav1.LabelSelector) {
+		if key == corev1.LabelHostname || sel == nil {
+			return
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return
+		}
+		ps := podSelector{selector: s}
+		if nsSelector == nil {
+			ps.namespaces = map[string]bool{}
+			if len(namespaces) == 0 {
+				ps.namespaces[p.Namespace] = true
+			}
+			for _, ns := range namespaces {
+				ps.namespaces[ns] = true
+			}
+		}
+		id := fmt.Sprintf("%v|%s|%s", slices.Sorted(maps.Keys(ps.namespaces)), s.String(), key)
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		out = append(out, watcher{pods: ps, key: scheduling.StableKey(key)})
+	}
+	visit := func(p *corev1.Pod) {
+		if a := p.Spec.Affinity; a != nil {
+			if a.PodAffinity != nil {
+				for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+					add(p, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector)
+				}
+			}
+			if a.PodAntiAffinity != nil {
+				for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+					add(p, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector)
+				}
+			}
+		}
+		for _, c := range p.Spec.TopologySpreadConstraints {
+			if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+				continue
+			}
+			add(p, c.TopologyKey, c.LabelSelector, nil, nil)
+			if c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+				// whether the node of a counted pod is a domain at all depends on the owner's node affinity
+				for k := range nodeAffinityKeys(p) {
+					add(p, k, c.LabelSelector, nil, nil)
+				}
+			}
+		}
+	}
+	for _, p := range pods {
+		visit(p)
+	}
+	withAffinity, _ := snap.HavePodsWithAffinityList()
+	for _, ni := range withAffinity {
+		for _, pi := range ni.GetPodsWithAffinity() {
+			visit(pi.GetPod())
+		}
+	}
+	return out
+}
+
+// nodeAffinityKeys are the keys a pod's node selector and required node affinity name.
+func nodeAffinityKeys(p *corev1.Pod) map[string]bool {
+	keys := map[string]bool{}
+	for k := range p.Spec.NodeSelector {
+		keys[k] = true
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range t.MatchExpressions {
+				keys[e.Key] = true
+			}
+		}
+	}
+	return keys
+}
+
+// watchedKeys returns the keys of the watchers that match pod.
+func (st *solve) watchedKeys(pod *corev1.Pod) []string {
+	if st.watchers == nil {
+		st.watchers = watchers(st.in.Pods, st.snap)
+	}
+	var out []string
+	for _, w := range st.watchers {
+		if w.pods.matches(pod) {
+			out = append(out, w.key)
+		}
+	}
+	return out
+}

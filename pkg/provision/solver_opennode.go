@@ -1,0 +1,256 @@
+package provision
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// openNode is a virtual node the solver is filling.
+type openNode struct {
+	name       string
+	pool       *NodePoolOption
+	candidates []*cloud.InstanceType // still compatible and large enough, largest last is not assumed
+	reqs       scheduling.Requirements
+	zone, ct   string
+	pinned     map[string]bool
+	pods       []*corev1.Pod
+	// ds are the DaemonSet pods on the node, decided with its first pod (hasDaemons): every candidate runs the same.
+	ds         []*corev1.Pod
+	hasDaemons bool
+	used       vec
+	largest    *cloud.InstanceType
+	cap        vec // allocatable of largest
+	removed    bool
+	region     string
+	common     map[string]string
+	commonFor  int
+	seq        int
+	byPrice    []pricedType
+	// pricesDirty is set whenever candidates, zone, capacity type or pins change.
+	pricesDirty bool
+	// slack and price cache the cheapest type holding used: what it costs and what it leaves free.
+	cachedFor   vec
+	cachedPrice float64
+	cachedSlack vec
+	cachedIdx   int
+	cacheValid  bool
+}
+
+// pricedType is an instance type with the price of its cheapest offering a node may use and its allocatable.
+type pricedType struct {
+	it    *cloud.InstanceType
+	price float64
+	alloc vec
+}
+
+// current returns the price of the cheapest type holding what the node uses now, what that type leaves free, and
+// its index in byPrice.
+func (n *openNode) current() (float64, vec, int) {
+	n.refreshPrices()
+	if n.cacheValid && n.cachedFor == n.used {
+		return n.cachedPrice, n.cachedSlack, n.cachedIdx
+	}
+	n.cachedFor, n.cacheValid = n.used, true
+	n.cachedPrice, n.cachedSlack, n.cachedIdx = math.Inf(1), vec{}, len(n.byPrice)
+	for i, p := range n.byPrice {
+		if n.used.fits(p.alloc) {
+			n.cachedPrice, n.cachedSlack, n.cachedIdx = p.price, p.alloc.sub(n.used), i
+			break
+		}
+	}
+	return n.cachedPrice, n.cachedSlack, n.cachedIdx
+}
+
+// grow returns the price of the cheapest type holding what the node uses plus need, and what it leaves free.
+func (n *openNode) grow(need vec) (float64, vec) {
+	price, slack, idx := n.current()
+	if need.fits(slack) {
+		return price, slack.sub(need)
+	}
+	total := n.used.add(need)
+	// byPrice is ordered by price, so the first type after the current one that holds the total is the cheapest
+	// (types before it cannot hold even the current use)
+	for _, p := range n.byPrice[min(idx, len(n.byPrice)):] {
+		if total.fits(p.alloc) {
+			return p.price, p.alloc.sub(total)
+		}
+	}
+	return math.Inf(1), vec{}
+}
+
+// refreshPrices recomputes the price-ordered candidates when the candidates or the pinned offering changed.
+func (n *openNode) refreshPrices() {
+	if !n.pricesDirty && n.byPrice != nil {
+		return
+	}
+	n.pricesDirty = false
+	n.cacheValid = false
+	n.byPrice = n.byPrice[:0]
+	zone, ct := "", ""
+	if n.pinned[corev1.LabelTopologyZone] {
+		zone = n.zone
+	}
+	if n.pinned[stevedorev1.LabelCapacityType] {
+		ct = n.ct
+	}
+	for _, it := range n.candidates {
+		if p, ok := cheapestOffering(it, n.reqs, zone, ct); ok {
+			n.byPrice = append(n.byPrice, pricedType{it: it, price: p, alloc: allocVec(it)})
+		}
+	}
+	sort.SliceStable(n.byPrice, func(i, j int) bool { return n.byPrice[i].price < n.byPrice[j].price })
+}
+
+// cheapestOffering is the lowest price of an available offering reqs allow in zone and capacity type ct ("" for
+// any).
+func cheapestOffering(it *cloud.InstanceType, reqs scheduling.Requirements, zone, ct string) (float64, bool) {
+	zr, zok := reqs[corev1.LabelTopologyZone]
+	cr, cok := reqs[stevedorev1.LabelCapacityType]
+	best, found := math.Inf(1), false
+	for _, o := range it.Offerings {
+		if !o.Available || (zone != "" && o.Zone != zone) || (ct != "" && o.CapacityType != ct) {
+			continue
+		}
+		if (!zok || zr.Has(o.Zone)) && (!cok || cr.Has(o.CapacityType)) && o.Price < best {
+			best, found = o.Price, true
+		}
+	}
+	return best, found
+}
+
+// allocVec is an instance type's allocatable as a vec.
+func allocVec(it *cloud.InstanceType) vec {
+	c, m, p := it.AllocatableCPUMemoryPods()
+	return vec{c, m, p}
+}
+
+func largestType(types []*cloud.InstanceType) *cloud.InstanceType {
+	var best *cloud.InstanceType
+	var bestW float64
+	for _, it := range types {
+		w := allocVec(it).weight()
+		if best == nil || w > bestW {
+			best, bestW = it, w
+		}
+	}
+	return best
+}
+
+// setLargest updates the representative (largest) candidate, the capacity it gives and the labels all candidates
+// share. Candidates only ever shrink, so an unchanged count means an unchanged set.
+func (n *openNode) setLargest() {
+	if n.largest != nil && len(n.candidates) == n.commonFor {
+		return
+	}
+	n.largest = largestType(n.candidates)
+	n.cap = allocVec(n.largest)
+	n.common = commonLabels(n.candidates)
+	n.commonFor = len(n.candidates)
+}
+
+// node renders the virtual node: labels common to all candidates (so a Filter never relies on a label the
+// launched type might not have), the representative zone and capacity type, the NodePool's labels and taints,
+// and the largest candidate's allocatable.
+func (n *openNode) node() *corev1.Node {
+	labels := nodeLabels(n.pool.NodePool, n.pool.Requirements, n.reqs, n.common, n.zone, n.ct, n.region)
+	labels[corev1.LabelHostname] = n.name
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: n.pool.NodePool.Spec.Template.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: n.largest.Allocatable(), Capacity: n.largest.Capacity},
+	}
+}
+
+// nodeLabels is the one definition of the labels a node Stevedore launches carries (pkg/scheduling states the
+// rules): its instance type's labels (typeLabels), the labels its NodePool defines — template labels, and the
+// values its requirements allow once narrowed to one by the pods planned on it (reqs; keys in restricted domains
+// only when the NodePool itself pins them) —, its offering's zone and capacity type, the region, the NodePool's
+// name, and the deprecated aliases of the well-known keys. Nothing a pod asked for that the NodePool does not
+// offer.
+func nodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements, typeLabels map[string]string, zone, ct, region string) map[string]string {
+	labels := make(map[string]string, len(typeLabels)+16)
+	for k, v := range typeLabels {
+		if !scheduling.IsOfferingKey(k) {
+			labels[k] = v
+		}
+	}
+	for k, r := range reqs {
+		pool, ok := poolReqs[k]
+		if !ok || scheduling.IsInstanceTypeKey(k) || scheduling.IsOfferingKey(k) || k == corev1.LabelTopologyRegion {
+			continue
+		}
+		if !r.IsFinite() || r.Len() != 1 {
+			continue
+		}
+		if scheduling.IsRestricted(k) && (!pool.IsFinite() || pool.Len() != 1) {
+			continue
+		}
+		labels[k] = r.Any()
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Labels {
+		labels[k] = v
+	}
+	if zone != "" {
+		labels[corev1.LabelTopologyZone] = zone
+	}
+	if ct != "" {
+		labels[stevedorev1.LabelCapacityType] = ct
+	}
+	if region != "" {
+		labels[corev1.LabelTopologyRegion] = region
+	}
+	labels[stevedorev1.LabelNodePool] = np.Name
+	return scheduling.WithDeprecatedAliases(labels)
+}
+
+// commonLabels returns the labels every type has with the same value.
+func commonLabels(types []*cloud.InstanceType) map[string]string {
+	if len(types) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range types[0].Labels() {
+		out[k] = v
+	}
+	for _, it := range types[1:] {
+		l := it.Labels()
+		for k, v := range out {
+			if l[k] != v {
+				delete(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// Offerings adds solver helpers to cloud offerings.
+type Offerings cloud.Offerings
+
+func (os Offerings) only(n *openNode) cloud.Offerings {
+	var out cloud.Offerings
+	for _, o := range os {
+		if n.pinned[corev1.LabelTopologyZone] && o.Zone != n.zone {
+			continue
+		}
+		if n.pinned[stevedorev1.LabelCapacityType] && o.CapacityType != n.ct {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// quantity renders a vec for messages.
+func (v vec) String() string {
+	return fmt.Sprintf("cpu %s, memory %s, pods %d", resource.NewMilliQuantity(v.cpu, resource.DecimalSI),
+		resource.NewQuantity(v.mem, resource.BinarySI), v.pods)
+}

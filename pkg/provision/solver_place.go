@@ -1,0 +1,487 @@
+package provision
+
+import (
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+)
+
+// placing is one attempt to place a pod: the pod itself (what goes into the snapshot) and check, what the Filter
+// plugins judge: the pod, or a copy with some of its preferences made requirements.
+type placing struct {
+	pod, check *corev1.Pod
+	state      fwk.CycleState
+	pre        *fwk.PreFilterResult
+	need       vec
+	reqs       []scheduling.Requirements
+	cared      map[string]bool
+	// avoidPreferNoSchedule keeps the pod off NodePools whose PreferNoSchedule taints it does not tolerate.
+	avoidPreferNoSchedule bool
+	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
+	reserve vec
+}
+
+// room is what the node must have free for the attempt: the pod and its companion's reserve.
+func (pl *placing) room() vec { return pl.need.add(pl.reserve) }
+
+func (pl *placing) allowed(name string) bool { return pl.pre.AllNodes() || pl.pre.NodeNames.Has(name) }
+
+// usable reports whether the attempt may use a NodePool.
+func (pl *placing) usable(pool *NodePoolOption) bool {
+	return !pl.avoidPreferNoSchedule || toleratesPreferNoSchedule(pl.check, pool.NodePool.Spec.Template.Spec.Taints)
+}
+
+// newPlacing runs PreFilter for check and gathers what placing it needs; nil when PreFilter rejects it.
+func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
+	state, pre, status := st.sim.PreFilter(st.ctx, check)
+	if !status.IsSuccess() && !status.IsSkip() {
+		st.reasons[pod.UID] = "PreFilter: " + status.Message()
+		return nil
+	}
+	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: podVec(pod), reqs: podRequirements(check),
+		cared: caredKeys(check)}
+	for _, k := range st.daemonKeys {
+		pl.cared[k] = true // DaemonSets select on it: the node's value must be known to count them
+	}
+	for _, k := range st.watchedKeys(pod) {
+		pl.cared[k] = true // another pod's affinity, anti-affinity or spread counts this one in its domain
+	}
+	return pl
+}
+
+// place puts one pod on an in-flight node, an open virtual node, or a new virtual node. Preferences (preferred
+// node and pod (anti-)affinity) are honoured where they can be without buying anything for them: first on
+// capacity already planned, then, when the pod needs a node anyway, on a new node where they hold, relaxed one at
+// a time; the pod's required constraints alone come last. A NodePool whose PreferNoSchedule taints the pod does
+// not tolerate is used only when nothing else takes the pod.
+func (st *solve) place(pod *corev1.Pod) bool {
+	if companion := st.companions[pod.UID]; companion != nil {
+		// land where the companion can follow (its node requirements too, and room for it), else as usual
+		levels := preferenceLevels(pod)
+		for i := range levels {
+			if merged := withNodeRequirementsOf(levels[i], companion); merged != nil {
+				levels[i] = merged
+			}
+		}
+		if st.placeLevels(pod, levels, podVec(companion)) {
+			return true
+		}
+	}
+	return st.placeLevels(pod, preferenceLevels(pod), vec{})
+}
+
+// placeLevels places pod trying its preference levels (the strictest first), keeping reserve free on its node.
+func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec) bool {
+	avoid := st.hasPreferNoSchedule && !toleratesPreferNoSchedule(pod, st.preferNoScheduleTaints)
+	if len(levels) > 1 {
+		var attempts []*placing
+		for _, check := range levels[:len(levels)-1] {
+			if pl := st.newPlacing(pod, check); pl != nil {
+				pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+				attempts = append(attempts, pl)
+			}
+		}
+		for _, pl := range attempts {
+			if st.placeOnInFlight(pl) || st.placeOnOpenWith(pl, placeOptions{maxMarginal: math.Inf(1)}) {
+				return true
+			}
+		}
+		// the pod without its preferences, on planned capacity that costs no more than a new node
+		if pl := st.newPlacing(pod, levels[len(levels)-1]); pl != nil {
+			pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+			if st.placeOnInFlight(pl) || st.placeOnOpenWith(pl, placeOptions{maxMarginal: st.newNodeCost(pl)}) {
+				return true
+			}
+		}
+		for _, pl := range attempts {
+			if st.openFor(pl) {
+				return true
+			}
+		}
+	}
+	pl := st.newPlacing(pod, levels[len(levels)-1])
+	if pl == nil {
+		return false
+	}
+	pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+	if st.placeOnInFlight(pl) || st.placeOnOpenWith(pl, placeOptions{allowNew: true, maxMarginal: math.Inf(1)}) {
+		return true
+	}
+	if avoid {
+		pl.avoidPreferNoSchedule = false
+		return st.placeOnOpenWith(pl, placeOptions{allowNew: true, maxMarginal: math.Inf(1)})
+	}
+	return false
+}
+
+// placeOnInFlight puts the pod on a node being launched, the fullest first.
+func (st *solve) placeOnInFlight(pl *placing) bool {
+	sort.SliceStable(st.inflight, func(i, j int) bool { return st.inflight[i].free.weight() < st.inflight[j].free.weight() })
+	for _, f := range st.inflight {
+		if !pl.room().fits(f.free) || !pl.allowed(f.Name) {
+			continue
+		}
+		node := st.snap.NodeInfo(f.Name).Node()
+		if pl.avoidPreferNoSchedule && !toleratesPreferNoSchedule(pl.check, node.Spec.Taints) {
+			continue
+		}
+		if !groupsAllow(st.groups, pl.pod, node) || !st.affinityAllows(pl.pod, node) {
+			continue
+		}
+		if st.sim.Filter(st.ctx, pl.state, pl.check, f.Name).IsSuccess() {
+			if err := st.snap.AddPod(f.Name, pl.pod); err != nil {
+				continue
+			}
+			groupsCount(st.groups, pl.pod, node)
+			st.trackAffinity(pl.pod, node)
+			f.free = f.free.sub(pl.need)
+			st.plan.InFlight[f.Name] = append(st.plan.InFlight[f.Name], pl.pod)
+			return true
+		}
+	}
+	return false
+}
+
+type openCand struct {
+	n        *openNode
+	marginal float64
+	leftover float64
+}
+
+// betterCand orders candidates by marginal cost, then leftover room, then age (deterministic ties).
+func betterCand(a, b openCand) bool {
+	if a.marginal != b.marginal {
+		return a.marginal < b.marginal
+	}
+	if a.leftover != b.leftover {
+		return a.leftover < b.leftover
+	}
+	return a.n.seq < b.n.seq
+}
+
+// insertTop inserts c into list, kept sorted and at most keep long.
+func insertTop(list []openCand, c openCand, keep int) []openCand {
+	if len(list) == keep && !betterCand(c, list[keep-1]) {
+		return list
+	}
+	i := len(list)
+	if i < keep {
+		list = append(list, c)
+	} else {
+		i = keep - 1
+	}
+	for i > 0 && betterCand(c, list[i-1]) {
+		list[i] = list[i-1]
+		i--
+	}
+	list[i] = c
+	return list
+}
+
+const maxOpenTries = 12
+
+// placeOptions restrict a placement: whether a new node may be opened, a node to leave alone (the one being
+// emptied during improvement), and the most the receiving node's price may grow.
+type placeOptions struct {
+	allowNew    bool
+	exclude     *openNode
+	maxMarginal float64
+}
+
+// placeOnOpenWith tries the open virtual nodes that can take the pod, those whose price grows least first (a pod
+// that fills slack the node's instance type already pays for costs nothing), then the fullest. Nodes whose growth
+// costs more than a new node are tried only after a new node was refused.
+func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
+	// Keep the best candidates by (marginal cost, leftover) without sorting them all. A pod whose placement
+	// depends on the zone or capacity type gets the best of each (zone, capacity type) the nodes have, so that a
+	// run of well-fitting nodes in the wrong zone does not hide the right ones.
+	const keep = 2 * maxOpenTries
+	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
+	buckets := map[string][]openCand{}
+	for _, n := range st.open {
+		if n.removed || n == opts.exclude || !pl.allowed(n.name) || !pl.usable(n.pool) {
+			continue
+		}
+		if !pl.room().fits(n.cap.sub(n.used)) {
+			continue // not even the largest candidate type holds it
+		}
+		before, _, _ := n.current()
+		after, left := n.grow(pl.need)
+		c := openCand{n, after - before, left.weight()}
+		if c.marginal >= opts.maxMarginal {
+			continue
+		}
+		if st.in.FirstFitDecreasing {
+			c = openCand{n, 0, float64(n.seq)}
+		}
+		key := ""
+		if byZone {
+			key = n.zone + "/" + n.ct
+		}
+		buckets[key] = insertTop(buckets[key], c, keep)
+	}
+	cands := st.candBuf[:0]
+	for _, b := range buckets {
+		cands = append(cands, b...)
+	}
+	sort.Slice(cands, func(i, j int) bool { return betterCand(cands[i], cands[j]) })
+	if st.rng != nil {
+		st.rng.Shuffle(len(cands), func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
+	}
+	st.candBuf = cands
+	newCost := math.Inf(1)
+	if opts.allowNew && !st.in.FirstFitDecreasing {
+		newCost = st.newNodeCost(pl)
+	}
+	tries, limit := 0, maxOpenTries
+	if byZone {
+		limit = maxOpenTries * len(buckets)
+	}
+	for _, c := range cands {
+		if tries == limit || c.marginal > newCost {
+			break
+		}
+		tries++
+		if st.tryOpen(c.n, pl) {
+			return true
+		}
+	}
+	if !opts.allowNew {
+		return false
+	}
+	if st.openFor(pl) {
+		return true
+	}
+	for _, c := range cands {
+		if c.marginal <= newCost {
+			continue
+		}
+		if tries == 2*limit {
+			break
+		}
+		tries++
+		if st.tryOpen(c.n, pl) {
+			return true
+		}
+	}
+	return false
+}
+
+// newNodeCost estimates what a new node for the pod would cost: the cheapest type of the first NodePool that
+// has one fitting it.
+func (st *solve) newNodeCost(pl *placing) float64 {
+	for i := range st.in.NodePools {
+		pool := &st.in.NodePools[i]
+		if !pl.usable(pool) {
+			continue
+		}
+		best := math.Inf(1)
+		for _, pr := range pl.reqs {
+			if pool.compatible(pool.Requirements, pr) != nil {
+				continue
+			}
+			for _, p := range pool.cheapest() {
+				if pl.room().fits(p.alloc) {
+					if p.price < best {
+						best = p.price
+					}
+					break
+				}
+			}
+		}
+		if !math.IsInf(best, 1) {
+			return best
+		}
+	}
+	return math.Inf(1)
+}
+
+// tryOpen narrows an open node to what the pod needs and runs the Filter plugins; on success the pod is placed
+// and the narrowing kept, on failure the node is restored.
+func (st *solve) tryOpen(n *openNode, pl *placing) bool {
+	for _, pr := range pl.reqs {
+		if n.pool.compatible(n.reqs, pr) != nil {
+			continue
+		}
+		total := n.used.add(pl.need)
+		// Candidates narrow only by compatibility: which of them is big enough is decided when the node is
+		// priced, so a node can shrink again when pods leave it.
+		reqs, cands := n.reqs, n.candidates
+		if len(pr) > 0 {
+			reqs = n.reqs.Clone()
+			reqs.AddAll(pr)
+			cands = n.pool.filterTypes(n.candidates, reqs, vec{}, n.pinned, n.zone, n.ct)
+		}
+		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largestType(cands))) {
+			continue
+		}
+		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, n, total.add(pl.reserve)) {
+			daemons := n.ds
+			if !n.hasDaemons {
+				daemons = choice.daemons
+			}
+			withDaemons := total.add(podsVec(daemons)).sub(podsVec(n.ds))
+			withReserve := withDaemons.add(pl.reserve)
+			if !withReserve.fits(allocVec(largestType(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) {
+				continue
+			}
+			if !n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
+				continue
+			}
+			trial := *n
+			trial.reqs = choice.reqs
+			trial.candidates = choice.candidates
+			trial.zone, trial.ct = choice.zone, choice.ct
+			trial.pinned = choice.pinned
+			trial.setLargest()
+			current := st.snap.NodeInfo(n.name).Node()
+			next := trial.node()
+			st.snap.NodeInfo(n.name).SetNode(next)
+			if !n.hasDaemons {
+				for _, d := range daemons {
+					_ = st.snap.AddPod(n.name, d)
+				}
+			}
+			undo := func() {
+				if !n.hasDaemons {
+					for _, d := range daemons {
+						_ = st.snap.RemovePod(n.name, d)
+					}
+				}
+				st.snap.NodeInfo(n.name).SetNode(current)
+			}
+			s2 := pl.state
+			// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
+			if s2 == nil || len(daemons) > 0 || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
+				// PreFilter state was computed with the node's previous labels and pods; spread and affinity must
+				// see the node as it would be
+				var status *fwk.Status
+				if s2, _, status = st.sim.PreFilter(st.ctx, pl.check); !status.IsSuccess() && !status.IsSkip() {
+					undo()
+					continue
+				}
+			}
+			if groupsAllow(st.groups, pl.pod, next) && st.affinityAllows(pl.pod, next) && st.sim.Filter(st.ctx, s2, pl.check, n.name).IsSuccess() {
+				trial.pricesDirty = trial.pricesDirty || len(trial.candidates) != len(n.candidates) || trial.zone != n.zone ||
+					trial.ct != n.ct || len(trial.pinned) != len(n.pinned)
+				if st.beforeCommit != nil {
+					undo()
+					st.beforeCommit(n)
+					st.snap.NodeInfo(n.name).SetNode(next)
+					if !n.hasDaemons {
+						for _, d := range daemons {
+							_ = st.snap.AddPod(n.name, d)
+						}
+					}
+				}
+				if !n.hasDaemons {
+					trial.ds, trial.hasDaemons = daemons, true
+				}
+				*n = trial
+				n.pods = append(n.pods, pl.pod)
+				n.used = withDaemons
+				_ = st.snap.AddPod(n.name, pl.pod)
+				groupsCount(st.groups, pl.pod, next)
+				st.trackAffinity(pl.pod, next)
+				return true
+			}
+			undo()
+		}
+	}
+	return false
+}
+
+// labelsMatter reports whether a node's labels changed in a key the pod's PreFilter state depends on: the topology
+// keys of its own constraints, and those of the required anti-affinity terms of the pods around.
+func (st *solve) labelsMatter(pod *corev1.Pod, before, after map[string]string) bool {
+	if st.antiKeys == nil {
+		st.antiKeys = antiAffinityKeys(st.in.Pods, st.snap)
+	}
+	own := caredKeys(pod)
+	for k, v := range after {
+		if before[k] != v && (own[k] || st.antiKeys[k]) {
+			return true
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok && (own[k] || st.antiKeys[k]) {
+			return true
+		}
+	}
+	return false
+}
+
+// antiAffinityKeys are the topology keys of every required anti-affinity term of the batch (preferred ones too:
+// the solver may make them requirements) and of the pods in the snapshot.
+func antiAffinityKeys(pods []*corev1.Pod, snap *simulation.Snapshot) map[string]bool {
+	keys := map[string]bool{}
+	add := func(p *corev1.Pod) {
+		if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				keys[t.TopologyKey] = true
+			}
+			for _, t := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				keys[t.PodAffinityTerm.TopologyKey] = true
+			}
+		}
+	}
+	for _, p := range pods {
+		add(p)
+	}
+	withAnti, _ := snap.HavePodsWithRequiredAntiAffinityList()
+	for _, ni := range withAnti {
+		for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
+			add(pi.GetPod())
+		}
+	}
+	return keys
+}
+
+// withNodeRequirementsOf returns a copy of pod that also requires what other's node selector and required node
+// affinity require (each pair of terms ANDed), or nil when their node selectors conflict.
+func withNodeRequirementsOf(pod, other *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	for k, v := range other.Spec.NodeSelector {
+		if cur, ok := out.Spec.NodeSelector[k]; ok && cur != v {
+			return nil
+		}
+		if out.Spec.NodeSelector == nil {
+			out.Spec.NodeSelector = map[string]string{}
+		}
+		out.Spec.NodeSelector[k] = v
+	}
+	a := other.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		return out
+	}
+	theirs := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if out.Spec.Affinity == nil {
+		out.Spec.Affinity = &corev1.Affinity{}
+	}
+	if out.Spec.Affinity.NodeAffinity == nil {
+		out.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := out.Spec.Affinity.NodeAffinity
+	ours := []corev1.NodeSelectorTerm{{}}
+	if na.RequiredDuringSchedulingIgnoredDuringExecution != nil && len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 0 {
+		ours = na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	var terms []corev1.NodeSelectorTerm
+	for _, o := range ours {
+		for _, t := range theirs {
+			terms = append(terms, corev1.NodeSelectorTerm{
+				MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), o.MatchExpressions...), t.MatchExpressions...),
+				MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), o.MatchFields...), t.MatchFields...),
+			})
+		}
+	}
+	na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: terms}
+	return out
+}
