@@ -294,19 +294,7 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 // daemonSetOverhead returns the DaemonSet pods that would run on the claim's node, as the scheduler's Filter
 // plugins decide on the node the claim becomes.
 func (l *Lifecycle) daemonSetOverhead(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod {
-	dss, err := l.prov.opts.DaemonSets.List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	sort.Slice(dss, func(i, j int) bool { return dss[i].Namespace+"/"+dss[i].Name < dss[j].Namespace+"/"+dss[j].Name })
-	pods := make([]*corev1.Pod, 0, len(dss))
-	for _, ds := range dss {
-		pods = append(pods, DaemonSetPod(ds))
-	}
-	node := ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region)
-	l.prov.simMu.Lock()
-	defer l.prov.simMu.Unlock()
-	return DaemonSetsOn(ctx, l.prov.opts.Simulator, pods, node)
+	return l.prov.daemonsOn(ctx, ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region))
 }
 
 // register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
@@ -328,6 +316,8 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 			return l.opts.RegistrationTimeout - waited + time.Second, nil
 		}
 	}
+	// before syncNode lets pods in: the scheduler keeps the DaemonSet pods' room until they are bound
+	p.ExpectDaemons(node.Name, l.daemonSetOverhead(ctx, claim))
 	if err := l.syncNode(ctx, claim, node); err != nil {
 		return 0, err
 	}

@@ -25,6 +25,9 @@ import (
 // scheduler places them by its ordinary rules once the first ones are bound.
 func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
 	node := claim.Status.NodeName
+	p.mu.Lock()
+	p.claimOfNode[node] = claim.Name
+	p.mu.Unlock()
 	counts := p.nominatedSpreadCounts(node)
 	for _, pod := range pods {
 		if !takeSpreadRoom(counts, pod) {

@@ -31,7 +31,7 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 		if !failedScheduling(pod) {
 			continue
 		}
-		if _, ok := p.assignedDecision(pod); ok {
+		if _, ok := p.assignedDecision(ctx, pod, nil); ok {
 			continue
 		}
 		if nn := pod.Status.NominatedNodeName; nn != "" {
@@ -39,7 +39,7 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 				continue // the scheduler will use the node it nominated
 			}
 		}
-		p.Consider(ctx, pod)
+		p.Consider(ctx, pod, nil)
 	}
 	p.mu.Lock()
 	for uid, claim := range p.podClaim {

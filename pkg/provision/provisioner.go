@@ -96,9 +96,14 @@ type Provisioner struct {
 	bindingPruned time.Time
 	// nominated holds the pods nominated to the node of the NodeClaim planned for them, and the node.
 	nominated map[types.UID]string
+	// claimOfNode names the NodeClaim of each node pods were nominated to.
+	claimOfNode map[string]string
 
 	typesMu sync.Mutex
 	types   map[string]cachedTypes // by NodePool name
+
+	// daemons keeps room for the DaemonSet pods of the nodes Stevedore launched until they are bound.
+	daemons daemonRoom
 }
 
 type cachedTypes struct {
@@ -125,6 +130,7 @@ func New(opts Options) *Provisioner {
 		solving:         map[types.UID]bool{},
 		binding:         map[types.UID]bindingPod{},
 		nominated:       map[types.UID]string{},
+		claimOfNode:     map[string]string{},
 		types:           map[string]cachedTypes{},
 	}
 }
@@ -153,9 +159,10 @@ type Decision struct {
 }
 
 // Consider is called for a pod that fits no existing node: it keeps the pod on the node planned for it, puts it on a
-// node being launched that has room, or adds it to the batch for the next solve.
-func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod) Decision {
-	if d, ok := p.assignedDecision(pod); ok {
+// node being launched that has room, or adds it to the batch for the next solve. roomTaken, when given, reports
+// whether the scheduler refused a node to the pod for lack of room in the cycle that failed.
+func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, roomTaken func(node string) bool) Decision {
+	if d, ok := p.assignedDecision(ctx, pod, roomTaken); ok {
 		return d
 	}
 	p.mu.Lock()
@@ -183,8 +190,10 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod) Decision {
 	return Decision{Kind: Batched}
 }
 
-// assignedDecision returns the decision for a pod already planned on a live NodeClaim.
-func (p *Provisioner) assignedDecision(pod *corev1.Pod) (Decision, bool) {
+// assignedDecision returns the decision for a pod already planned on a live NodeClaim. A pod whose planned node
+// is up and initialized but was refused to it for lack of room (other pods bound there first: a pod not nominated
+// there has no room held for it) is planned again.
+func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, roomTaken func(node string) bool) (Decision, bool) {
 	p.mu.Lock()
 	name, ok := p.podClaim[pod.UID]
 	solving := p.solving[pod.UID]
@@ -204,6 +213,12 @@ func (p *Provisioner) assignedDecision(pod *corev1.Pod) (Decision, bool) {
 		return Decision{Kind: Waiting, Claim: name}, true
 	}
 	if claim.DeletionTimestamp != nil {
+		p.forgetPod(pod.UID)
+		return Decision{}, false
+	}
+	if roomTaken != nil && claim.Status.NodeName != "" && IsInitialized(claim) && roomTaken(claim.Status.NodeName) {
+		klog.FromContext(ctx).V(1).Info("Planned node has no room left for the pod; provisioning it again", "pod", klog.KObj(pod),
+			"node", claim.Status.NodeName, "nodeclaim", claim.Name)
 		p.forgetPod(pod.UID)
 		return Decision{}, false
 	}
@@ -261,6 +276,11 @@ func (p *Provisioner) ForgetClaim(name string) {
 		delete(p.nominated, uid)
 	}
 	delete(p.assigned, name)
+	for node, claim := range p.claimOfNode {
+		if claim == name {
+			delete(p.claimOfNode, node)
+		}
+	}
 }
 
 // AssignedPods returns the pods planned on a NodeClaim.

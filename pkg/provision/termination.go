@@ -72,6 +72,9 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 		metrics.NodesTerminated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, reason).Inc()
 		p.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
 	}
+	if claim.Status.NodeName != "" {
+		p.ForgetDaemons(claim.Status.NodeName)
+	}
 	return 0, l.releaseClaim(ctx, claim.Name)
 }
 

@@ -7,9 +7,11 @@ package provisioner
 import (
 	"context"
 	"fmt"
-	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -36,6 +39,7 @@ type Provisioner struct {
 }
 
 var (
+	_ fwk.FilterPlugin      = &Provisioner{}
 	_ fwk.PostFilterPlugin  = &Provisioner{}
 	_ fwk.ReservePlugin     = &Provisioner{}
 	_ fwk.PermitPlugin      = &Provisioner{}
@@ -85,8 +89,12 @@ func (p *Provisioner) Name() string { return Name }
 // PostFilter is called for a pod that no existing node fits. The pod is kept on the node launching for it,
 // put on a launching node with room, or batched for the next solve; the scheduler then waits for the node to
 // register. Only a pod no NodePool can launch a node for is left to preemption.
-func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	d := p.shared.prov.Consider(ctx, pod)
+func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	roomTaken := func(node string) bool {
+		st := statuses.Get(node)
+		return st != nil && st.Plugin() == names.NodeResourcesFit
+	}
+	d := p.shared.prov.Consider(ctx, pod, roomTaken)
 	switch d.Kind {
 	case provision.Nominated:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
@@ -100,6 +108,39 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	default:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no NodePool can launch a node for this pod: "+d.Reason)
 	}
+}
+
+// Filter keeps, on a node Stevedore launched, the room of the pods planned there that are not bound yet: its
+// DaemonSet pods (the cluster's default scheduler places them, so a pod of this profile could otherwise take their
+// room) and the planned pods the scheduler does not count as nominated there; and keeps a pod planned on a node
+// still coming off the nodes planned for others.
+func (p *Provisioner) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if isDaemonSetPod(pod) {
+		return nil
+	}
+	keptCPU, keptMem, keptPods, names, refuse := p.shared.prov.KeptRoom(pod, ni)
+	if refuse != "" {
+		return fwk.NewStatus(fwk.Unschedulable, refuse)
+	}
+	if keptPods == 0 {
+		return nil
+	}
+	cpu, mem, _ := provision.PodVec(pod)
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	if cpu+used.GetMilliCPU()+keptCPU > alloc.GetMilliCPU() || mem+used.GetMemory()+keptMem > alloc.GetMemory() ||
+		int64(len(ni.GetPods()))+1+keptPods > int64(alloc.GetAllowedPodNumber()) {
+		return fwk.NewStatus(fwk.Unschedulable, "room kept for pods planned on this node and not bound yet: "+strings.Join(names, ", "))
+	}
+	return nil
+}
+
+func isDaemonSetPod(pod *v1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
 }
 
 // Reserve records the node the pod is binding to: until it is bound, provisioning counts it there. The slot planned

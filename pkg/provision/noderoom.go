@@ -1,0 +1,145 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+)
+
+// PodVec are a pod's cpu (millicores), memory (bytes) and pod count requests.
+func PodVec(pod *corev1.Pod) (int64, int64, int64) {
+	v := podVec(pod)
+	return v.cpu, v.mem, v.pods
+}
+
+// daemonRoom keeps, for each node Stevedore launched, the DaemonSet pods planned on it, so that the scheduler
+// leaves their room free until they are bound: DaemonSet pods are scheduled by the cluster's default scheduler,
+// and without this the first pods of Stevedore's profile to bind could take the room the plan kept for them,
+// leaving a DaemonSet pod Pending on a node launched with room for it.
+type daemonRoom struct {
+	mu sync.Mutex
+	// byNode holds the DaemonSet pods expected on a node, by node name.
+	byNode map[string][]*corev1.Pod
+	// sim decides which DaemonSets run on a node (its own simulator: a solve may hold the provisioner's for a
+	// while, and registration must not wait for it).
+	simOnce sync.Once
+	sim     *simulation.Simulator
+	simErr  error
+	simMu   sync.Mutex
+}
+
+// simulator returns the daemon room's own simulator.
+func (r *daemonRoom) simulator(ctx context.Context) (*simulation.Simulator, error) {
+	r.simOnce.Do(func() { r.sim, r.simErr = simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{}) })
+	return r.sim, r.simErr
+}
+
+// daemonsOn returns the DaemonSet pods the Filter plugins put on node, from the cluster's DaemonSets.
+func (p *Provisioner) daemonsOn(ctx context.Context, node *corev1.Node) []*corev1.Pod {
+	dss, err := p.opts.DaemonSets.List(labels.Everything())
+	if err != nil || len(dss) == 0 {
+		return nil
+	}
+	sort.Slice(dss, func(i, j int) bool { return dss[i].Namespace+"/"+dss[i].Name < dss[j].Namespace+"/"+dss[j].Name })
+	pods := make([]*corev1.Pod, 0, len(dss))
+	for _, ds := range dss {
+		pods = append(pods, DaemonSetPod(ds))
+	}
+	sim, err := p.daemons.simulator(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot decide which DaemonSets run on a node")
+		return nil
+	}
+	p.daemons.simMu.Lock()
+	defer p.daemons.simMu.Unlock()
+	return DaemonSetsOn(ctx, sim, pods, node)
+}
+
+// ExpectDaemons records the DaemonSet pods that will run on a node Stevedore launched.
+func (p *Provisioner) ExpectDaemons(node string, pods []*corev1.Pod) {
+	p.daemons.mu.Lock()
+	defer p.daemons.mu.Unlock()
+	if p.daemons.byNode == nil {
+		p.daemons.byNode = map[string][]*corev1.Pod{}
+	}
+	p.daemons.byNode[node] = pods
+}
+
+// ForgetDaemons drops a node's expected DaemonSet pods (the node is gone).
+func (p *Provisioner) ForgetDaemons(node string) {
+	p.daemons.mu.Lock()
+	defer p.daemons.mu.Unlock()
+	delete(p.daemons.byNode, node)
+}
+
+// KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod
+// for it: the room (millicores, bytes, pods) of the pods planned there that are not bound yet (the DaemonSet pods
+// the node will run, and the pods of the plan the scheduler does not already count as nominated there), with their
+// names; and refuse, set when pod is planned on another node that is still coming: it waits for its own node
+// rather than take room planned for others (the pods planned together, their affinity and spread, hold only if
+// each lands where it was planned).
+func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, mem, pods int64, names []string, refuse string) {
+	node := ni.Node()
+	if node == nil {
+		return 0, 0, 0, nil, ""
+	}
+	var kept vec
+	p.mu.Lock()
+	if claim, ok := p.claimOfNode[node.Name]; ok && len(p.assigned[claim]) > 0 {
+		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
+			refuse = fmt.Sprintf("the pod is planned on NodeClaim %s; this node's room is planned for other pods", own)
+		}
+		for uid, q := range p.assigned[claim] {
+			if uid == pod.UID || p.nominated[uid] == node.Name {
+				continue // the pod itself; a nominated pod the scheduler counts itself
+			}
+			kept = kept.add(podVec(q))
+			names = append(names, q.Namespace+"/"+q.Name)
+		}
+	}
+	p.mu.Unlock()
+	dsCPU, dsMem, dsCount, daemons := p.unboundDaemons(ni)
+	kept = kept.add(vec{dsCPU, dsMem, dsCount})
+	sort.Strings(names)
+	return kept.cpu, kept.mem, kept.pods, append(names, daemons...), refuse
+}
+
+// unboundDaemons returns the room (millicores, bytes, pods) of the DaemonSet pods expected on the node that are not
+// on it yet, and their DaemonSets' names.
+func (p *Provisioner) unboundDaemons(ni fwk.NodeInfo) (int64, int64, int64, []string) {
+	node := ni.Node()
+	p.daemons.mu.Lock()
+	expected := p.daemons.byNode[node.Name]
+	p.daemons.mu.Unlock()
+	if len(expected) == 0 {
+		return 0, 0, 0, nil
+	}
+	present := map[types.UID]bool{}
+	for _, pi := range ni.GetPods() {
+		for _, o := range pi.GetPod().OwnerReferences {
+			if o.Kind == "DaemonSet" {
+				present[o.UID] = true
+			}
+		}
+	}
+	var cpu, mem, count int64
+	var names []string
+	for _, d := range expected {
+		if present[d.OwnerReferences[0].UID] {
+			continue
+		}
+		v := podVec(d)
+		cpu, mem, count = cpu+v.cpu, mem+v.mem, count+1
+		names = append(names, "DaemonSet "+d.Namespace+"/"+d.OwnerReferences[0].Name)
+	}
+	return cpu, mem, count, names
+}
