@@ -539,23 +539,7 @@ func hasTaint(list []corev1.Taint, t corev1.Taint) bool {
 
 // tolerates reports whether a pod tolerates every NoSchedule/NoExecute taint.
 func tolerates(pod *corev1.Pod, taints []corev1.Taint) bool {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for j := range pod.Spec.Tolerations {
-			if pod.Spec.Tolerations[j].ToleratesTaint(klog.Background(), t, false) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+	return toleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e != corev1.TaintEffectPreferNoSchedule })
 }
 
 func joinNonEmpty(parts ...string) string {

@@ -148,16 +148,7 @@ func minValuesShortfall(cands []*cloud.InstanceType, reqs scheduling.Requirement
 func daemonSetKeys(pods []*corev1.Pod) []string {
 	keys := map[string]bool{}
 	for _, p := range pods {
-		for k := range p.Spec.NodeSelector {
-			keys[k] = true
-		}
-		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-				for _, e := range t.MatchExpressions {
-					keys[e.Key] = true
-				}
-			}
-		}
+		maps.Copy(keys, nodeAffinityKeys(p))
 	}
 	return slices.Sorted(maps.Keys(keys))
 }

@@ -50,17 +50,10 @@ func podRequirements(pod *corev1.Pod) []scheduling.Requirements {
 // required pod (anti-)affinity terms. A node hosting the pod must have these labels pinned to one value.
 func caredKeys(pod *corev1.Pod) map[string]bool {
 	keys := map[string]bool{}
-	for k := range pod.Spec.NodeSelector {
+	for k := range nodeAffinityKeys(pod) {
 		keys[scheduling.StableKey(k)] = true
 	}
 	if a := pod.Spec.Affinity; a != nil {
-		if na := a.NodeAffinity; na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			for _, t := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-				for _, e := range t.MatchExpressions {
-					keys[scheduling.StableKey(e.Key)] = true
-				}
-			}
-		}
 		if pa := a.PodAffinity; pa != nil {
 			for _, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
 				keys[scheduling.StableKey(t.TopologyKey)] = true
@@ -193,9 +186,14 @@ func samePreferenceLevel(a, b *corev1.Pod) bool {
 
 // toleratesPreferNoSchedule reports whether a pod tolerates every PreferNoSchedule taint of taints.
 func toleratesPreferNoSchedule(pod *corev1.Pod, taints []corev1.Taint) bool {
+	return toleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e == corev1.TaintEffectPreferNoSchedule })
+}
+
+// toleratesAll reports whether a pod tolerates every taint whose effect counts.
+func toleratesAll(pod *corev1.Pod, taints []corev1.Taint, counts func(corev1.TaintEffect) bool) bool {
 	for i := range taints {
 		t := &taints[i]
-		if t.Effect != corev1.TaintEffectPreferNoSchedule {
+		if !counts(t.Effect) {
 			continue
 		}
 		ok := false

@@ -688,20 +688,34 @@ func affinitySelectors(p *corev1.Pod) []podSelector {
 	}
 	var out []podSelector
 	for _, t := range terms {
-		sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
-		if err != nil || t.LabelSelector == nil {
-			continue
+		if ps, ok := newPodSelector(p, t.LabelSelector, t.Namespaces, t.NamespaceSelector); ok {
+			out = append(out, ps)
 		}
-		ps := podSelector{selector: sel}
-		if t.NamespaceSelector == nil {
-			ps.namespaces = map[string]bool{p.Namespace: len(t.Namespaces) == 0}
-			for _, ns := range t.Namespaces {
-				ps.namespaces[ns] = true
-			}
-		}
-		out = append(out, ps)
 	}
 	return out
+}
+
+// newPodSelector is the selector of a term of owner (pod affinity, anti-affinity or spread) over other pods:
+// its label selector in its namespaces (the owner's when none is named; any, with a namespace selector).
+func newPodSelector(owner *corev1.Pod, sel *metav1.LabelSelector, namespaces []string, nsSelector *metav1.LabelSelector) (podSelector, bool) {
+	if sel == nil {
+		return podSelector{}, false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return podSelector{}, false
+	}
+	ps := podSelector{selector: s}
+	if nsSelector == nil {
+		ps.namespaces = map[string]bool{}
+		if len(namespaces) == 0 {
+			ps.namespaces[owner.Namespace] = true
+		}
+		for _, ns := range namespaces {
+			ps.namespaces[ns] = true
+		}
+	}
+	return ps, true
 }
 
 func (st *solve) reasonFor(pod *corev1.Pod) string {

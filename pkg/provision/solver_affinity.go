@@ -2,7 +2,6 @@ package provision
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fragileAffinity is a placed pod whose required pod affinity term holds only because no other pod matches it
@@ -26,19 +25,9 @@ func requiredAffinitySelectors(p *corev1.Pod) ([]podSelector, []string) {
 	var sels []podSelector
 	var keys []string
 	for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-		sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
-		if err != nil || t.LabelSelector == nil {
+		ps, ok := newPodSelector(p, t.LabelSelector, t.Namespaces, t.NamespaceSelector)
+		if !ok {
 			continue
-		}
-		ps := podSelector{selector: sel}
-		if t.NamespaceSelector == nil {
-			ps.namespaces = map[string]bool{}
-			if len(t.Namespaces) == 0 {
-				ps.namespaces[p.Namespace] = true
-			}
-			for _, ns := range t.Namespaces {
-				ps.namespaces[ns] = true
-			}
 		}
 		sels = append(sels, ps)
 		keys = append(keys, t.TopologyKey)

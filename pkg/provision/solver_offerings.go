@@ -342,24 +342,11 @@ func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
 	seen := map[string]bool{}
 	var out []watcher
 	add := func(p *corev1.Pod, key string, sel *metav1.LabelSelector, namespaces []string, nsSelector *metav1.LabelSelector) {
-		if key == corev1.LabelHostname || sel == nil {
+		ps, ok := newPodSelector(p, sel, namespaces, nsSelector)
+		if key == corev1.LabelHostname || !ok {
 			return
 		}
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		if err != nil {
-			return
-		}
-		ps := podSelector{selector: s}
-		if nsSelector == nil {
-			ps.namespaces = map[string]bool{}
-			if len(namespaces) == 0 {
-				ps.namespaces[p.Namespace] = true
-			}
-			for _, ns := range namespaces {
-				ps.namespaces[ns] = true
-			}
-		}
-		id := fmt.Sprintf("%v|%s|%s", slices.Sorted(maps.Keys(ps.namespaces)), s.String(), key)
+		id := fmt.Sprintf("%v|%s|%s", slices.Sorted(maps.Keys(ps.namespaces)), ps.selector.String(), key)
 		if seen[id] {
 			return
 		}

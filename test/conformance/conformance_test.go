@@ -39,11 +39,13 @@ const minScenarios = 60
 
 // header is a scenario file's first document.
 type header struct {
-	Name      string          `json:"name"`
-	Karpenter string          `json:"karpenter"`
-	Differs   string          `json:"differs,omitempty"`
-	Catalog   json.RawMessage `json:"catalog,omitempty"`
-	Expect    expect          `json:"expect"`
+	Name      string `json:"name"`
+	Karpenter string `json:"karpenter,omitempty"`
+	// Origin says where a scenario that is not a Karpenter test comes from (a case the differential test found).
+	Origin  string          `json:"origin,omitempty"`
+	Differs string          `json:"differs,omitempty"`
+	Catalog json.RawMessage `json:"catalog,omitempty"`
+	Expect  expect          `json:"expect"`
 }
 
 type expect struct {
@@ -129,8 +131,8 @@ func load(file string) (*scenario, error) {
 	if want := strings.TrimSuffix(filepath.Base(file), ".yaml"); sc.header.Name != want {
 		return nil, fmt.Errorf("name %q, want the file name %q", sc.header.Name, want)
 	}
-	if sc.header.Karpenter == "" {
-		return nil, errors.New("no karpenter: reference to the test the scenario comes from")
+	if sc.header.Karpenter == "" && sc.header.Origin == "" {
+		return nil, errors.New("no karpenter: reference to the test the scenario comes from (or origin: for one of Stevedore's own)")
 	}
 	var rest bytes.Buffer
 	for {
@@ -262,7 +264,7 @@ func run(t *testing.T, sc *scenario) {
 	plan := s.render()
 	defer func() {
 		if t.Failed() {
-			t.Logf("scenario %s (%s)\nplan:\n%s", sc.file, sc.header.Karpenter, plan)
+			t.Logf("scenario %s (%s%s)\nplan:\n%s", sc.file, sc.header.Karpenter, sc.header.Origin, plan)
 		}
 	}()
 	// every plan: the scheduler accepts every placement, DaemonSets fit, labels stay within the NodePool's offer,

@@ -36,6 +36,9 @@ func TestDecodeArgs(t *testing.T) {
 				if a.RebalanceAction != RebalanceReplace {
 					t.Errorf("rebalanceAction = %q", a.RebalanceAction)
 				}
+				if a.MinValuesPolicy != MinValuesStrict {
+					t.Errorf("minValuesPolicy = %q, want Strict", a.MinValuesPolicy)
+				}
 			},
 		},
 		{
@@ -60,6 +63,7 @@ func TestDecodeArgs(t *testing.T) {
 		{name: "permit wait above the scheduler's cap", raw: `{"clusterName": "c", "permitTimeout": "20m"}`, wantErr: "permitTimeout"},
 		{name: "plain http endpoint", raw: `{"clusterName": "c", "clusterEndpoint": "http://x"}`, wantErr: "clusterEndpoint"},
 		{name: "unknown rebalance action", raw: `{"clusterName": "c", "rebalanceAction": "Ignore"}`, wantErr: "rebalanceAction"},
+		{name: "unknown minValues policy", raw: `{"clusterName": "c", "minValuesPolicy": "Lenient"}`, wantErr: "minValuesPolicy"},
 		{name: "queue URL without a path", raw: `{"clusterName": "c", "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/"}`, wantErr: "interruptionQueue"},
 		{name: "too many instance types", raw: `{"clusterName": "c", "maxInstanceTypes": 500}`, wantErr: "maxInstanceTypes"},
 		{name: "overhead percentage out of range", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 60}`, wantErr: "vmMemoryOverheadPercent"},
