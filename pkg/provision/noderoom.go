@@ -93,6 +93,7 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, mem, pods
 		return 0, 0, 0, nil, ""
 	}
 	var kept vec
+	var planned []*corev1.Pod
 	p.mu.Lock()
 	if claim, ok := p.claimOfNode[node.Name]; ok && len(p.assigned[claim]) > 0 {
 		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
@@ -102,11 +103,19 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, mem, pods
 			if uid == pod.UID || p.nominated[uid] == node.Name {
 				continue // the pod itself; a nominated pod the scheduler counts itself
 			}
-			kept = kept.add(podVec(q))
-			names = append(names, q.Namespace+"/"+q.Name)
+			planned = append(planned, q)
 		}
 	}
 	p.mu.Unlock()
+	for _, q := range planned {
+		// a planned pod that was deleted (evicted from a node being replaced) leaves its room to the pod that
+		// replaces it
+		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {
+			continue
+		}
+		kept = kept.add(podVec(q))
+		names = append(names, q.Namespace+"/"+q.Name)
+	}
 	dsCPU, dsMem, dsCount, daemons := p.unboundDaemons(ni)
 	kept = kept.add(vec{dsCPU, dsMem, dsCount})
 	sort.Strings(names)

@@ -304,22 +304,30 @@ func (sb *Sandbox) Apply(ctx context.Context, obj any) error {
 	case *stevedorev1.NodePool:
 		_, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, o, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			cur, gerr := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, o.Name, metav1.GetOptions{})
-			if gerr != nil {
-				return gerr
-			}
-			o.ResourceVersion = cur.ResourceVersion
-			_, err = sb.Stevedore.StevedoreV1().NodePools().Update(ctx, o, metav1.UpdateOptions{})
+			// Stevedore writes the NodePool's status: retry on conflict with the latest version
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, gerr := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, o.Name, metav1.GetOptions{})
+				if gerr != nil {
+					return gerr
+				}
+				o.ResourceVersion = cur.ResourceVersion
+				_, uerr := sb.Stevedore.StevedoreV1().NodePools().Update(ctx, o, metav1.UpdateOptions{})
+				return uerr
+			})
 		}
 	case *stevedorev1.EC2NodeClass:
 		_, err = sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, o, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			cur, gerr := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, o.Name, metav1.GetOptions{})
-			if gerr != nil {
-				return gerr
-			}
-			o.ResourceVersion = cur.ResourceVersion
-			_, err = sb.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, o, metav1.UpdateOptions{})
+			// Stevedore writes the node class's status: retry on conflict with the latest version
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, gerr := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, o.Name, metav1.GetOptions{})
+				if gerr != nil {
+					return gerr
+				}
+				o.ResourceVersion = cur.ResourceVersion
+				_, uerr := sb.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, o, metav1.UpdateOptions{})
+				return uerr
+			})
 		}
 	case *appsv1.Deployment:
 		if o.Namespace == "" {
@@ -338,11 +346,14 @@ func (sb *Sandbox) Apply(ctx context.Context, obj any) error {
 }
 
 func scale(ctx context.Context, sb *Sandbox, name string, replicas int32) error {
-	d, err := sb.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	// the Deployment controller writes the Deployment's status: read-modify-write until the write lands
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := sb.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To(replicas)
+		_, err = sb.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Update(ctx, d, metav1.UpdateOptions{})
 		return err
-	}
-	d.Spec.Replicas = ptr.To(replicas)
-	_, err = sb.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Update(ctx, d, metav1.UpdateOptions{})
-	return err
+	})
 }
