@@ -35,7 +35,7 @@ run() { # title, command...
 }
 
 run "solver on $input" env STEVEDORE_BENCH_DIR="$dir" go test -run '^$' -bench 'BenchmarkPlan(100|1000|5000|20000)$' \
-  -benchtime "${BENCH_TIME:-3x}" -benchmem ./pkg/provision/
+  -benchtime "${BENCH_TIME:-3x}" -benchmem ./pkg/solver/
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env STEVEDORE_BIN="$PWD/bin/scheduler" \

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // planOutput is `scheduler plan -o json`.
@@ -90,7 +90,7 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 			if minValuesPolicy != "Strict" && minValuesPolicy != "BestEffort" {
 				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
 			}
-			problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
+			problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
 				MinValuesBestEffort: minValuesPolicy == "BestEffort"})
 			if err != nil {
 				return err
@@ -125,7 +125,7 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 	return cmd
 }
 
-func renderPlan(plan *provision.Plan, pods []*corev1.Pod) planOutput {
+func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 	out := planOutput{Nodes: []planNode{}, Existing: []planExisting{}, Unschedulable: []planUnschedulable{}, SolveSeconds: plan.Duration.Seconds()}
 	var existing []string
 	for node := range plan.InFlight {

@@ -23,7 +23,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // Options configure the disruption controller.

@@ -14,6 +14,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
 // Disruption methods, in the order a pass tries them.
@@ -45,7 +46,7 @@ type Command struct {
 	// Forceful commands (expiry) are not budgeted and go ahead even when a replacement fails.
 	Forceful     bool
 	Candidates   []*Candidate
-	Replacements []*provision.PlannedNode
+	Replacements []*solver.PlannedNode
 	// Pods that move.
 	Pods int
 	// ReplacementWait overrides how long replacements may take to become ready (nil: ReplacementTimeout; zero or
@@ -203,7 +204,7 @@ func (c *Controller) driftReason(ctx context.Context, cand *Candidate) (string, 
 	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != provision.NodePoolHash(cand.NodePool) {
 		return "NodePoolDrift", nil
 	}
-	reqs, err := provision.NodePoolRequirements(cand.NodePool)
+	reqs, err := solver.NodePoolRequirements(cand.NodePool)
 	if err != nil {
 		return "", err
 	}
@@ -315,7 +316,7 @@ func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Comm
 			return nil, nil
 		}
 	}
-	cmd.Replacements = []*provision.PlannedNode{replacement}
+	cmd.Replacements = []*solver.PlannedNode{replacement}
 	return cmd, nil
 }
 
@@ -370,7 +371,7 @@ func sortedNames(cands []*Candidate) []string {
 	return out
 }
 
-func describeReplacements(rs []*provision.PlannedNode) string {
+func describeReplacements(rs []*solver.PlannedNode) string {
 	var parts []string
 	for _, r := range rs {
 		parts = append(parts, fmt.Sprintf("%s/%s/%s $%.4f/h", r.InstanceType.Name, r.Offering.Zone, r.Offering.CapacityType, r.Offering.Price))

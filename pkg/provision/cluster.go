@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // Cluster models the cluster for "what if these nodes went away" questions: a snapshot of every node with its
@@ -21,10 +20,10 @@ import (
 // each question leaves the snapshot as it found it.
 type Cluster struct {
 	Snapshot  *simulation.Snapshot
-	NodePools []NodePoolOption
+	NodePools []solver.NodePoolOption
 	// Targets are the nodes a pod may move to: every node but those leaving (deleted, tainted disrupted,
 	// cordoned).
-	Targets []InFlightNode
+	Targets []solver.InFlightNode
 	Region  string
 	// Displaced is how many pods were waiting for a place when the model was built.
 	Displaced int
@@ -48,7 +47,7 @@ func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*
 			continue
 		}
 		if !leaving(node) {
-			c.Targets = append(c.Targets, InFlightNode{Name: node.Name, Claim: node.Labels[stevedorev1.LabelNodeClaim],
+			c.Targets = append(c.Targets, solver.InFlightNode{Name: node.Name, Claim: node.Labels[stevedorev1.LabelNodeClaim],
 				NodePool: node.Labels[stevedorev1.LabelNodePool]})
 			continue
 		}
@@ -81,7 +80,7 @@ func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*
 		return c, nil
 	}
 	// The solver leaves the pods it puts on existing nodes in the snapshot: that is the room they keep.
-	if _, err := NewSolver(sim).Solve(ctx, Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
+	if _, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
 		InFlight: c.Targets, Region: c.Region}); err != nil {
 		return nil, fmt.Errorf("placing %d displaced pods: %w", len(displaced), err)
 	}
@@ -119,7 +118,7 @@ func Reschedulable(pod *corev1.Pod) bool {
 // Removal is the answer to "what if these nodes went away".
 type Removal struct {
 	// Plan places the nodes' reschedulable pods on the remaining nodes (Plan.InFlight, by node) and new nodes.
-	Plan *Plan
+	Plan *solver.Plan
 	// Pods are the reschedulable pods of the removed nodes.
 	Pods []*corev1.Pod
 }
@@ -161,13 +160,13 @@ func (c *Cluster) SimulateRemoval(ctx context.Context, sim *simulation.Simulator
 			c.Snapshot.AddNode(s.node, s.pods...)
 		}
 	}()
-	targets := make([]InFlightNode, 0, len(c.Targets))
+	targets := make([]solver.InFlightNode, 0, len(c.Targets))
 	for _, t := range c.Targets {
 		if !removed[t.Name] {
 			targets = append(targets, t)
 		}
 	}
-	plan, err := NewSolver(sim).Solve(ctx, Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
+	plan, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
 		InFlight: targets, TimeBudget: budget, Region: c.Region})
 	if err != nil {
 		return nil, err
@@ -178,27 +177,4 @@ func (c *Cluster) SimulateRemoval(ctx context.Context, sim *simulation.Simulator
 		}
 	}
 	return &Removal{Plan: plan, Pods: pods}, nil
-}
-
-// Restrict keeps the planned node's instance types that keep accepts, given each type's cheapest compatible
-// offering price, and re-picks the cheapest; nil when none is left. Disruption uses it to keep only types cheaper
-// than the nodes a replacement stands for.
-func (pn *PlannedNode) Restrict(keep func(it *cloud.InstanceType, price float64) bool) *PlannedNode {
-	out := *pn
-	out.InstanceTypes = nil
-	best := math.Inf(1)
-	for _, it := range pn.InstanceTypes {
-		o, ok := it.Offerings.Compatible(pn.Requirements).Cheapest()
-		if !ok || !keep(it, o.Price) {
-			continue
-		}
-		out.InstanceTypes = append(out.InstanceTypes, it)
-		if o.Price < best {
-			best, out.InstanceType, out.Offering = o.Price, it, o
-		}
-	}
-	if len(out.InstanceTypes) == 0 {
-		return nil
-	}
-	return &out
 }

@@ -23,6 +23,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
 // LifecycleOptions configure the NodeClaim lifecycle controller.
@@ -275,14 +276,16 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 		return
 	}
 	pods := l.prov.AssignedPods(claim.Name)
-	sort.Slice(pods, func(i, j int) bool { return podVec(pods[i]).weight() < podVec(pods[j]).weight() })
-	capacity := listVec(alloc)
-	used := vec{}
+	sort.Slice(pods, func(i, j int) bool {
+		return solver.PodRequests(pods[i]).Weight() < solver.PodRequests(pods[j]).Weight()
+	})
+	capacity := solver.ListRequests(alloc)
+	used := solver.Requests{}
 	for _, ds := range l.daemonSetOverhead(ctx, claim) {
-		used = used.add(podVec(ds))
+		used = used.Add(solver.PodRequests(ds))
 	}
 	for _, pod := range pods {
-		if next := used.add(podVec(pod)); next.fits(capacity) {
+		if next := used.Add(solver.PodRequests(pod)); next.Fits(capacity) {
 			used = next
 			continue
 		}
@@ -539,7 +542,7 @@ func hasTaint(list []corev1.Taint, t corev1.Taint) bool {
 
 // tolerates reports whether a pod tolerates every NoSchedule/NoExecute taint.
 func tolerates(pod *corev1.Pod, taints []corev1.Taint) bool {
-	return toleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e != corev1.TaintEffectPreferNoSchedule })
+	return solver.ToleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e != corev1.TaintEffectPreferNoSchedule })
 }
 
 func joinNonEmpty(parts ...string) string {

@@ -16,6 +16,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
 // maxClaimInstanceTypes caps the instance types a NodeClaim lists (CreateFleet caps them again).
@@ -31,11 +32,11 @@ func NodePoolHash(np *stevedorev1.NodePool) string {
 
 // NewNodeClaim turns a planned node into the NodeClaim to create: its NodePool's labels, taints and node class,
 // requirements narrowed to what its pods pinned, and the instance types that fit them, cheapest first.
-func NewNodeClaim(pn *PlannedNode, nodeClassHash string) *stevedorev1.NodeClaim {
+func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.NodeClaim {
 	np := pn.NodePool
 	// the labels the NodePool defines (template labels, its requirements' values for this node); the instance
 	// type's and the offering's are added when the node registers
-	labels := nodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
+	labels := solver.NodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
 	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np)}
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash

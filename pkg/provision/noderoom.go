@@ -12,14 +12,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
-
-// PodVec are a pod's cpu (millicores), memory (bytes) and pod count requests.
-func PodVec(pod *corev1.Pod) (int64, int64, int64) {
-	v := podVec(pod)
-	return v.cpu, v.mem, v.pods
-}
 
 // daemonRoom keeps, for each node Stevedore launched, the DaemonSet pods planned on it, so that the scheduler
 // leaves their room free until they are bound: DaemonSet pods are scheduled by the cluster's default scheduler,
@@ -52,7 +47,7 @@ func (p *Provisioner) daemonsOn(ctx context.Context, node *corev1.Node) []*corev
 	sort.Slice(dss, func(i, j int) bool { return dss[i].Namespace+"/"+dss[i].Name < dss[j].Namespace+"/"+dss[j].Name })
 	pods := make([]*corev1.Pod, 0, len(dss))
 	for _, ds := range dss {
-		pods = append(pods, DaemonSetPod(ds))
+		pods = append(pods, solver.DaemonSetPod(ds))
 	}
 	sim, err := p.daemons.simulator(ctx)
 	if err != nil {
@@ -61,7 +56,7 @@ func (p *Provisioner) daemonsOn(ctx context.Context, node *corev1.Node) []*corev
 	}
 	p.daemons.simMu.Lock()
 	defer p.daemons.simMu.Unlock()
-	return DaemonSetsOn(ctx, sim, pods, node)
+	return solver.DaemonSetsOn(ctx, sim, pods, node)
 }
 
 // ExpectDaemons records the DaemonSet pods that will run on a node Stevedore launched.
@@ -87,12 +82,11 @@ func (p *Provisioner) ForgetDaemons(node string) {
 // names; and refuse, set when pod is planned on another node that is still coming: it waits for its own node
 // rather than take room planned for others (the pods planned together, their affinity and spread, hold only if
 // each lands where it was planned).
-func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, mem, pods int64, names []string, refuse string) {
+func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Requests, names []string, refuse string) {
 	node := ni.Node()
 	if node == nil {
-		return 0, 0, 0, nil, ""
+		return solver.Requests{}, nil, ""
 	}
-	var kept vec
 	var planned []*corev1.Pod
 	p.mu.Lock()
 	if claim, ok := p.claimOfNode[node.Name]; ok && len(p.assigned[claim]) > 0 {
@@ -113,13 +107,13 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, mem, pods
 		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {
 			continue
 		}
-		kept = kept.add(podVec(q))
+		kept = kept.Add(solver.PodRequests(q))
 		names = append(names, q.Namespace+"/"+q.Name)
 	}
 	dsCPU, dsMem, dsCount, daemons := p.unboundDaemons(ni)
-	kept = kept.add(vec{dsCPU, dsMem, dsCount})
+	kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
 	sort.Strings(names)
-	return kept.cpu, kept.mem, kept.pods, append(names, daemons...), refuse
+	return kept, append(names, daemons...), refuse
 }
 
 // unboundDaemons returns the room (millicores, bytes, pods) of the DaemonSet pods expected on the node that are not
@@ -146,8 +140,8 @@ func (p *Provisioner) unboundDaemons(ni fwk.NodeInfo) (int64, int64, int64, []st
 		if present[d.OwnerReferences[0].UID] {
 			continue
 		}
-		v := podVec(d)
-		cpu, mem, count = cpu+v.cpu, mem+v.mem, count+1
+		r := solver.PodRequests(d)
+		cpu, mem, count = cpu+r.MilliCPU, mem+r.Memory, count+1
 		names = append(names, "DaemonSet "+d.Namespace+"/"+d.OwnerReferences[0].Name)
 	}
 	return cpu, mem, count, names

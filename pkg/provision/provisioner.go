@@ -24,7 +24,8 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // Event reasons Stevedore records.
@@ -435,7 +436,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return err
 	}
 	p.simMu.Lock()
-	plan, err := NewSolver(p.opts.Simulator).Solve(ctx, in)
+	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, in)
 	p.simMu.Unlock()
 	if err != nil {
 		return err
@@ -459,7 +460,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			p.nominate(ctx, claim, placed)
 		}
 	}
-	var launch []*PlannedNode
+	var launch []*solver.PlannedNode
 	for _, pn := range plan.NewNodes {
 		if pending := p.stillPending(pn.Pods); len(pending) == len(pn.Pods) {
 			launch = append(launch, pn)
@@ -488,7 +489,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 // CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
 // is an API round trip), with extra annotations, and plans each node's pods on it. It returns the NodeClaims
 // created; a failed create is logged and its pods are provisioned again.
-func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
+func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
 	logger := klog.FromContext(ctx)
 	created := make([]*stevedorev1.NodeClaim, len(nodes))
 	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
@@ -589,25 +590,25 @@ func (p *Provisioner) InstanceTypes(ctx context.Context, np *stevedorev1.NodePoo
 
 // input builds the solver input: the NodePools with their instance types and what their limits still allow, the
 // DaemonSets, and a snapshot of the cluster with the NodeClaims being launched as nodes.
-func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map[string]*stevedorev1.NodeClaim, error) {
+func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, map[string]*stevedorev1.NodeClaim, error) {
 	logger := klog.FromContext(ctx)
 	pools, err := p.opts.NodePools.List(labels.Everything())
 	if err != nil {
-		return Input{}, nil, err
+		return solver.Input{}, nil, err
 	}
 	var daemonSets []*corev1.Pod
 	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
 		for _, ds := range dss {
-			daemonSets = append(daemonSets, DaemonSetPod(ds))
+			daemonSets = append(daemonSets, solver.DaemonSetPod(ds))
 		}
 	}
 	claims, err := p.liveClaims()
 	if err != nil {
-		return Input{}, nil, err
+		return solver.Input{}, nil, err
 	}
 	usage := nodePoolUsage(claims)
 	byName := map[string]*cloud.InstanceType{}
-	var options []NodePoolOption
+	var options []solver.NodePoolOption
 	for _, np := range pools {
 		if np.DeletionTimestamp != nil {
 			continue
@@ -620,7 +621,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map
 		for _, it := range its {
 			byName[it.Name] = it
 		}
-		opt, err := NewNodePoolOption(np, its, remaining(np, usage[np.Name]), daemonSets, p.opts.Region)
+		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name]), daemonSets, p.opts.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
 			continue
@@ -628,12 +629,12 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (Input, map
 		opt.MinValuesBestEffort = p.opts.MinValuesBestEffort
 		options = append(options, opt)
 	}
-	SortNodePools(options)
+	solver.SortNodePools(options)
 	snap, inflight, claimByNode, err := p.clusterSnapshot(claims, byName)
 	if err != nil {
-		return Input{}, nil, err
+		return solver.Input{}, nil, err
 	}
-	return Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
+	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
 		Region: p.opts.Region}, claimByNode, nil
 }
 
@@ -664,7 +665,7 @@ func (p *Provisioner) liveClaims() ([]*stevedorev1.NodeClaim, error) {
 
 // clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
 // yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
-func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
+func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
 	nodes, err := p.opts.Nodes.List(labels.Everything())
 	if err != nil {
 		return nil, nil, nil, err
@@ -698,7 +699,7 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		}
 		snap.AddNode(n, byNode[n.Name]...)
 	}
-	var inflight []InFlightNode
+	var inflight []solver.InFlightNode
 	claimByNode := map[string]*stevedorev1.NodeClaim{}
 	names := make([]string, 0, len(inflightNodes))
 	for name := range inflightNodes {
@@ -725,7 +726,7 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 			}
 		}
 		snap.AddNode(node, placed...)
-		inflight = append(inflight, InFlightNode{Name: name, Claim: c.Name, NodePool: c.Labels[stevedorev1.LabelNodePool]})
+		inflight = append(inflight, solver.InFlightNode{Name: name, Claim: c.Name, NodePool: c.Labels[stevedorev1.LabelNodePool]})
 		claimByNode[name] = c
 	}
 	return snap, inflight, claimByNode, nil
@@ -757,22 +758,6 @@ func nodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]corev1.ResourceLi
 		nodes := u["nodes"]
 		nodes.Add(resourceOne())
 		u["nodes"] = nodes
-	}
-	return out
-}
-
-// remaining is what a NodePool's limits still allow given its usage (nil when it has no limits).
-func remaining(np *stevedorev1.NodePool, used corev1.ResourceList) corev1.ResourceList {
-	if len(np.Spec.Limits) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for name, limit := range np.Spec.Limits {
-		v := limit.DeepCopy()
-		if u, ok := used[name]; ok {
-			v.Sub(u)
-		}
-		out[name] = v
 	}
 	return out
 }

@@ -16,9 +16,10 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -119,7 +120,7 @@ func bounds(b *testing.B, np *stevedorev1.NodePool, perSize int) (lower, fresh f
 // the fractional lower bound on the hourly cost over the NodePool's instance types (the sandbox's default
 // catalog) and the cost of the solver's offline plan.
 func solveOffline(b *testing.B, objs []runtime.Object, cpu, mem float64) (lower, plan float64) {
-	p, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+	p, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,9 +29,9 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // minScenarios is the size the suite must keep.
@@ -172,8 +172,8 @@ func load(file string) (*scenario, error) {
 
 // solved is a plan with what the checks need.
 type solved struct {
-	problem *provision.OfflineProblem
-	plan    *provision.Plan
+	problem *solver.OfflineProblem
+	plan    *solver.Plan
 	sim     *simulation.Simulator
 	// nodeOf maps a pod name (namespace/name) to the name of its new node, or to its in-flight node.
 	nodeOf map[string]string
@@ -184,7 +184,7 @@ type solved struct {
 func solve(t *testing.T, sc *scenario) *solved {
 	t.Helper()
 	ctx := context.Background()
-	problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: sc.objects, Catalog: sc.catalog, VMMemoryOverheadPercent: 7.5})
+	problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: sc.objects, Catalog: sc.catalog, VMMemoryOverheadPercent: 7.5})
 	if err != nil {
 		t.Fatalf("reading the input: %v", err)
 	}
@@ -202,7 +202,7 @@ func solve(t *testing.T, sc *scenario) *solved {
 	}
 	for i, n := range plan.NewNodes {
 		name := fmt.Sprintf("planned-%d", i+1)
-		s.nodes[name] = provision.NodeForPlan(name, problem.Region, n)
+		s.nodes[name] = solver.NodeForPlan(name, problem.Region, n)
 		for _, p := range n.Pods {
 			s.nodeOf[p.Namespace+"/"+p.Name] = name
 		}
@@ -270,7 +270,7 @@ func run(t *testing.T, sc *scenario) {
 	// every plan: the scheduler accepts every placement, DaemonSets fit, labels stay within the NodePool's offer,
 	// the same input gives the same plan, every unschedulable pod has a reason
 	ctx := context.Background()
-	for _, v := range provision.Verify(ctx, s.sim, s.problem.Snapshot(), s.problem.Region, s.plan, s.problem.DaemonSets) {
+	for _, v := range solver.Verify(ctx, s.sim, s.problem.Snapshot(), s.problem.Region, s.plan, s.problem.DaemonSets) {
 		t.Errorf("the scheduler would refuse: %s", v)
 	}
 	for i, n := range s.plan.NewNodes {
@@ -291,8 +291,8 @@ func run(t *testing.T, sc *scenario) {
 }
 
 // labelViolations lists the labels of a planned node its NodePool does not offer.
-func labelViolations(n *provision.PlannedNode, node *corev1.Node) []string {
-	pool, err := provision.NodePoolRequirements(n.NodePool)
+func labelViolations(n *solver.PlannedNode, node *corev1.Node) []string {
+	pool, err := solver.NodePoolRequirements(n.NodePool)
 	if err != nil {
 		return []string{err.Error()}
 	}

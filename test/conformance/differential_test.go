@@ -24,8 +24,8 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 const (
@@ -246,7 +246,7 @@ func randomCatalog() *catalog.File {
 // and how many pods it can place.
 func compareWithSearch(t *testing.T, c *randomCase) (bool, int) {
 	ctx := context.Background()
-	problem, err := provision.NewOfflineProblem(provision.OfflineInput{Objects: c.objects, Catalog: c.catalog, VMMemoryOverheadPercent: 7.5})
+	problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: c.objects, Catalog: c.catalog, VMMemoryOverheadPercent: 7.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func compareWithSearch(t *testing.T, c *randomCase) (bool, int) {
 		}
 		return b.String()
 	}
-	for _, v := range provision.Verify(ctx, sim, nil, problem.Region, plan, problem.DaemonSets) {
+	for _, v := range solver.Verify(ctx, sim, nil, problem.Region, plan, problem.DaemonSets) {
 		t.Errorf("the scheduler would refuse: %s\n%s", v, describe())
 	}
 	s := newSearch(ctx, t, problem, sim)
@@ -327,7 +327,7 @@ type openNode struct {
 	pods []*corev1.Pod
 }
 
-func newSearch(ctx context.Context, t *testing.T, problem *provision.OfflineProblem, sim *simulation.Simulator) *search {
+func newSearch(ctx context.Context, t *testing.T, problem *solver.OfflineProblem, sim *simulation.Simulator) *search {
 	s := &search{ctx: ctx, t: t, sim: sim, snap: simulation.NewSnapshot(), pods: problem.Pods}
 	relevant := map[string]bool{stevedorev1.LabelNodePool: true}
 	for _, p := range append(append([]*corev1.Pod(nil), problem.Pods...), problem.DaemonSets...) {
@@ -364,10 +364,10 @@ func newSearch(ctx context.Context, t *testing.T, problem *provision.OfflineProb
 		pool := &problem.NodePools[i]
 		for _, it := range pool.InstanceTypes {
 			for _, o := range it.Offerings.Compatible(pool.Requirements) {
-				pn := &provision.PlannedNode{NodePool: pool.NodePool, PoolRequirements: pool.Requirements, Requirements: pool.Requirements,
+				pn := &solver.PlannedNode{NodePool: pool.NodePool, PoolRequirements: pool.Requirements, Requirements: pool.Requirements,
 					InstanceType: it, Offering: o}
-				node := provision.NodeForPlan("kind", problem.Region, pn)
-				daemons := provision.DaemonSetsOn(ctx, sim, problem.DaemonSets, node)
+				node := solver.NodeForPlan("kind", problem.Region, pn)
+				daemons := solver.DaemonSetsOn(ctx, sim, problem.DaemonSets, node)
 				alloc := it.Allocatable()
 				room := alloc.Cpu().DeepCopy()
 				for _, d := range daemons {

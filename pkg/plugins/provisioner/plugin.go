@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -118,17 +119,17 @@ func (p *Provisioner) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 	if isDaemonSetPod(pod) {
 		return nil
 	}
-	keptCPU, keptMem, keptPods, names, refuse := p.shared.prov.KeptRoom(pod, ni)
+	kept, names, refuse := p.shared.prov.KeptRoom(pod, ni)
 	if refuse != "" {
 		return fwk.NewStatus(fwk.Unschedulable, refuse)
 	}
-	if keptPods == 0 {
+	if kept.Pods == 0 {
 		return nil
 	}
-	cpu, mem, _ := provision.PodVec(pod)
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	if cpu+used.GetMilliCPU()+keptCPU > alloc.GetMilliCPU() || mem+used.GetMemory()+keptMem > alloc.GetMemory() ||
-		int64(len(ni.GetPods()))+1+keptPods > int64(alloc.GetAllowedPodNumber()) {
+	room := solver.Requests{MilliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), Memory: alloc.GetMemory() - used.GetMemory(),
+		Pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}
+	if !solver.PodRequests(pod).Add(kept).Fits(room) {
 		return fwk.NewStatus(fwk.Unschedulable, "room kept for pods planned on this node and not bound yet: "+strings.Join(names, ", "))
 	}
 	return nil

@@ -24,7 +24,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/report"
 )
 

@@ -22,6 +22,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -250,7 +251,7 @@ func burst(t *testing.T, round int) time.Duration {
 // offList names the labels of a node that its NodePool does not offer: anything but the NodePool's template labels,
 // values its requirements allow, the well-known labels, Stevedore's own keys and the deprecated aliases.
 func offList(np *stevedorev1.NodePool, node *corev1.Node) []string {
-	reqs, err := provision.NodePoolRequirements(np)
+	reqs, err := solver.NodePoolRequirements(np)
 	if err != nil {
 		return []string{err.Error()}
 	}

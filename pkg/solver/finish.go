@@ -1,7 +1,8 @@
-package provision
+package solver
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"sort"
 
@@ -81,4 +82,27 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		pn.InstanceTypes = append(pn.InstanceTypes, f.it)
 	}
 	return pn
+}
+
+// Restrict keeps the planned node's instance types that keep accepts, given each type's cheapest compatible
+// offering price, and re-picks the cheapest; nil when none is left. Disruption uses it to keep only types cheaper
+// than the nodes a replacement stands for.
+func (pn *PlannedNode) Restrict(keep func(it *cloud.InstanceType, price float64) bool) *PlannedNode {
+	out := *pn
+	out.InstanceTypes = nil
+	best := math.Inf(1)
+	for _, it := range pn.InstanceTypes {
+		o, ok := it.Offerings.Compatible(pn.Requirements).Cheapest()
+		if !ok || !keep(it, o.Price) {
+			continue
+		}
+		out.InstanceTypes = append(out.InstanceTypes, it)
+		if o.Price < best {
+			best, out.InstanceType, out.Offering = o.Price, it, o
+		}
+	}
+	if len(out.InstanceTypes) == 0 {
+		return nil
+	}
+	return &out
 }

@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"math"
@@ -94,4 +94,20 @@ func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceTyp
 	}
 	used, _ := st.poolUsage(n.pool, n)
 	return fitsLimits(used, best, n.pool.Remaining)
+}
+
+// RemainingLimits is what a NodePool's limits still allow given its usage (nil when it has no limits).
+func RemainingLimits(np *stevedorev1.NodePool, used corev1.ResourceList) corev1.ResourceList {
+	if len(np.Spec.Limits) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, limit := range np.Spec.Limits {
+		v := limit.DeepCopy()
+		if u, ok := used[name]; ok {
+			v.Sub(u)
+		}
+		out[name] = v
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"math"
@@ -8,8 +8,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // placing is one attempt to place a pod: the pod itself (what goes into the snapshot) and check, what the Filter

@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -68,3 +68,28 @@ func fitsList(requests, allocatable corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// Requests are what the solver packs: millicores, bytes of memory and a pod count.
+type Requests struct {
+	MilliCPU, Memory, Pods int64
+}
+
+// PodRequests are a pod's requests as the scheduler counts them (init containers, sidecars and overhead
+// included), and one pod.
+func PodRequests(pod *corev1.Pod) Requests { return podVec(pod).requests() }
+
+// ListRequests reads cpu, memory and pods from a resource list (an allocatable).
+func ListRequests(rl corev1.ResourceList) Requests { return listVec(rl).requests() }
+
+// Add sums two requests.
+func (r Requests) Add(o Requests) Requests { return r.vec().add(o.vec()).requests() }
+
+// Fits reports whether r fits in room.
+func (r Requests) Fits(room Requests) bool { return r.vec().fits(room.vec()) }
+
+// Weight is a scalar size (CPU and memory normalised at 4 GiB per core) used to order pods.
+func (r Requests) Weight() float64 { return r.vec().weight() }
+
+func (v vec) requests() Requests { return Requests{MilliCPU: v.cpu, Memory: v.mem, Pods: v.pods} }
+
+func (r Requests) vec() vec { return vec{cpu: r.MilliCPU, mem: r.Memory, pods: r.Pods} }

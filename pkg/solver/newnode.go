@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func (st *solve) addPhantoms() []*corev1.Node {
 		pool := &st.in.NodePools[i]
 		for _, it := range pool.InstanceTypes {
 			for _, o := range it.Offerings.Compatible(pool.Requirements) {
-				labels := nodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, map[string]string{
+				labels := NodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, map[string]string{
 					corev1.LabelArchStable: it.Requirements.Get(corev1.LabelArchStable).Any(),
 					corev1.LabelOSStable:   it.Requirements.Get(corev1.LabelOSStable).Any(),
 				}, o.Zone, o.CapacityType, st.in.Region)

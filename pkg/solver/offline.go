@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -16,7 +17,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // OfflineInput is what `scheduler plan` reads: Kubernetes objects and an instance-type catalog; no cluster, no
@@ -106,7 +107,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 			u[name] = sum
 		}
 		count := u["nodes"]
-		count.Add(resourceOne())
+		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
 		u["nodes"] = count
 	}
 	for _, np := range pools {
@@ -125,7 +126,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 			}
 			its = append(its, it)
 		}
-		opt, err := NewNodePoolOption(np, its, remaining(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)
+		opt, err := NewNodePoolOption(np, its, RemainingLimits(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // benchDir is where `python3 shared/bench/karpenter-400/convert.py DIR` wrote Karpenter's scheduling benchmark as

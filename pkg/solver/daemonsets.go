@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // daemonSetsOnNode are the DaemonSet pods that run on a node, with a signature naming the set.
@@ -68,7 +68,7 @@ func (st *solve) daemonsFor(pool *NodePoolOption, reqs scheduling.Requirements, 
 	if len(pool.DaemonSetPods) == 0 {
 		return nil, ""
 	}
-	labels := nodeLabels(pool.NodePool, pool.Requirements, reqs, it.Labels(), zone, ct, st.in.Region)
+	labels := NodeLabels(pool.NodePool, pool.Requirements, reqs, it.Labels(), zone, ct, st.in.Region)
 	var key strings.Builder
 	for _, k := range pool.daemonKeys {
 		v, ok := labels[k]

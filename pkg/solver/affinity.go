@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	corev1 "k8s.io/api/core/v1"

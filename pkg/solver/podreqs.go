@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"sort"
@@ -186,11 +186,11 @@ func samePreferenceLevel(a, b *corev1.Pod) bool {
 
 // toleratesPreferNoSchedule reports whether a pod tolerates every PreferNoSchedule taint of taints.
 func toleratesPreferNoSchedule(pod *corev1.Pod, taints []corev1.Taint) bool {
-	return toleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e == corev1.TaintEffectPreferNoSchedule })
+	return ToleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e == corev1.TaintEffectPreferNoSchedule })
 }
 
-// toleratesAll reports whether a pod tolerates every taint whose effect counts.
-func toleratesAll(pod *corev1.Pod, taints []corev1.Taint, counts func(corev1.TaintEffect) bool) bool {
+// ToleratesAll reports whether a pod tolerates every taint whose effect counts.
+func ToleratesAll(pod *corev1.Pod, taints []corev1.Taint, counts func(corev1.TaintEffect) bool) bool {
 	for i := range taints {
 		t := &taints[i]
 		if !counts(t.Effect) {

@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // NodePoolOption is a NodePool with the instance types it may launch.

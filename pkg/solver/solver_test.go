@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 func testPool(name string, weight int32, reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) *stevedorev1.NodePool {

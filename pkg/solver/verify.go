@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // NodeForPlan renders a planned node as the Node its instance would register as: the planned instance type's
 // labels and allocatable, the priced offering's zone and capacity type, the NodePool's labels and taints.
 func NodeForPlan(name, region string, n *PlannedNode) *corev1.Node {
-	labels := nodeLabels(n.NodePool, n.PoolRequirements, n.Requirements, n.InstanceType.Labels(), n.Offering.Zone, n.Offering.CapacityType, region)
+	labels := NodeLabels(n.NodePool, n.PoolRequirements, n.Requirements, n.InstanceType.Labels(), n.Offering.Zone, n.Offering.CapacityType, region)
 	labels[corev1.LabelHostname] = name
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},

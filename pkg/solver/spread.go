@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
-	"github.com/stevedore-dev/stevedore/pkg/provision/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // spreadGroup tracks, for one hard topology spread constraint of the batch, how many matching pods each domain
@@ -272,7 +272,7 @@ func possibleNodes(pools []NodePoolOption, region string) []*corev1.Node {
 		}
 		for _, it := range pool.InstanceTypes {
 			for _, o := range it.Offerings.Compatible(pool.Requirements) {
-				l := nodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, it.Labels(), o.Zone, o.CapacityType, region)
+				l := NodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, it.Labels(), o.Zone, o.CapacityType, region)
 				add(pool, l)
 				for _, k := range multi {
 					for _, v := range pool.Requirements[k].Values() {

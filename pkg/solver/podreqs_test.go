@@ -1,4 +1,4 @@
-package provision
+package solver
 
 import (
 	"testing"
@@ -80,7 +80,7 @@ func TestNodeLabelsComeOnlyFromTheNodePoolTheTypeAndTheOffering(t *testing.T) {
 	narrowed.Add(scheduling.MustRequirement("team", corev1.NodeSelectorOpIn, "b"))
 	narrowed.Add(scheduling.MustRequirement("node-restriction.kubernetes.io/pci", corev1.NodeSelectorOpIn, "yes"))
 	narrowed.Add(scheduling.MustRequirement("color", corev1.NodeSelectorOpIn, "red"))
-	got := nodeLabels(np, pool, narrowed, map[string]string{corev1.LabelArchStable: "arm64", corev1.LabelTopologyZone: "ignored"},
+	got := NodeLabels(np, pool, narrowed, map[string]string{corev1.LabelArchStable: "arm64", corev1.LabelTopologyZone: "ignored"},
 		"us-east-1b", "spot", "us-east-1")
 	want := map[string]string{
 		"tier": "web", "team": "b", "node-restriction.kubernetes.io/owner": "platform",

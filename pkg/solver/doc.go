@@ -1,0 +1,32 @@
+// Package solver decides which nodes to launch for pods no node fits, and which pods go on each: the cheapest set
+// of EC2 instances (NodePools by weight, their instance types, zones and capacity types) on which kube-scheduler's
+// own PreFilter and Filter plugins accept every pod with all the others in place. It knows nothing of the API
+// server or the cloud: the live provisioner and `scheduler plan` give it the same Input.
+//
+// The algorithm, file by file:
+//
+//   - solver.go: Solve. Pods are taken hardest first (orderPods: required anti-affinity, hard spreads, required
+//     affinity, the rest; largest first; the pods another pod's affinity selects before it). Each pod is placed by
+//     place.go; a pod that cannot be placed is unschedulable with the reason of the last NodePool tried. When greedy
+//     placement strands pods, the solve starts over (repairOrder: stranded pods first, each with the pod its
+//     affinity needs placed where it can follow), and a small batch is retried in other orders and with randomised
+//     choices; the attempt placing the most pods, then the cheapest, is kept.
+//   - place.go: one placement. A pod goes on a node being launched (in-flight), on an open virtual node whose price
+//     grows least, or on a new virtual node (newnode.go), whichever costs less; preference levels (podreqs.go)
+//     are tried strictest first, never buying a node for a preference. Every try narrows the virtual node (its
+//     candidate instance types, zone, capacity type, labels) to what the pod needs (offerings.go) and runs the
+//     Filter plugins on it in the simulation snapshot (package simulation).
+//   - opennode.go: a virtual node: candidate instance types, the cheapest type holding its pods, the labels it
+//     will have (NodeLabels: only what its NodePool, instance type and offering define).
+//   - spread.go: hard topology spread constraints kept satisfiable in any binding order (domains, eligibility by
+//     node inclusion policies, minDomains, matchLabelKeys). affinity.go: pod affinity that holds only by a pod
+//     selecting itself, and which pods improvement may move.
+//   - daemonsets.go: which DaemonSet pods run on a node, decided by the Filter plugins per instance type.
+//   - limits.go: NodePool limits. finish.go: the planned nodes (cheapest fitting types first, NodePool-defined
+//     labels pinned). improve.go: moves that lower the price within a budget of moves.
+//   - nodepools.go: NodePools as solver input (requirements, compatible instance types, minValues); offline.go:
+//     `scheduler plan`'s input (workloads expanded, the existing cluster); verify.go: the independent check that
+//     every placement of a plan passes the Filter plugins.
+//
+// The same input always gives the same plan.
+package solver
