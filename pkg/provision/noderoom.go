@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,25 @@ func (p *Provisioner) ForgetDaemons(node string) {
 	p.daemons.mu.Lock()
 	defer p.daemons.mu.Unlock()
 	delete(p.daemons.byNode, node)
+}
+
+// RoomRefused says why the node ni cannot take pod because of the room kept for the pods planned on it (see
+// KeptRoom), or "" when it can.
+func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
+	kept, names, refuse := p.KeptRoom(pod, ni)
+	if refuse != "" {
+		return refuse
+	}
+	if kept.Pods == 0 {
+		return ""
+	}
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	room := solver.Requests{MilliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), Memory: alloc.GetMemory() - used.GetMemory(),
+		Pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}
+	if !solver.PodRequests(pod).Add(kept).Fits(room) {
+		return "room kept for pods planned on this node and not bound yet: " + strings.Join(names, ", ")
+	}
+	return ""
 }
 
 // KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stevedore-dev/stevedore/pkg/operator"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -211,4 +212,18 @@ func DecodeArgs(obj runtime.Object, env func(string) string) (Args, error) {
 		return a, fmt.Errorf("%s args: %w", Name, errs.ToAggregate())
 	}
 	return a, nil
+}
+
+// operatorOptions are the controllers' options from defaulted, validated arguments.
+func (a Args) operatorOptions(env func(string) string) operator.Options {
+	return operator.Options{
+		ClusterName: a.ClusterName, ClusterEndpoint: a.ClusterEndpoint, Region: a.Region, InterruptionQueue: a.InterruptionQueue,
+		BatchIdle: a.BatchIdleDuration.Duration, BatchMax: a.BatchMaxDuration.Duration, SolveTimeout: a.SolveTimeout.Duration,
+		RegistrationTimeout: a.RegistrationTimeout.Duration, MaxInstanceTypes: a.MaxInstanceTypes,
+		VMMemoryOverheadPercent: *a.VMMemoryOverheadPercent, MinValuesBestEffort: a.MinValuesPolicy == MinValuesBestEffort,
+		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
+		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
+		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
+		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Env: env,
+	}
 }

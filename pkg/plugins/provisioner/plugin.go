@@ -8,11 +8,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -119,18 +117,8 @@ func (p *Provisioner) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 	if isDaemonSetPod(pod) {
 		return nil
 	}
-	kept, names, refuse := p.shared.prov.KeptRoom(pod, ni)
-	if refuse != "" {
-		return fwk.NewStatus(fwk.Unschedulable, refuse)
-	}
-	if kept.Pods == 0 {
-		return nil
-	}
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	room := solver.Requests{MilliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), Memory: alloc.GetMemory() - used.GetMemory(),
-		Pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}
-	if !solver.PodRequests(pod).Add(kept).Fits(room) {
-		return fwk.NewStatus(fwk.Unschedulable, "room kept for pods planned on this node and not bound yet: "+strings.Join(names, ", "))
+	if why := p.shared.prov.RoomRefused(pod, ni); why != "" {
+		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil
 }

@@ -1,0 +1,240 @@
+// Package operator builds Stevedore's controllers and wires them together: the provisioner and the NodeClaim
+// lifecycle the scheduler plugin adapts, disruption, interruption, NodePool and EC2NodeClass status, and the
+// cloud provider they share. It is the one place that knows every component; the scheduler plugin only adapts
+// framework calls to the provisioner it returns.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/version"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/client"
+	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
+	"github.com/stevedore-dev/stevedore/pkg/interruption"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/report"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/state"
+)
+
+// Options configure the controllers (the plugin's arguments, defaulted and validated).
+type Options struct {
+	ClusterName, ClusterEndpoint, Region, InterruptionQueue string
+	BatchIdle, BatchMax, SolveTimeout                       time.Duration
+	// RegistrationTimeout bounds a launch: a node that has not registered by then is deleted. It also bounds how
+	// long disruption waits for replacements to initialize and how long a scheduled-change notice waits for its
+	// replacements: each waits for a launch to complete.
+	RegistrationTimeout                               time.Duration
+	MaxInstanceTypes                                  int
+	VMMemoryOverheadPercent                           float64
+	MinValuesBestEffort                               bool
+	RebalanceAction                                   string
+	SpotInterruptionNotice                            time.Duration
+	DisableDisruption, SpotToSpotConsolidation        bool
+	DisruptionPollInterval, DisruptionValidationDelay time.Duration
+	GarbageCollectionInterval                         time.Duration
+	// Env reads the process environment (AWS settings); nil means os.Getenv.
+	Env func(string) string
+}
+
+// Host is what the process hosting the controllers gives them: its API access, its informer factory (started by
+// the host; the controllers register their informers on it before that), its event recorder and scheduler name,
+// and its leadership.
+type Host struct {
+	KubeConfig    *rest.Config
+	ClientSet     kubernetes.Interface
+	Informers     informers.SharedInformerFactory
+	Recorder      events.EventRecorder
+	SchedulerName string
+	Leadership    *state.Leadership
+	// OnInitialized is called with a node's name once it finished initializing.
+	OnInitialized func(node string)
+}
+
+// Controllers are Stevedore's controllers, built and wired.
+type Controllers struct {
+	Provisioner *provision.Provisioner
+	Lifecycle   *provision.Lifecycle
+	Disruption  *disruption.Controller
+}
+
+// New builds the controllers and registers the informers they need; they start once the host's leadership is won
+// (the informers of the host's factory must be started by the host).
+func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
+	logger := klog.FromContext(ctx)
+	kube, err := client.NewKube(host.KubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	stevedore, err := client.NewStevedore(host.KubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	kf := host.Informers
+	nodes, pods, daemonSets := kf.Core().V1().Nodes(), kf.Core().V1().Pods(), kf.Apps().V1().DaemonSets()
+	pdbs := kf.Policy().V1().PodDisruptionBudgets()
+	// registered now, started with the host's informers
+	nodes.Informer()
+	pods.Informer()
+	daemonSets.Informer()
+	pdbs.Informer()
+	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
+	claims, pools, classes := sf.Stevedore().V1().NodeClaims(), sf.Stevedore().V1().NodePools(), sf.Stevedore().V1().EC2NodeClasses()
+	claims.Informer()
+	pools.Informer()
+	classes.Informer()
+
+	endpoint := opts.ClusterEndpoint
+	if endpoint == "" {
+		endpoint = host.KubeConfig.Host
+	}
+	ca := host.KubeConfig.CAData
+	if len(ca) == 0 && host.KubeConfig.CAFile != "" {
+		if ca, err = os.ReadFile(host.KubeConfig.CAFile); err != nil {
+			return nil, fmt.Errorf("reading the cluster CA: %w", err)
+		}
+	}
+	provider, err := awscloud.New(ctx, awscloud.Options{
+		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: ca, ServiceCIDR: serviceCIDR(ctx, host.ClientSet),
+		Region: opts.Region, KubernetesVersion: kubernetesVersion(host.ClientSet), Env: opts.Env, NodeClasses: classes.Lister(),
+		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("AWS provider: %w", err)
+	}
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	if err != nil {
+		return nil, err
+	}
+	c := &Controllers{}
+	c.Provisioner = provision.New(provision.Options{
+		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: host.SchedulerName,
+		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
+		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
+		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Cloud: provider, Simulator: sim, Recorder: host.Recorder,
+		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
+			if nc, err := classes.Lister().Get(ref.Name); err == nil {
+				return awscloud.NodeClassHash(nc)
+			}
+			return ""
+		},
+	})
+	c.Lifecycle = provision.NewLifecycle(c.Provisioner, provision.LifecycleOptions{
+		RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: host.OnInitialized,
+	})
+	if err := c.Lifecycle.Register(claims.Informer(), nodes.Informer()); err != nil {
+		return nil, err
+	}
+	if _, err := pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.Provisioner.NodePoolsChanged() },
+		UpdateFunc: func(any, any) { c.Provisioner.NodePoolsChanged() },
+	}); err != nil {
+		return nil, err
+	}
+	disruptionSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	if err != nil {
+		return nil, err
+	}
+	c.Disruption = disruption.New(disruption.Options{
+		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), PDBs: pdbs.Lister(),
+		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Provisioner: c.Provisioner, Cloud: provider, Simulator: disruptionSim,
+		Recorder: host.Recorder, PollInterval: opts.DisruptionPollInterval,
+		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
+		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
+	})
+	if err := c.Disruption.Register(pods.Informer()); err != nil {
+		return nil, err
+	}
+	var interrupts *interruption.Controller
+	if opts.InterruptionQueue != "" {
+		interrupts = interruption.New(interruption.Options{
+			Queue: provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: claims.Lister(), Interrupter: c.Disruption,
+			Offerings: offeringsMarker{provider: provider, prov: c.Provisioner}, Recorder: host.Recorder, Rebalance: opts.RebalanceAction,
+			SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout,
+		})
+	} else {
+		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
+	}
+	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: pools.Lister(), NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
+		Nodes: nodes.Lister(), Pods: pods.Lister(), SchedulerName: host.SchedulerName, UnavailableOfferings: provider.UnavailableOfferings().Len})
+	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
+		return nil, err
+	}
+	sf.Start(ctx.Done())
+	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
+	go func() {
+		select {
+		case <-host.Leadership.Elected():
+		case <-ctx.Done():
+			return
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, pools.Informer().HasSynced, classes.Informer().HasSynced,
+			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced) {
+			return
+		}
+		logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region)
+		go c.Provisioner.Run(ctx)
+		go c.Provisioner.WatchPending(ctx, 3*time.Second)
+		go c.Lifecycle.Run(ctx)
+		go status.Run(ctx)
+		go c.Disruption.Run(ctx)
+		go reporter.Run(ctx)
+		if interrupts != nil {
+			go interrupts.Run(ctx)
+		}
+	}()
+	return c, nil
+}
+
+// kubernetesVersion is the API server's major.minor ("1.37"), or the version the binary was built with.
+func kubernetesVersion(cs kubernetes.Interface) string {
+	if v, err := cs.Discovery().ServerVersion(); err == nil {
+		minor := strings.TrimRight(v.Minor, "+")
+		if v.Major != "" && v.Major != "0" && minor != "" {
+			return v.Major + "." + minor
+		}
+	}
+	return version.DefaultKubeBinaryVersion
+}
+
+// serviceCIDR guesses the cluster's service CIDR (for nodeadm) from the kubernetes Service's address: EKS uses a
+// /16 (10.100.0.0/16 or 172.20.0.0/16).
+func serviceCIDR(ctx context.Context, cs kubernetes.Interface) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	svc, err := cs.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err == nil {
+		if ip := net.ParseIP(svc.Spec.ClusterIP).To4(); ip != nil {
+			return fmt.Sprintf("%d.%d.0.0/16", ip[0], ip[1])
+		}
+	}
+	return "10.100.0.0/16"
+}
+
+// offeringsMarker marks an offering unavailable in the provider's cache and has the provisioner forget the
+// instance types it cached, so that replacements are planned elsewhere at once.
+type offeringsMarker struct {
+	provider *awscloud.Provider
+	prov     *provision.Provisioner
+}
+
+func (m offeringsMarker) MarkUnavailable(instanceType, zone, capacityType, reason string) {
+	m.provider.MarkUnavailable(instanceType, zone, capacityType, reason)
+	m.prov.OfferingsChanged()
+}

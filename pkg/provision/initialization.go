@@ -1,0 +1,86 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// initialize marks a NodeClaim initialized once its node is Ready with no startup or readiness taint left.
+func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
+	node := l.nodeOf(claim)
+	if node == nil {
+		return 10 * time.Second, nil
+	}
+	if why := notInitialized(claim, node); why != "" {
+		return 0, nil // node events bring it back
+	}
+	changed, err := l.setConditions(ctx, claim.Name,
+		metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"},
+		metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node is ready"})
+	if err != nil {
+		return 0, err
+	}
+	if node.Labels[stevedorev1.LabelInitialized] != "true" {
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, stevedorev1.LabelInitialized))
+		if _, err := l.prov.opts.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	if changed {
+		klog.FromContext(ctx).Info("Initialized node", "node", node.Name, "readyAfter", l.prov.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Millisecond))
+		l.prov.claimEvent(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
+	}
+	if l.opts.OnInitialized != nil {
+		l.opts.OnInitialized(node.Name)
+	}
+	return 0, nil
+}
+
+// notInitialized says why a node is not ready for pods yet ("" when it is).
+func notInitialized(claim *stevedorev1.NodeClaim, node *corev1.Node) string {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "node is not Ready"
+	}
+	for _, t := range node.Spec.Taints {
+		switch t.Key {
+		case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized", stevedorev1.TaintUnregistered:
+			return "node has taint " + t.Key
+		}
+		for _, st := range claim.Spec.StartupTaints {
+			if st.Key == t.Key && st.Effect == t.Effect {
+				return "startup taint " + t.Key + " is still on the node"
+			}
+		}
+	}
+	return ""
+}
+
+// IsNodeInitializing reports whether a node belongs to a NodeClaim that is registered but not yet initialized.
+func (p *Provisioner) IsNodeInitializing(nodeName string) bool {
+	node, err := p.opts.Nodes.Get(nodeName)
+	if err != nil {
+		return false
+	}
+	name := node.Labels[stevedorev1.LabelNodeClaim]
+	if name == "" {
+		return false
+	}
+	claim, err := p.opts.NodeClaims.Get(name)
+	if err != nil {
+		return false
+	}
+	return conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered) && !IsInitialized(claim)
+}

@@ -1,0 +1,203 @@
+package provision
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+)
+
+// input builds the solver input: the NodePools with their instance types and what their limits still allow, the
+// DaemonSets, and a snapshot of the cluster with the NodeClaims being launched as nodes.
+func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, map[string]*stevedorev1.NodeClaim, error) {
+	logger := klog.FromContext(ctx)
+	pools, err := p.opts.NodePools.List(labels.Everything())
+	if err != nil {
+		return solver.Input{}, nil, err
+	}
+	var daemonSets []*corev1.Pod
+	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
+		for _, ds := range dss {
+			daemonSets = append(daemonSets, solver.DaemonSetPod(ds))
+		}
+	}
+	claims, err := p.liveClaims()
+	if err != nil {
+		return solver.Input{}, nil, err
+	}
+	usage := nodePoolUsage(claims)
+	byName := map[string]*cloud.InstanceType{}
+	var options []solver.NodePoolOption
+	for _, np := range pools {
+		if np.DeletionTimestamp != nil {
+			continue
+		}
+		its, err := p.InstanceTypes(ctx, np)
+		if err != nil {
+			logger.Error(err, "NodePool cannot launch nodes now", "nodepool", np.Name)
+			continue
+		}
+		for _, it := range its {
+			byName[it.Name] = it
+		}
+		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name]), daemonSets, p.opts.Region)
+		if err != nil {
+			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
+			continue
+		}
+		opt.MinValuesBestEffort = p.opts.MinValuesBestEffort
+		options = append(options, opt)
+	}
+	solver.SortNodePools(options)
+	snap, inflight, claimByNode, err := p.clusterSnapshot(claims, byName)
+	if err != nil {
+		return solver.Input{}, nil, err
+	}
+	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
+		Region: p.opts.Region}, claimByNode, nil
+}
+
+// liveClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet.
+func (p *Provisioner) liveClaims() ([]*stevedorev1.NodeClaim, error) {
+	claims, err := p.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		seen[c.Name] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, c := range p.created {
+		switch {
+		case seen[name]:
+			delete(p.created, name)
+		case p.opts.Clock.Since(c.CreationTimestamp.Time) > 5*time.Minute:
+			delete(p.created, name) // deleted before the cache ever saw it
+		default:
+			claims = append(claims, c)
+		}
+	}
+	return claims, nil
+}
+
+// clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
+// yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
+func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
+	nodes, err := p.opts.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pods, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		}
+	}
+	binding := p.bindingPods()
+	for node, ps := range binding {
+		byNode[node] = append(byNode[node], ps...)
+	}
+	inflightNodes := map[string]*stevedorev1.NodeClaim{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil || IsInitialized(c) {
+			continue
+		}
+		inflightNodes[ClaimNode(c, its, p.opts.Region).Name] = c
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	snap := simulation.NewSnapshot()
+	for _, n := range nodes {
+		if _, inflight := inflightNodes[n.Name]; inflight {
+			continue
+		}
+		snap.AddNode(n, byNode[n.Name]...)
+	}
+	var inflight []solver.InFlightNode
+	claimByNode := map[string]*stevedorev1.NodeClaim{}
+	names := make([]string, 0, len(inflightNodes))
+	for name := range inflightNodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := inflightNodes[name]
+		node := ClaimNode(c, its, p.opts.Region)
+		if len(node.Status.Allocatable) == 0 {
+			continue
+		}
+		placed := append([]*corev1.Pod(nil), byNode[name]...)
+		for _, pod := range p.AssignedPods(c.Name) {
+			// A planned pod that was deleted (e.g. evicted from a node being replaced) gives its room to the pod
+			// that replaces it.
+			cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
+			if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
+				p.forgetPod(pod.UID)
+				continue
+			}
+			if !p.isBinding(pod.UID) {
+				placed = append(placed, pod)
+			}
+		}
+		snap.AddNode(node, placed...)
+		inflight = append(inflight, solver.InFlightNode{Name: name, Claim: c.Name, NodePool: c.Labels[stevedorev1.LabelNodePool]})
+		claimByNode[name] = c
+	}
+	return snap, inflight, claimByNode, nil
+}
+
+// nodePoolUsage sums, per NodePool, the capacity of its live NodeClaims (their instance type once launched, else
+// their requests) and counts them.
+func nodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		pool := c.Labels[stevedorev1.LabelNodePool]
+		u := out[pool]
+		if u == nil {
+			u = corev1.ResourceList{}
+			out[pool] = u
+		}
+		src := c.Status.Capacity
+		if len(src) == 0 {
+			src = c.Spec.Resources.Requests
+		}
+		for name, q := range src {
+			sum := u[name]
+			sum.Add(q)
+			u[name] = sum
+		}
+		nodes := u["nodes"]
+		nodes.Add(resourceOne())
+		u["nodes"] = nodes
+	}
+	return out
+}
+
+// knownTypes returns every instance type the NodePools' caches hold, by name.
+func (p *Provisioner) knownTypes() map[string]*cloud.InstanceType {
+	p.typesMu.Lock()
+	defer p.typesMu.Unlock()
+	out := map[string]*cloud.InstanceType{}
+	for _, c := range p.types {
+		for _, it := range c.types {
+			out[it.Name] = it
+		}
+	}
+	return out
+}

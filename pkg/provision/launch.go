@@ -1,0 +1,165 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+)
+
+// launch creates the NodeClaim's instance.
+func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	p := l.prov
+	inst, err := p.opts.Cloud.Create(ctx, claim)
+	if err != nil {
+		var ice *cloud.InsufficientCapacityError
+		var notReady *cloud.NodeClassNotReadyError
+		var config *cloud.LaunchConfigurationError
+		switch {
+		case errors.As(err, &ice):
+			logger.Info("No capacity for the NodeClaim in any offering; deleting it so its pods are provisioned again", "tried", ice.Tried)
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "no capacity: %v", err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "InsufficientCapacity").Inc()
+			// the cloud marked the offerings it tried unavailable: plan the pods again on what is left, not on
+			// the instance types cached before the launch
+			p.OfferingsChanged()
+			p.ForgetClaim(claim.Name)
+			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+		case errors.As(err, &notReady), errors.As(err, &config):
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "%v", err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "LaunchConfiguration").Inc()
+			if uerr := l.setCondition(ctx, claim.Name, stevedorev1.ConditionLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error()); uerr != nil {
+				return 0, uerr
+			}
+			if p.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.RegistrationTimeout {
+				logger.Info("NodeClaim could not launch before the registration timeout; deleting it", "err", err)
+				p.ForgetClaim(claim.Name)
+				return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+			}
+			return 0, err
+		default:
+			// throttling, 5xx, timeouts: the SDK retried already; the NodeClaim is tried again with backoff
+			code := cloudErrorCode(err)
+			logger.Info("Launch failed; retrying with backoff", "code", code, "err", err)
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "launch failed (%s), retrying: %v", code, err)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], code).Inc()
+			return 0, fmt.Errorf("launching: %w", err)
+		}
+	}
+	its := p.knownTypes()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client(p).Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.ProviderID, cur.Status.InstanceID, cur.Status.NodeName = inst.ProviderID, inst.ID, inst.NodeName
+		cur.Status.InstanceType, cur.Status.Zone, cur.Status.CapacityType = inst.Type, inst.Zone, inst.CapacityType
+		cur.Status.ImageID, cur.Status.Price = inst.ImageID, formatPrice(inst.Price)
+		if it, ok := its[inst.Type]; ok {
+			cur.Status.Capacity = it.Capacity
+			cur.Status.Allocatable = it.Allocatable()
+		}
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionTrue,
+			Reason: "Launched", Message: fmt.Sprintf("instance %s (%s in %s, %s)", inst.ID, inst.Type, inst.Zone, inst.CapacityType),
+			ObservedGeneration: cur.Generation})
+		_, err = client(p).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
+	}
+	pods := p.AssignedPods(claim.Name)
+	podNames := make([]string, 0, len(pods))
+	for _, pod := range pods {
+		podNames = append(podNames, pod.Namespace+"/"+pod.Name)
+	}
+	sort.Strings(podNames)
+	logger.Info("Launched instance", "nodepool", claim.Labels[stevedorev1.LabelNodePool], "instance", inst.ID,
+		"node", inst.NodeName, "type", inst.Type, "zone", inst.Zone, "capacityType", inst.CapacityType,
+		"price", formatPrice(inst.Price), "pods", podNames)
+	p.claimEvent(claim, corev1.EventTypeNormal, ReasonLaunched, "Launch", "launched %s: %s in %s, %s, $%s/h",
+		inst.ID, inst.Type, inst.Zone, inst.CapacityType, formatPrice(inst.Price))
+	launched, err := p.opts.NodeClaims.Get(claim.Name)
+	if err != nil || launched.Status.NodeName == "" {
+		launched, err = client(p).Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+	}
+	l.releaseOverflow(ctx, launched)
+	p.NominateAssigned(ctx, launched)
+	return l.opts.RegistrationTimeout, nil
+}
+
+// releaseOverflow hands back to provisioning the pods planned on a NodeClaim that the instance type EC2 picked
+// cannot hold (it picked a type other than the cheapest planned).
+func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.NodeClaim) {
+	alloc := claim.Status.Allocatable
+	if len(alloc) == 0 {
+		return
+	}
+	pods := l.prov.AssignedPods(claim.Name)
+	sort.Slice(pods, func(i, j int) bool {
+		return solver.PodRequests(pods[i]).Weight() < solver.PodRequests(pods[j]).Weight()
+	})
+	capacity := solver.ListRequests(alloc)
+	used := solver.Requests{}
+	for _, ds := range l.daemonSetOverhead(ctx, claim) {
+		used = used.Add(solver.PodRequests(ds))
+	}
+	for _, pod := range pods {
+		if next := used.Add(solver.PodRequests(pod)); next.Fits(capacity) {
+			used = next
+			continue
+		}
+		klog.FromContext(ctx).Info("Launched instance type cannot hold a planned pod; provisioning it again", "pod", klog.KObj(pod), "type", claim.Status.InstanceType)
+		l.prov.forgetPod(pod.UID)
+	}
+}
+
+// daemonSetOverhead returns the DaemonSet pods that would run on the claim's node, as the scheduler's Filter
+// plugins decide on the node the claim becomes.
+func (l *Lifecycle) daemonSetOverhead(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod {
+	return l.prov.daemonsOn(ctx, ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region))
+}
+
+func launchTime(claim *stevedorev1.NodeClaim) time.Time {
+	if c := meta.FindStatusCondition(claim.Status.Conditions, stevedorev1.ConditionLaunched); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return claim.CreationTimestamp.Time
+}
+
+func joinNonEmpty(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// cloudErrorCode is the cloud API's error code in err (RequestLimitExceeded, InternalError, ...), or CloudError
+// when the call got no coded answer (a timeout, a refused connection).
+func cloudErrorCode(err error) string {
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) && coded.ErrorCode() != "" {
+		return coded.ErrorCode()
+	}
+	return "CloudError"
+}

@@ -1,0 +1,134 @@
+package provision
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+)
+
+// register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
+// the registration timeout is deleted with its instance.
+func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
+	p := l.prov
+	node := l.nodeOf(claim)
+	if node == nil {
+		launchedAt := launchTime(claim)
+		if waited := p.opts.Clock.Since(launchedAt); waited > l.opts.RegistrationTimeout {
+			klog.FromContext(ctx).Info("Node did not register in time; deleting the NodeClaim and its instance",
+				"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationLapse, "Register",
+				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
+			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
+			p.ForgetClaim(claim.Name)
+			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+		} else {
+			return l.opts.RegistrationTimeout - waited + time.Second, nil
+		}
+	}
+	// before syncNode lets pods in: the scheduler keeps the DaemonSet pods' room until they are bound
+	p.ExpectDaemons(node.Name, l.daemonSetOverhead(ctx, claim))
+	if err := l.syncNode(ctx, claim, node); err != nil {
+		return 0, err
+	}
+	changed, err := l.setConditions(ctx, claim.Name, metav1.Condition{Type: stevedorev1.ConditionRegistered,
+		Status: metav1.ConditionTrue, Reason: "Registered", Message: "node " + node.Name + " registered"})
+	if err != nil || !changed {
+		return 0, err
+	}
+	pool := claim.Labels[stevedorev1.LabelNodePool]
+	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID, "nodepool", pool,
+		"type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType, "price", claim.Status.Price)
+	metrics.NodesCreated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, claim.Status.InstanceType).Inc()
+	p.claimEvent(claim, corev1.EventTypeNormal, ReasonRegistered, "Register", "node %s registered", node.Name)
+	return 0, nil
+}
+
+// nodeOf returns the Node of a NodeClaim (by provider ID, else by name), or nil.
+func (l *Lifecycle) nodeOf(claim *stevedorev1.NodeClaim) *corev1.Node {
+	if claim.Status.NodeName != "" {
+		if n, err := l.prov.opts.Nodes.Get(claim.Status.NodeName); err == nil && (claim.Status.ProviderID == "" || n.Spec.ProviderID == claim.Status.ProviderID) {
+			return n
+		}
+	}
+	if claim.Status.ProviderID == "" {
+		return nil
+	}
+	nodes, _ := l.prov.opts.Nodes.List(labels.Everything())
+	for _, n := range nodes {
+		if n.Spec.ProviderID == claim.Status.ProviderID {
+			return n
+		}
+	}
+	return nil
+}
+
+// syncNode gives a registered Node its NodeClaim's labels (and the well-known labels of the launched type), the
+// termination finalizer and the NodeClaim as owner, and removes the unregistered taint.
+func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node) error {
+	its := l.prov.knownTypes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := l.prov.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		for k, v := range ClaimNodeLabels(claim, its[claim.Status.InstanceType], l.prov.opts.Region) {
+			cur.Labels[k] = v
+		}
+		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name
+		if !hasFinalizer(cur.Finalizers, stevedorev1.TerminationFinalizer) {
+			cur.Finalizers = append(cur.Finalizers, stevedorev1.TerminationFinalizer)
+		}
+		owned := false
+		for _, o := range cur.OwnerReferences {
+			owned = owned || o.UID == claim.UID
+		}
+		if !owned {
+			cur.OwnerReferences = append(cur.OwnerReferences, metav1.OwnerReference{APIVersion: stevedorev1.SchemeGroupVersion.String(),
+				Kind: "NodeClaim", Name: claim.Name, UID: claim.UID, BlockOwnerDeletion: ptr.To(true)})
+		}
+		var taints []corev1.Taint
+		for _, t := range cur.Spec.Taints {
+			if t.Key != stevedorev1.TaintUnregistered {
+				taints = append(taints, t)
+			}
+		}
+		for _, t := range claim.Spec.Taints {
+			if !hasTaint(taints, t) {
+				taints = append(taints, t)
+			}
+		}
+		cur.Spec.Taints = taints
+		_, err = l.prov.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func hasFinalizer(list []string, f string) bool {
+	for _, x := range list {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTaint(list []corev1.Taint, t corev1.Taint) bool {
+	for _, x := range list {
+		if x.Key == t.Key && x.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
