@@ -32,7 +32,7 @@ const AnnotationReplaces = "stevedore.dev/replaces"
 // validate waits ValidationDelay, reads the cluster again and checks the command still holds: the same nodes are
 // still candidates (no pod arrived, nothing now blocks them, budgets still allow) and, for consolidation, removing
 // them still saves money; the replacements are re-planned from the fresh view. It reports whether to go ahead.
-func (c *Controller) validate(ctx context.Context, cmd *Command, m method) (bool, error) {
+func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool, error) {
 	logger := klog.FromContext(ctx)
 	select {
 	case <-ctx.Done():
@@ -59,8 +59,8 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m method) (bool
 		case cand.Blocked != "":
 			logger.V(1).Info("Disruption command abandoned", "method", cmd.Method, "node", old.Node.Name, "blocked", cand.Blocked)
 			return false, nil
-		case cmd.Method == MethodEmptiness && !cand.Empty(), !c.consolidatable(cand, v.now):
-			logger.V(1).Info("Disruption command abandoned: pods arrived on the node", "method", cmd.Method, "node", old.Node.Name)
+		case !m.StillHolds(cand, v.now):
+			logger.V(1).Info("Disruption command abandoned: pods arrived on or left the node", "method", cmd.Method, "node", old.Node.Name)
 			return false, nil
 		case !b.take(cand):
 			logger.V(1).Info("Disruption command abandoned: the NodePool's budget no longer allows it", "method", cmd.Method, "node", old.Node.Name)
@@ -69,7 +69,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m method) (bool
 		cands = append(cands, cand)
 	}
 	cmd.Candidates = cands
-	if cmd.Method == MethodEmptiness {
+	if !m.Resimulate() {
 		return true, nil
 	}
 	again, err := c.consolidate(ctx, cands)

@@ -152,14 +152,6 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// method finds one command, or nil.
-type method struct {
-	name string
-	find func(ctx context.Context, v *clusterView) (*Command, error)
-	// validated methods wait ValidationDelay and check the command again before acting.
-	validated bool
-}
-
 // pass runs the methods in order and carries out the first command found. It reports whether it acted.
 func (c *Controller) pass(ctx context.Context) (bool, error) {
 	c.resetModel()
@@ -170,28 +162,19 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 	if c.opts.Voluntary {
 		c.reportBlocked(v)
 	}
-	methods := []method{{name: MethodExpiration, find: c.expiration}}
-	if c.opts.Voluntary {
-		methods = append(methods,
-			method{name: MethodEmptiness, find: c.emptiness, validated: true},
-			method{name: MethodDrift, find: c.drift},
-			method{name: MethodMultiNode, find: c.multiNodeConsolidation, validated: true},
-			method{name: MethodSingleNode, find: c.singleNodeConsolidation, validated: true},
-		)
-	}
-	for _, m := range methods {
+	for _, m := range c.methods() {
 		start := c.opts.Clock.Now()
-		cmd, err := m.find(ctx, v)
-		c.opts.Metrics.observeEvaluation(m.name, c.opts.Clock.Since(start))
+		cmd, err := m.Find(ctx, v)
+		c.opts.Metrics.observeEvaluation(m.Name(), c.opts.Clock.Since(start))
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", m.name, err)
+			return false, fmt.Errorf("%s: %w", m.Name(), err)
 		}
 		if cmd == nil {
 			continue
 		}
-		cmd.Method = m.name
+		cmd.Method = m.Name()
 		cmd.evaluated = c.opts.Clock.Since(start)
-		if m.validated {
+		if m.Validated() {
 			ok, err := c.validate(ctx, cmd, m)
 			if err != nil || !ok {
 				return false, err
