@@ -13,6 +13,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // input builds the solver input: the NodePools with their instance types and what their limits still allow, the
@@ -33,7 +34,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
-	usage := nodePoolUsage(claims)
+	usage := state.NodePoolUsage(claims)
 	byName := map[string]*cloud.InstanceType{}
 	var options []solver.NodePoolOption
 	for _, np := range pools {
@@ -48,7 +49,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 		for _, it := range its {
 			byName[it.Name] = it
 		}
-		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name]), daemonSets, p.opts.Region)
+		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
 			continue
@@ -157,36 +158,6 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		claimByNode[name] = c
 	}
 	return snap, inflight, claimByNode, nil
-}
-
-// nodePoolUsage sums, per NodePool, the capacity of its live NodeClaims (their instance type once launched, else
-// their requests) and counts them.
-func nodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]corev1.ResourceList {
-	out := map[string]corev1.ResourceList{}
-	for _, c := range claims {
-		if c.DeletionTimestamp != nil {
-			continue
-		}
-		pool := c.Labels[stevedorev1.LabelNodePool]
-		u := out[pool]
-		if u == nil {
-			u = corev1.ResourceList{}
-			out[pool] = u
-		}
-		src := c.Status.Capacity
-		if len(src) == 0 {
-			src = c.Spec.Resources.Requests
-		}
-		for name, q := range src {
-			sum := u[name]
-			sum.Add(q)
-			u[name] = sum
-		}
-		nodes := u["nodes"]
-		nodes.Add(resourceOne())
-		u["nodes"] = nodes
-	}
-	return out
 }
 
 // knownTypes returns every instance type the NodePools' caches hold, by name.

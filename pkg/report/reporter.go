@@ -26,6 +26,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // Options configure a Reporter.
@@ -86,13 +87,6 @@ func (r *Reporter) Run(ctx context.Context) {
 	}, r.opts.Interval)
 }
 
-// poolUsage is what a NodePool's live NodeClaims add up to.
-type poolUsage struct {
-	nodes     int64
-	resources corev1.ResourceList
-	cost      float64
-}
-
 // Refresh writes every NodePool's status and sets the gauges once.
 func (r *Reporter) Refresh(ctx context.Context) error {
 	pools, err := r.opts.NodePools.List(labels.Everything())
@@ -103,39 +97,14 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	usage := map[string]*poolUsage{}
-	for _, c := range claims {
-		if c.DeletionTimestamp != nil {
-			continue
-		}
-		name := c.Labels[stevedorev1.LabelNodePool]
-		u := usage[name]
-		if u == nil {
-			u = &poolUsage{resources: corev1.ResourceList{}}
-			usage[name] = u
-		}
-		u.nodes++
-		price, _ := strconv.ParseFloat(c.Status.Price, 64)
-		u.cost += price
-		src := c.Status.Capacity
-		if len(src) == 0 {
-			src = c.Spec.Resources.Requests
-		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
-			if q, ok := src[res]; ok {
-				sum := u.resources[res]
-				sum.Add(q)
-				u.resources[res] = sum
-			}
-		}
-	}
+	usage := state.NodePoolUsage(claims)
 	seen := map[string]bool{}
 	var firstErr error
 	for _, np := range pools {
 		seen[np.Name] = true
 		u := usage[np.Name]
 		if u == nil {
-			u = &poolUsage{resources: corev1.ResourceList{}}
+			u = &state.Usage{Resources: corev1.ResourceList{}}
 		}
 		r.setPoolMetrics(np, u)
 		if err := r.writeStatus(ctx, np, u); err != nil && firstErr == nil {
@@ -158,9 +127,9 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 }
 
 // writeStatus updates the NodePool's status when it changed.
-func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *poolUsage) error {
-	want := stevedorev1.NodePoolStatus{Nodes: u.nodes, HourlyCost: strconv.FormatFloat(u.cost, 'f', 4, 64), Resources: u.resources.DeepCopy()}
-	want.Resources["nodes"] = *resource.NewQuantity(u.nodes, resource.DecimalSI)
+func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *state.Usage) error {
+	want := stevedorev1.NodePoolStatus{Nodes: u.Nodes, HourlyCost: strconv.FormatFloat(u.Cost, 'f', 4, 64), Resources: u.Resources.DeepCopy()}
+	want.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
 	ready := r.readyCondition(np)
 	cur := meta.FindStatusCondition(np.Status.Conditions, stevedorev1.ConditionReady)
 	readySame := ready == nil || cur != nil && cur.Status == ready.Status && cur.Reason == ready.Reason && cur.Message == ready.Message
@@ -223,13 +192,13 @@ func gaugeValue(name corev1.ResourceName, q resource.Quantity) float64 {
 	return q.AsApproximateFloat64()
 }
 
-func (r *Reporter) setPoolMetrics(np *stevedorev1.NodePool, u *poolUsage) {
-	metrics.NodePoolNodes.WithLabelValues(np.Name).Set(float64(u.nodes))
-	metrics.NodePoolHourlyCost.WithLabelValues(np.Name).Set(u.cost)
+func (r *Reporter) setPoolMetrics(np *stevedorev1.NodePool, u *state.Usage) {
+	metrics.NodePoolNodes.WithLabelValues(np.Name).Set(float64(u.Nodes))
+	metrics.NodePoolHourlyCost.WithLabelValues(np.Name).Set(u.Cost)
 	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		metrics.NodePoolUsage.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, u.resources[res]))
+		metrics.NodePoolUsage.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, u.Resources[res]))
 	}
-	metrics.NodePoolUsage.WithLabelValues(np.Name, "nodes").Set(float64(u.nodes))
+	metrics.NodePoolUsage.WithLabelValues(np.Name, "nodes").Set(float64(u.Nodes))
 	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, "nodes"} {
 		if q, ok := np.Spec.Limits[res]; ok {
 			metrics.NodePoolLimit.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, q))

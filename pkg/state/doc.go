@@ -1,3 +1,3 @@
 // Package state holds what the scheduler plugins and the background loops share inside one scheduler process:
-// leadership, and (from the provisioning work on) the cluster's nodes, NodeClaims and in-flight capacity.
+// leadership, and what a NodePool uses (its NodeClaims' capacity, count and price).
 package state

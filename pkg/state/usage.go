@@ -1,0 +1,57 @@
+package state
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// Usage is what a NodePool's live NodeClaims add up to: every resource of their capacity (their instance type's
+// once launched, their requests before), "nodes" counting them, and their hourly price.
+type Usage struct {
+	Resources corev1.ResourceList
+	Nodes     int64
+	Cost      float64
+}
+
+// NodePoolUsage sums, per NodePool, the usage of its NodeClaims that are not being deleted. It is the one count of
+// what a NodePool uses: its limits are checked against it and its status shows it.
+func NodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]*Usage {
+	out := map[string]*Usage{}
+	for _, c := range claims {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		pool := c.Labels[stevedorev1.LabelNodePool]
+		u := out[pool]
+		if u == nil {
+			u = &Usage{Resources: corev1.ResourceList{}}
+			out[pool] = u
+		}
+		src := c.Status.Capacity
+		if len(src) == 0 {
+			src = c.Spec.Resources.Requests
+		}
+		for name, q := range src {
+			sum := u.Resources[name]
+			sum.Add(q)
+			u.Resources[name] = sum
+		}
+		u.Nodes++
+		u.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
+		price, _ := strconv.ParseFloat(c.Status.Price, 64)
+		u.Cost += price
+	}
+	return out
+}
+
+// List is the usage's resources, nil for no usage at all.
+func (u *Usage) List() corev1.ResourceList {
+	if u == nil {
+		return nil
+	}
+	return u.Resources
+}
