@@ -60,9 +60,7 @@ func (c *Controller) view() (*clusterView, error) {
 		return nil, err
 	}
 	for _, np := range pools {
-		cp := np.DeepCopy()
-		cp.Normalize()
-		v.pools[np.Name] = &poolState{pool: cp}
+		v.pools[np.Name] = &poolState{pool: np} // normalised by the lister
 	}
 	claims, err := c.opts.NodeClaims.List(labels.Everything())
 	if err != nil {

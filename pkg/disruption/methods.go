@@ -201,7 +201,8 @@ func (c *Controller) drift(ctx context.Context, v *clusterView) (*Command, error
 
 // driftReason says why a node no longer matches what its NodePool would launch now ("" if it does).
 func (c *Controller) driftReason(ctx context.Context, cand *Candidate) (string, error) {
-	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != provision.NodePoolHash(cand.NodePool) {
+	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != provision.NodePoolHash(cand.NodePool) &&
+		cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHashVersion] == provision.NodePoolHashVersion {
 		return "NodePoolDrift", nil
 	}
 	reqs, err := solver.NodePoolRequirements(cand.NodePool)

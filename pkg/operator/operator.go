@@ -99,6 +99,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	claims.Informer()
 	pools.Informer()
 	classes.Informer()
+	// every controller reads NodePools in their canonical form
+	nodePools := state.NormalizedNodePools(pools.Lister())
 
 	endpoint := opts.ClusterEndpoint
 	if endpoint == "" {
@@ -127,7 +129,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: host.SchedulerName,
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
 		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
-		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Cloud: provider, Simulator: sim, Recorder: host.Recorder,
+		NodeClaims: claims.Lister(), NodePools: nodePools, Cloud: provider, Simulator: sim, Recorder: host.Recorder,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Lister().Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -153,7 +155,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	}
 	c.Disruption = disruption.New(disruption.Options{
 		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), PDBs: pdbs.Lister(),
-		NodeClaims: claims.Lister(), NodePools: pools.Lister(), Provisioner: c.Provisioner, Cloud: provider, Simulator: disruptionSim,
+		NodeClaims: claims.Lister(), NodePools: nodePools, Provisioner: c.Provisioner, Cloud: provider, Simulator: disruptionSim,
 		Recorder: host.Recorder, PollInterval: opts.DisruptionPollInterval,
 		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
 		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
@@ -171,7 +173,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	} else {
 		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
 	}
-	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: pools.Lister(), NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
+	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: nodePools, NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
 		Nodes: nodes.Lister(), Pods: pods.Lister(), SchedulerName: host.SchedulerName, UnavailableOfferings: provider.UnavailableOfferings().Len})
 	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
 		return nil, err

@@ -22,10 +22,18 @@ import (
 // maxClaimInstanceTypes caps the instance types a NodeClaim lists (CreateFleet caps them again).
 const maxClaimInstanceTypes = 60
 
-// NodePoolHash hashes what of a NodePool's template a node was launched from; a different hash means drift.
+// NodePoolHashVersion changes whenever what NodePoolHash covers changes: a NodeClaim stamped with another version
+// is not compared (its hash would differ though nothing drifted).
+const NodePoolHashVersion = "v2"
+
+// NodePoolHash hashes the NodePool template a node was launched from (its normalised form, so that an older
+// spelling is no change); a different hash means drift. Every template field counts but the requirements, which
+// drift checks against the node's labels instead (a node whose labels still satisfy them has not drifted).
+// TestNodePoolHashClassifiesEveryTemplateField fails when a field is added to the template without a decision.
 func NodePoolHash(np *stevedorev1.NodePool) string {
-	t := np.Spec.Template
-	raw, _ := json.Marshal([]any{t.ObjectMeta, t.Spec.Taints, t.Spec.StartupTaints, t.Spec.NodeClassRef})
+	t := np.Spec.Template.DeepCopy()
+	t.Spec.Requirements = nil // checked against the node's labels
+	raw, _ := json.Marshal(t)
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }
@@ -37,7 +45,8 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	// the labels the NodePool defines (template labels, its requirements' values for this node); the instance
 	// type's and the offering's are added when the node registers
 	labels := solver.NodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
-	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np)}
+	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np),
+		stevedorev1.AnnotationNodePoolHashVersion: NodePoolHashVersion}
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
 	}
@@ -65,8 +74,7 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	// the instance types, in price order (not sorted by name): CreateFleet tries them cheapest first
 	reqs = append(reqs, stevedorev1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: "In", Values: types})
 	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].Key < reqs[j].Key })
-	ref := *np.Spec.Template.Spec.NodeClassRef
-	ref.Normalize()
+	ref := *np.Spec.Template.Spec.NodeClassRef // normalised with the NodePool
 	return &stevedorev1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: np.Name + "-",

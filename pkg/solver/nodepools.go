@@ -45,11 +45,9 @@ func NodePoolRequirements(np *stevedorev1.NodePool) (scheduling.Requirements, er
 	return reqs, nil
 }
 
-// NewNodePoolOption narrows instance types to those a NodePool allows, with an offering it allows. Region, when
-// known, is a label every node of the NodePool has.
+// NewNodePoolOption narrows instance types to those a NodePool (normalised: stevedorev1.NodePool.Normalize) allows,
+// with an offering it allows. Region, when known, is a label every node of the NodePool has.
 func NewNodePoolOption(np *stevedorev1.NodePool, its []*cloud.InstanceType, remaining corev1.ResourceList, daemonSets []*corev1.Pod, region string) (NodePoolOption, error) {
-	np = np.DeepCopy()
-	np.Normalize()
 	reqs, err := NodePoolRequirements(np)
 	if err != nil {
 		return NodePoolOption{}, err

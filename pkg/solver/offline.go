@@ -59,7 +59,9 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *stevedorev1.NodePool:
-			pools = append(pools, o)
+			np := o.DeepCopy()
+			np.Normalize() // as the live controllers read them
+			pools = append(pools, np)
 		case *stevedorev1.EC2NodeClass:
 			classes[o.Name] = o
 		case *appsv1.DaemonSet:

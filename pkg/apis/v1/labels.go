@@ -30,16 +30,18 @@ const (
 // Ownership and lifecycle keys are Stevedore's own, so that a cluster that also runs Karpenter never confuses
 // the two.
 const (
-	LabelNodePool            = "stevedore.dev/nodepool"
-	LabelNodeClaim           = "stevedore.dev/nodeclaim"
-	LabelInitialized         = "stevedore.dev/initialized"
-	TaintUnregistered        = "stevedore.dev/unregistered"
-	TaintDisrupted           = "stevedore.dev/disrupted"
-	TerminationFinalizer     = "stevedore.dev/termination"
-	DoNotDisruptKey          = "stevedore.dev/do-not-disrupt"
-	AnnotationNodePoolHash   = "stevedore.dev/nodepool-hash"
-	AnnotationNodeClassHash  = "stevedore.dev/nodeclass-hash"
-	AnnotationNodeClaimPrice = "stevedore.dev/price"
+	LabelNodePool          = "stevedore.dev/nodepool"
+	LabelNodeClaim         = "stevedore.dev/nodeclaim"
+	LabelInitialized       = "stevedore.dev/initialized"
+	TaintUnregistered      = "stevedore.dev/unregistered"
+	TaintDisrupted         = "stevedore.dev/disrupted"
+	TerminationFinalizer   = "stevedore.dev/termination"
+	DoNotDisruptKey        = "stevedore.dev/do-not-disrupt"
+	AnnotationNodePoolHash = "stevedore.dev/nodepool-hash"
+	// AnnotationNodePoolHashVersion is the version of the hash function that computed AnnotationNodePoolHash.
+	AnnotationNodePoolHashVersion = "stevedore.dev/nodepool-hash-version"
+	AnnotationNodeClassHash       = "stevedore.dev/nodeclass-hash"
+	AnnotationNodeClaimPrice      = "stevedore.dev/price"
 )
 
 // WellKnownLabels returns the node labels that every launched node carries and that Stevedore derives from the
