@@ -44,9 +44,11 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 		"Spec.StartupTaints": func(np *stevedorev1.NodePool) {
 			np.Spec.Template.Spec.StartupTaints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
 		},
-		"Spec.NodeClassRef":           func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = "other" },
-		"Spec.ExpireAfter":            func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.ExpireAfter = stevedorev1.NewDuration(1) },
-		"Spec.TerminationGracePeriod": func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 1} },
+		"Spec.NodeClassRef": func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = "other" },
+		"Spec.ExpireAfter":  func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.ExpireAfter = stevedorev1.NewDuration(1) },
+		"Spec.TerminationGracePeriod": func(np *stevedorev1.NodePool) {
+			np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 1}
+		},
 	} {
 		np := base.DeepCopy()
 		change(np)

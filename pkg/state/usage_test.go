@@ -29,7 +29,7 @@ func TestNodePoolUsageSumsEveryResourceOfLiveNodeClaims(t *testing.T) {
 	usage := NodePoolUsage([]*stevedorev1.NodeClaim{
 		claim("gpu", false, "1.0060", rl("cpu", "4", "memory", "16Gi", "nvidia.com/gpu", "1"), nil),
 		claim("gpu", false, "", nil, rl("cpu", "2", "memory", "1Gi")), // not launched yet: its requests
-		claim("gpu", true, "9.0000", rl("cpu", "64"), nil),             // being deleted: not counted
+		claim("gpu", true, "9.0000", rl("cpu", "64"), nil),            // being deleted: not counted
 		claim("web", false, "0.0100", rl("cpu", "2"), nil),
 	})
 	gpu := usage["gpu"]
