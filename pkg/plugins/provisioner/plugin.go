@@ -162,10 +162,36 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 	return fwk.NewStatus(fwk.Wait, "node "+nodeName+" is initializing"), p.args.PermitTimeout.Duration
 }
 
-// EventsToRegister lists the cluster events that may let a pod this plugin held back bind: a node appearing or
-// changing (its initialization finishing).
+// EventsToRegister lists the cluster events that may let a pod this plugin held back bind, each with a hint that
+// requeues the pod only when the event may help: a node Stevedore launched appearing (the node planned for the
+// pod), its taints or labels (its initialization finishing), a pod leaving it (room freed).
 func (p *Provisioner) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: onStevedoreNode},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: fromStevedoreNode},
 	}, nil
+}
+
+// onStevedoreNode queues the pod when the node added or changed is one Stevedore launched.
+func onStevedoreNode(_ klog.Logger, _ *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	node, ok := newObj.(*v1.Node)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected a Node, got %T", newObj)
+	}
+	if _, ours := node.Labels[stevedorev1.LabelNodePool]; ours {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// fromStevedoreNode queues the pod when a pod bound to a node is deleted (its room is free now).
+func fromStevedoreNode(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	gone, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", oldObj)
+	}
+	if gone.Spec.NodeName != "" {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }
