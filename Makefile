@@ -24,6 +24,10 @@ build:
 $(BIN)/kubectl: go.mod
 	$(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
+# golangci-lint (make lint), pinned in hack/lint/go.mod
+$(BIN)/golangci-lint: hack/lint/go.mod
+	cd hack/lint && $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 # helm (lint and template of charts/stevedore in the tests), pinned in hack/helm/go.mod
 $(BIN)/helm: hack/helm/go.mod
 	cd hack/helm && $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
@@ -67,10 +71,10 @@ verify-generated: generate
 	@test -z "$$(git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds)" || \
 	  (echo "make generate created files that are not committed:" >&2; git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds >&2; exit 1)
 
-## lint: gofmt and go vet
-lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); test -z "$$out" || (echo "gofmt needed: $$out" >&2; exit 1)
-	$(GO) vet ./...
+## lint: golangci-lint with .golangci.yml (gofmt and import grouping, go vet, staticcheck, errcheck, errorlint,
+## unused, unparam, revive, complexity bounds)
+lint: $(BIN)/golangci-lint
+	$(BIN)/golangci-lint run ./...
 
 ## verify: lint and generated files
 verify: lint verify-generated

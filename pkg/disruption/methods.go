@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -378,13 +377,4 @@ func describeReplacements(rs []*solver.PlannedNode) string {
 		parts = append(parts, fmt.Sprintf("%s/%s/%s $%.4f/h", r.InstanceType.Name, r.Offering.Zone, r.Offering.CapacityType, r.Offering.Price))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// podsOf lists the candidates' reschedulable pods.
-func podsOf(cands []*Candidate) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, c := range cands {
-		out = append(out, c.Pods...)
-	}
-	return out
 }

@@ -27,8 +27,8 @@ type Batcher struct {
 }
 
 // NewBatcher returns a batcher; closed batches are delivered on Closed.
-func NewBatcher(idle, max time.Duration, clk clock.WithDelayedExecution) *Batcher {
-	return &Batcher{idle: idle, max: max, clock: clk, closed: make(chan []*corev1.Pod, 16), pods: map[types.UID]*corev1.Pod{}}
+func NewBatcher(idle, maxWait time.Duration, clk clock.WithDelayedExecution) *Batcher {
+	return &Batcher{idle: idle, max: maxWait, clock: clk, closed: make(chan []*corev1.Pod, 16), pods: map[types.UID]*corev1.Pod{}}
 }
 
 // Closed delivers closed batches.

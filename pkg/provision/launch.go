@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,16 +141,6 @@ func launchTime(claim *stevedorev1.NodeClaim) time.Time {
 		return c.LastTransitionTime.Time
 	}
 	return claim.CreationTimestamp.Time
-}
-
-func joinNonEmpty(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, "; ")
 }
 
 // cloudErrorCode is the cloud API's error code in err (RequestLimitExceeded, InternalError, ...), or CloudError

@@ -94,7 +94,7 @@ func (l *Lifecycle) enqueueNode(obj any) {
 	} else if c := l.claimByProviderID(n.Spec.ProviderID); c != nil {
 		l.queue.Add(c.Name)
 	}
-	if n.DeletionTimestamp != nil && hasFinalizer(n.Finalizers, stevedorev1.TerminationFinalizer) {
+	if n.DeletionTimestamp != nil && hasTerminationFinalizer(n.Finalizers) {
 		l.nodes.Add(n.Name)
 	}
 }

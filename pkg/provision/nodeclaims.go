@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -167,14 +166,6 @@ func formatPrice(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 func ParsePrice(s string) float64 {
 	v, _ := strconv.ParseFloat(s, 64)
 	return v
-}
-
-// quantityOf returns q or zero.
-func quantityOf(rl corev1.ResourceList, name corev1.ResourceName) resource.Quantity {
-	if q, ok := rl[name]; ok {
-		return q
-	}
-	return resource.Quantity{}
 }
 
 func claimString(c *stevedorev1.NodeClaim) string {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -586,5 +585,3 @@ func (p *Provisioner) InstanceTypes(ctx context.Context, np *stevedorev1.NodePoo
 	p.typesMu.Unlock()
 	return its, err
 }
-
-func resourceOne() resource.Quantity { return *resource.NewQuantity(1, resource.DecimalSI) }

@@ -21,8 +21,8 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	p := l.prov
 	node := l.nodeOf(claim)
 	if node == nil {
-		launchedAt := launchTime(claim)
-		if waited := p.opts.Clock.Since(launchedAt); waited > l.opts.RegistrationTimeout {
+		waited := p.opts.Clock.Since(launchTime(claim))
+		if waited > l.opts.RegistrationTimeout {
 			klog.FromContext(ctx).Info("Node did not register in time; deleting the NodeClaim and its instance",
 				"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationLapse, "Register",
@@ -30,9 +30,8 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
 			p.ForgetClaim(claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
-		} else {
-			return l.opts.RegistrationTimeout - waited + time.Second, nil
 		}
+		return l.opts.RegistrationTimeout - waited + time.Second, nil
 	}
 	// before syncNode lets pods in: the scheduler keeps the DaemonSet pods' room until they are bound
 	p.ExpectDaemons(node.Name, l.daemonSetOverhead(ctx, claim))
@@ -87,7 +86,7 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			cur.Labels[k] = v
 		}
 		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name
-		if !hasFinalizer(cur.Finalizers, stevedorev1.TerminationFinalizer) {
+		if !hasTerminationFinalizer(cur.Finalizers) {
 			cur.Finalizers = append(cur.Finalizers, stevedorev1.TerminationFinalizer)
 		}
 		owned := false
@@ -115,9 +114,9 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 	})
 }
 
-func hasFinalizer(list []string, f string) bool {
+func hasTerminationFinalizer(list []string) bool {
 	for _, x := range list {
-		if x == f {
+		if x == stevedorev1.TerminationFinalizer {
 			return true
 		}
 	}

@@ -39,7 +39,7 @@ func client(p *Provisioner) typedv1.NodeClaimInterface {
 func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	p := l.prov
 	p.ForgetClaim(claim.Name)
-	if !hasFinalizer(claim.Finalizers, stevedorev1.TerminationFinalizer) {
+	if !hasTerminationFinalizer(claim.Finalizers) {
 		return 0, nil
 	}
 	if node := l.nodeOf(claim); node != nil {
@@ -48,7 +48,7 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 				return 0, err
 			}
 		}
-		if hasFinalizer(node.Finalizers, stevedorev1.TerminationFinalizer) {
+		if hasTerminationFinalizer(node.Finalizers) {
 			return 2 * time.Second, nil // the node's drain finishes first
 		}
 	}
@@ -145,7 +145,7 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if node.DeletionTimestamp == nil || !hasFinalizer(node.Finalizers, stevedorev1.TerminationFinalizer) {
+	if node.DeletionTimestamp == nil || !hasTerminationFinalizer(node.Finalizers) {
 		return true, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("node", name)

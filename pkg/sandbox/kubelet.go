@@ -242,11 +242,11 @@ func parseBottlerocket(ud string, cfg *kubeletConfig) error {
 		} `toml:"settings"`
 	}
 	if _, err := toml.Decode(ud, &doc); err != nil {
-		return fmt.Errorf("Bottlerocket TOML: %w", err)
+		return fmt.Errorf("reading the Bottlerocket TOML: %w", err)
 	}
 	k := doc.Settings.Kubernetes
 	if k.ClusterName == "" || k.APIServer == "" {
-		return fmt.Errorf("Bottlerocket settings lack the cluster name or API server")
+		return fmt.Errorf("the Bottlerocket settings lack the cluster name or API server")
 	}
 	cfg.maxPods = k.MaxPods
 	for key, v := range k.NodeLabels {

@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,8 +162,7 @@ func observe(ctx context.Context, sb *Sandbox) (fleetState, error) {
 		default:
 			st.launching++
 		}
-		var price float64
-		fmt.Sscanf(c.Status.Price, "%g", &price)
+		price, _ := strconv.ParseFloat(c.Status.Price, 64) // absent before launch: 0
 		st.cost += price
 		if c.Status.InstanceID != "" {
 			st.launched = append(st.launched, fmt.Sprintf("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s, price: $%s/h, nodepool: %s",
@@ -252,30 +251,6 @@ func (p *progress) done() {
 	}
 }
 
-// fleetCost sums the hourly price of the NodeClaims.
-func fleetCost(ctx context.Context, sb *Sandbox) (float64, int) {
-	claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, 0
-	}
-	total := 0.0
-	for _, c := range claims.Items {
-		var v float64
-		fmt.Sscanf(c.Status.Price, "%g", &v)
-		total += v
-	}
-	return total, len(claims.Items)
-}
-
-func sortedKeysInt(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // applyExamples creates (or updates) the objects of files in manifests/examples.
 func applyExamples(ctx context.Context, sb *Sandbox, files ...string) error {
 	dec := manifest.NewDecoder()
@@ -298,34 +273,34 @@ func applyExamples(ctx context.Context, sb *Sandbox, files ...string) error {
 }
 
 // Apply creates an object of a kind the sandbox knows (NodePool, EC2NodeClass, Deployment), or updates it.
-func (sb *Sandbox) Apply(ctx context.Context, obj any) error {
+func (s *Sandbox) Apply(ctx context.Context, obj any) error {
 	var err error
 	switch o := obj.(type) {
 	case *stevedorev1.NodePool:
-		_, err = sb.Stevedore.StevedoreV1().NodePools().Create(ctx, o, metav1.CreateOptions{})
+		_, err = s.Stevedore.StevedoreV1().NodePools().Create(ctx, o, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Stevedore writes the NodePool's status: retry on conflict with the latest version
 			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				cur, gerr := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, o.Name, metav1.GetOptions{})
+				cur, gerr := s.Stevedore.StevedoreV1().NodePools().Get(ctx, o.Name, metav1.GetOptions{})
 				if gerr != nil {
 					return gerr
 				}
 				o.ResourceVersion = cur.ResourceVersion
-				_, uerr := sb.Stevedore.StevedoreV1().NodePools().Update(ctx, o, metav1.UpdateOptions{})
+				_, uerr := s.Stevedore.StevedoreV1().NodePools().Update(ctx, o, metav1.UpdateOptions{})
 				return uerr
 			})
 		}
 	case *stevedorev1.EC2NodeClass:
-		_, err = sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, o, metav1.CreateOptions{})
+		_, err = s.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, o, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Stevedore writes the node class's status: retry on conflict with the latest version
 			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				cur, gerr := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, o.Name, metav1.GetOptions{})
+				cur, gerr := s.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, o.Name, metav1.GetOptions{})
 				if gerr != nil {
 					return gerr
 				}
 				o.ResourceVersion = cur.ResourceVersion
-				_, uerr := sb.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, o, metav1.UpdateOptions{})
+				_, uerr := s.Stevedore.StevedoreV1().EC2NodeClasses().Update(ctx, o, metav1.UpdateOptions{})
 				return uerr
 			})
 		}
@@ -333,12 +308,12 @@ func (sb *Sandbox) Apply(ctx context.Context, obj any) error {
 		if o.Namespace == "" {
 			o.Namespace = metav1.NamespaceDefault
 		}
-		_, err = sb.Kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		_, err = s.Kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			err = nil
 		}
 	case *corev1.Pod:
-		_, err = sb.Kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		_, err = s.Kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	default:
 		return fmt.Errorf("the sandbox cannot apply %T", obj)
 	}

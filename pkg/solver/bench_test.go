@@ -97,7 +97,7 @@ func benchmarkPlan(b *testing.B, n int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		plan, err := p.Solve(ctx, sim, budgetFor(n))
+		plan, err := p.Solve(ctx, sim, budgetFor())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func BenchmarkPlan5000(b *testing.B)  { benchmarkPlan(b, 5000) }
 func BenchmarkPlan20000(b *testing.B) { benchmarkPlan(b, 20000) }
 
 // budgetFor is the improvement time a benchmark solve gets; zero measures the greedy packing alone.
-func budgetFor(n int) time.Duration {
+func budgetFor() time.Duration {
 	if v := os.Getenv("STEVEDORE_BENCH_BUDGET"); v != "" {
 		d, _ := time.ParseDuration(v)
 		return d

@@ -106,22 +106,6 @@ func (st *solve) unplace(n *openNode, p *corev1.Pod) {
 	n.cacheValid = false
 }
 
-// restore undoes moves: pods placed on other nodes are taken off, node states put back, and the pods returned.
-func (st *solve) restore(saved map[*openNode]savedNode, moved map[types.UID]*openNode) {
-	for _, sv := range saved {
-		for _, p := range sv.n.pods {
-			if dst, ok := moved[p.UID]; ok && dst == sv.n {
-				st.unplace(sv.n, p)
-			}
-		}
-	}
-	for _, sv := range saved {
-		*sv.n = sv.state
-		sv.n.pricesDirty, sv.n.cacheValid = true, false
-		st.snap.NodeInfo(sv.n.name).SetNode(sv.n.node())
-	}
-}
-
 // tryEmpty moves every pod of a to other open nodes when that lowers the total price.
 func (st *solve) tryEmpty(a *openNode) bool {
 	saved := map[*openNode]savedNode{}

@@ -322,79 +322,85 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 			continue
 		}
 		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, n, total.add(pl.reserve)) {
-			daemons := n.ds
-			if !n.hasDaemons {
-				daemons = choice.daemons
-			}
-			withDaemons := total.add(podsVec(daemons)).sub(podsVec(n.ds))
-			withReserve := withDaemons.add(pl.reserve)
-			if !withReserve.fits(allocVec(largestType(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) {
-				continue
-			}
-			if !n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
-				continue
-			}
-			trial := *n
-			trial.reqs = choice.reqs
-			trial.candidates = choice.candidates
-			trial.zone, trial.ct = choice.zone, choice.ct
-			trial.pinned = choice.pinned
-			trial.setLargest()
-			current := st.snap.NodeInfo(n.name).Node()
-			next := trial.node()
-			st.snap.NodeInfo(n.name).SetNode(next)
-			if !n.hasDaemons {
-				for _, d := range daemons {
-					_ = st.snap.AddPod(n.name, d)
-				}
-			}
-			undo := func() {
-				if !n.hasDaemons {
-					for _, d := range daemons {
-						_ = st.snap.RemovePod(n.name, d)
-					}
-				}
-				st.snap.NodeInfo(n.name).SetNode(current)
-			}
-			s2 := pl.state
-			// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
-			if s2 == nil || len(daemons) > 0 || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
-				// PreFilter state was computed with the node's previous labels and pods; spread and affinity must
-				// see the node as it would be
-				var status *fwk.Status
-				if s2, _, status = st.sim.PreFilter(st.ctx, pl.check); !status.IsSuccess() && !status.IsSkip() {
-					undo()
-					continue
-				}
-			}
-			if groupsAllow(st.groups, pl.pod, next) && st.affinityAllows(pl.pod, next) && st.sim.Filter(st.ctx, s2, pl.check, n.name).IsSuccess() {
-				trial.pricesDirty = trial.pricesDirty || len(trial.candidates) != len(n.candidates) || trial.zone != n.zone ||
-					trial.ct != n.ct || len(trial.pinned) != len(n.pinned)
-				if st.beforeCommit != nil {
-					undo()
-					st.beforeCommit(n)
-					st.snap.NodeInfo(n.name).SetNode(next)
-					if !n.hasDaemons {
-						for _, d := range daemons {
-							_ = st.snap.AddPod(n.name, d)
-						}
-					}
-				}
-				if !n.hasDaemons {
-					trial.ds, trial.hasDaemons = daemons, true
-				}
-				*n = trial
-				n.pods = append(n.pods, pl.pod)
-				n.used = withDaemons
-				_ = st.snap.AddPod(n.name, pl.pod)
-				groupsCount(st.groups, pl.pod, next)
-				st.trackAffinity(pl.pod, next)
+			if st.tryChoice(n, pl, choice, total) {
 				return true
 			}
-			undo()
 		}
 	}
 	return false
+}
+
+// tryChoice tries the pod on the node narrowed to one choice (its candidates, zone, capacity type, pins and, for
+// a node with no DaemonSets decided yet, the choice's DaemonSet pods): total is what the node would use with the
+// pod. On success the pod is placed and the choice kept; on failure the node is as it was.
+func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, total vec) bool {
+	daemons := n.ds
+	if !n.hasDaemons {
+		daemons = choice.daemons
+	}
+	withDaemons := total.add(podsVec(daemons)).sub(podsVec(n.ds))
+	withReserve := withDaemons.add(pl.reserve)
+	if !withReserve.fits(allocVec(largestType(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
+		!n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
+		return false
+	}
+	trial := *n
+	trial.reqs = choice.reqs
+	trial.candidates = choice.candidates
+	trial.zone, trial.ct = choice.zone, choice.ct
+	trial.pinned = choice.pinned
+	trial.setLargest()
+	current := st.snap.NodeInfo(n.name).Node()
+	next := trial.node()
+	apply := func() {
+		st.snap.NodeInfo(n.name).SetNode(next)
+		if !n.hasDaemons {
+			for _, d := range daemons {
+				_ = st.snap.AddPod(n.name, d)
+			}
+		}
+	}
+	undo := func() {
+		if !n.hasDaemons {
+			for _, d := range daemons {
+				_ = st.snap.RemovePod(n.name, d)
+			}
+		}
+		st.snap.NodeInfo(n.name).SetNode(current)
+	}
+	apply()
+	s2 := pl.state
+	// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
+	if s2 == nil || len(daemons) > 0 || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
+		// PreFilter state was computed with the node's previous labels and pods; spread and affinity must see the
+		// node as it would be
+		var status *fwk.Status
+		if s2, _, status = st.sim.PreFilter(st.ctx, pl.check); !status.IsSuccess() && !status.IsSkip() {
+			undo()
+			return false
+		}
+	}
+	if !groupsAllow(st.groups, pl.pod, next) || !st.affinityAllows(pl.pod, next) || !st.sim.Filter(st.ctx, s2, pl.check, n.name).IsSuccess() {
+		undo()
+		return false
+	}
+	trial.pricesDirty = trial.pricesDirty || len(trial.candidates) != len(n.candidates) || trial.zone != n.zone ||
+		trial.ct != n.ct || len(trial.pinned) != len(n.pinned)
+	if st.beforeCommit != nil {
+		undo()
+		st.beforeCommit(n)
+		apply()
+	}
+	if !n.hasDaemons {
+		trial.ds, trial.hasDaemons = daemons, true
+	}
+	*n = trial
+	n.pods = append(n.pods, pl.pod)
+	n.used = withDaemons
+	_ = st.snap.AddPod(n.name, pl.pod)
+	groupsCount(st.groups, pl.pod, next)
+	st.trackAffinity(pl.pod, next)
+	return true
 }
 
 // labelsMatter reports whether a node's labels changed in a key the pod's PreFilter state depends on: the topology

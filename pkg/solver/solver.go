@@ -220,13 +220,28 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 		order = pods
 		sort.SliceStable(order, func(i, j int) bool { return podVec(order[i]).weight() > podVec(order[j]).weight() })
 	}
-	st := s.newSolve(ctx, in)
-	phantoms := st.addPhantoms()
+	phantoms := s.newSolve(ctx, in).addPhantoms()
 	defer func() {
 		for _, node := range phantoms {
 			in.Snapshot.RemoveNode(node.Name)
 		}
 	}()
+	st, err := s.search(ctx, in, pods, order, phantoms)
+	if err != nil {
+		return nil, err
+	}
+	if in.TimeBudget > 0 {
+		st.improve(start.Add(in.TimeBudget))
+	}
+	st.finish()
+	st.plan.Duration = time.Since(start)
+	return st.plan, nil
+}
+
+// search runs the greedy placement in order, and, when it leaves pods unschedulable (or, for a small batch,
+// breaks a constraint), repair rounds and restarts (repair.go); it returns the best attempt, placed in the
+// snapshot.
+func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod, phantoms []*corev1.Node) (*solve, error) {
 	run := func(a attempt) (*solve, error) {
 		st := s.newSolve(ctx, in)
 		st.companions, st.phantoms = a.companions, phantoms
@@ -311,12 +326,7 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 			}
 		}
 	}
-	if in.TimeBudget > 0 {
-		st.improve(start.Add(in.TimeBudget))
-	}
-	st.finish()
-	st.plan.Duration = time.Since(start)
-	return st.plan, nil
+	return st, nil
 }
 
 // newSolve prepares one attempt at placing the input's pods.

@@ -81,7 +81,7 @@ func start(t *testing.T, env []string, onLine func(string), name string, args ..
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
-			<-p.waited
+			<-p.waited // a killed process: its exit error says so
 		}
 		if t.Failed() {
 			p.mu.Lock()

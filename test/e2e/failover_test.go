@@ -83,7 +83,7 @@ func TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst(t *testing.T) {
 	if err := procs[leader].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-procs[leader].waited
+	<-procs[leader].waited // killed: its exit error says so
 	killed := time.Now()
 	if why := waitFor(ctx, 2*time.Minute, func(context.Context) string {
 		mu.Lock()

@@ -106,7 +106,7 @@ func TestInstallManifests(t *testing.T) {
 	eventually(t, "the NodePool's status (written by the ServiceAccount) to show 1 node and its cost", func() error {
 		out, err := run(t, nil, kubectl, "--kubeconfig", kubeconfig, "get", "nodepool", "arm64-spot", "-o", "jsonpath={.status.nodes} {.status.hourlyCost}")
 		if err != nil || !strings.HasPrefix(out, "1 0.0") || strings.HasSuffix(out, " 0.0000") {
-			return fmt.Errorf("status %q: %v", out, err)
+			return fmt.Errorf("status %q: %w", out, err)
 		}
 		return nil
 	})

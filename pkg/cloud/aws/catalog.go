@@ -70,6 +70,44 @@ func (c *catalogSource) get(ctx context.Context) *catalog.File {
 func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	types, err := c.instanceTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	zones, err := c.offeredZones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	onDemand, err := c.onDemandPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spot, err := c.spotPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &catalog.File{Region: c.region, Generated: c.clock.Now().UTC().Format(time.RFC3339), Source: "EC2 and pricing APIs"}
+	for name, info := range types {
+		price, ok := onDemand[name]
+		if !ok {
+			continue
+		}
+		if it, ok := catalogEntry(name, info, price, zones[name], spot); ok {
+			out.InstanceTypes = append(out.InstanceTypes, it)
+		}
+	}
+	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
+	if len(out.InstanceTypes) == 0 {
+		return nil, fmt.Errorf("the EC2 and pricing APIs returned no usable instance type")
+	}
+	if err := out.Validate(); err != nil {
+		return nil, fmt.Errorf("catalog from the APIs: %w", err)
+	}
+	return out, nil
+}
+
+// instanceTypes reads every instance type (DescribeInstanceTypes), by name.
+func (c *catalogSource) instanceTypes(ctx context.Context) (map[string]ec2types.InstanceTypeInfo, error) {
 	types := map[string]ec2types.InstanceTypeInfo{}
 	p := ec2.NewDescribeInstanceTypesPaginator(c.ec2, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
 	for p.HasMorePages() {
@@ -81,6 +119,11 @@ func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
 			types[string(it.InstanceType)] = it
 		}
 	}
+	return types, nil
+}
+
+// offeredZones reads the zones each instance type is offered in (DescribeInstanceTypeOfferings).
+func (c *catalogSource) offeredZones(ctx context.Context) (map[string][]string, error) {
 	zones := map[string][]string{}
 	op := ec2.NewDescribeInstanceTypeOfferingsPaginator(c.ec2, &ec2.DescribeInstanceTypeOfferingsInput{LocationType: ec2types.LocationTypeAvailabilityZone})
 	for op.HasMorePages() {
@@ -92,10 +135,11 @@ func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
 			zones[string(o.InstanceType)] = append(zones[string(o.InstanceType)], aws.ToString(o.Location))
 		}
 	}
-	onDemand, err := c.onDemandPrices(ctx)
-	if err != nil {
-		return nil, err
-	}
+	return zones, nil
+}
+
+// spotPrices reads the current Linux spot prices (DescribeSpotPriceHistory), by "type/zone".
+func (c *catalogSource) spotPrices(ctx context.Context) (map[string]float64, error) {
 	spot := map[string]float64{}
 	sp := ec2.NewDescribeSpotPriceHistoryPaginator(c.ec2, &ec2.DescribeSpotPriceHistoryInput{
 		ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(c.clock.Now())})
@@ -112,53 +156,48 @@ func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
 			spot[string(s.InstanceType)+"/"+aws.ToString(s.AvailabilityZone)] = price
 		}
 	}
-	out := &catalog.File{Region: c.region, Generated: c.clock.Now().UTC().Format(time.RFC3339), Source: "EC2 and pricing APIs"}
-	for name, info := range types {
-		price, ok := onDemand[name]
-		if !ok || info.VCpuInfo == nil || info.MemoryInfo == nil || info.ProcessorInfo == nil || info.NetworkInfo == nil {
-			continue
-		}
-		arch := ""
-		for _, a := range info.ProcessorInfo.SupportedArchitectures {
-			switch a {
-			case ec2types.ArchitectureTypeX8664:
-				arch = "amd64"
-			case ec2types.ArchitectureTypeArm64:
-				arch = "arm64"
-			}
-		}
-		if arch == "" {
-			continue
-		}
-		it := catalog.InstanceType{
-			Name: name, Architecture: arch, VCPU: int(aws.ToInt32(info.VCpuInfo.DefaultVCpus)),
-			MemoryMiB: aws.ToInt64(info.MemoryInfo.SizeInMiB), Hypervisor: string(info.Hypervisor),
-			ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
-		}
-		spotOK := false
-		for _, u := range info.SupportedUsageClasses {
-			spotOK = spotOK || u == ec2types.UsageClassTypeSpot
-		}
-		sort.Strings(zones[name])
-		for _, z := range zones[name] {
-			it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "on-demand", Price: price})
-			if sp, ok := spot[name+"/"+z]; ok && spotOK && sp > 0 {
-				it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "spot", Price: sp})
-			}
-		}
-		if len(it.Offerings) == 0 || it.VCPU == 0 || it.MemoryMiB == 0 || it.PodLimit() <= 0 {
-			continue
-		}
-		out.InstanceTypes = append(out.InstanceTypes, it)
+	return spot, nil
+}
+
+// catalogEntry turns one instance type's description, on-demand price, zones and the spot prices into a catalog
+// entry; false when the type is not one Stevedore can use (no architecture it knows, no capacity, no offering).
+func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zones []string, spot map[string]float64) (catalog.InstanceType, bool) {
+	if info.VCpuInfo == nil || info.MemoryInfo == nil || info.ProcessorInfo == nil || info.NetworkInfo == nil {
+		return catalog.InstanceType{}, false
 	}
-	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
-	if len(out.InstanceTypes) == 0 {
-		return nil, fmt.Errorf("the EC2 and pricing APIs returned no usable instance type")
+	arch := ""
+	for _, a := range info.ProcessorInfo.SupportedArchitectures {
+		switch a {
+		case ec2types.ArchitectureTypeX8664:
+			arch = "amd64"
+		case ec2types.ArchitectureTypeArm64:
+			arch = "arm64"
+		}
 	}
-	if err := out.Validate(); err != nil {
-		return nil, fmt.Errorf("catalog from the APIs: %w", err)
+	if arch == "" {
+		return catalog.InstanceType{}, false
 	}
-	return out, nil
+	it := catalog.InstanceType{
+		Name: name, Architecture: arch, VCPU: int(aws.ToInt32(info.VCpuInfo.DefaultVCpus)),
+		MemoryMiB: aws.ToInt64(info.MemoryInfo.SizeInMiB), Hypervisor: string(info.Hypervisor),
+		ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
+	}
+	spotOK := false
+	for _, u := range info.SupportedUsageClasses {
+		spotOK = spotOK || u == ec2types.UsageClassTypeSpot
+	}
+	zones = append([]string(nil), zones...)
+	sort.Strings(zones)
+	for _, z := range zones {
+		it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "on-demand", Price: price})
+		if sp, ok := spot[name+"/"+z]; ok && spotOK && sp > 0 {
+			it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "spot", Price: sp})
+		}
+	}
+	if len(it.Offerings) == 0 || it.VCPU == 0 || it.MemoryMiB == 0 || it.PodLimit() <= 0 {
+		return catalog.InstanceType{}, false
+	}
+	return it, true
 }
 
 // priceDocument is the part of a pricing API product document Stevedore reads.

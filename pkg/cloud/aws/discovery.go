@@ -100,13 +100,6 @@ func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (
 	return res, nil
 }
 
-// invalidate forgets cached resolutions (after a launch failed on a vanished subnet, for instance).
-func (d *discovery) invalidate() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.cache = map[string]cachedResolution{}
-}
-
 func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
 	res := &Resolved{AMIs: map[string]AMI{}}
 	var err error

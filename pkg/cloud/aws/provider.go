@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -396,16 +394,4 @@ func NodeClassHash(nc *stevedorev1.EC2NodeClass) string {
 		s.Kubelet, s.AssociatePublicIPAddress, s.DetailedMonitoring})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
-}
-
-// priceString formats an hourly price the way the API shows it.
-func priceString(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
-
-func sortedStrings(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

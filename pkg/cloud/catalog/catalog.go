@@ -112,48 +112,57 @@ func (f *File) Validate() error {
 	seen := map[string]bool{}
 	for i, it := range f.InstanceTypes {
 		where := fmt.Sprintf("instanceTypes[%d] (%s)", i, it.Name)
-		switch {
-		case !namePattern.MatchString(it.Name):
-			return fmt.Errorf("%s.name: %q is not an instance type name", where, it.Name)
-		case seen[it.Name]:
+		if seen[it.Name] {
 			return fmt.Errorf("%s.name: duplicate", where)
-		case it.Architecture != "amd64" && it.Architecture != "arm64":
-			return fmt.Errorf("%s.architecture: %q must be amd64 or arm64", where, it.Architecture)
-		case it.VCPU <= 0 || it.VCPU > 4096:
-			return fmt.Errorf("%s.vcpu: %d out of range", where, it.VCPU)
-		case it.MemoryMiB <= 0 || it.MemoryMiB > 64<<20:
-			return fmt.Errorf("%s.memoryMiB: %d out of range", where, it.MemoryMiB)
-		case it.MaxPods < 0 || it.MaxPods > 10000:
-			return fmt.Errorf("%s.maxPods: %d out of range", where, it.MaxPods)
-		case it.MaxPods == 0 && (it.ENIs <= 0 || it.IPv4PerENI <= 1):
-			return fmt.Errorf("%s: set maxPods, or enis and ipv4PerEni", where)
-		case len(it.Offerings) == 0:
-			return fmt.Errorf("%s.offerings: at least one is required", where)
 		}
 		seen[it.Name] = true
-		if o := it.Overhead; o != nil {
-			for field, q := range map[string]string{"cpu": o.CPU, "memory": o.Memory} {
-				if q == "" {
-					continue
-				}
-				if v, err := resource.ParseQuantity(q); err != nil || v.Sign() < 0 {
-					return fmt.Errorf("%s.overhead.%s: %q is not a non-negative quantity", where, field, q)
-				}
+		if err := it.validate(where); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks one instance type; where names it in errors.
+func (it InstanceType) validate(where string) error {
+	switch {
+	case !namePattern.MatchString(it.Name):
+		return fmt.Errorf("%s.name: %q is not an instance type name", where, it.Name)
+	case it.Architecture != "amd64" && it.Architecture != "arm64":
+		return fmt.Errorf("%s.architecture: %q must be amd64 or arm64", where, it.Architecture)
+	case it.VCPU <= 0 || it.VCPU > 4096:
+		return fmt.Errorf("%s.vcpu: %d out of range", where, it.VCPU)
+	case it.MemoryMiB <= 0 || it.MemoryMiB > 64<<20:
+		return fmt.Errorf("%s.memoryMiB: %d out of range", where, it.MemoryMiB)
+	case it.MaxPods < 0 || it.MaxPods > 10000:
+		return fmt.Errorf("%s.maxPods: %d out of range", where, it.MaxPods)
+	case it.MaxPods == 0 && (it.ENIs <= 0 || it.IPv4PerENI <= 1):
+		return fmt.Errorf("%s: set maxPods, or enis and ipv4PerEni", where)
+	case len(it.Offerings) == 0:
+		return fmt.Errorf("%s.offerings: at least one is required", where)
+	}
+	if o := it.Overhead; o != nil {
+		for _, field := range []struct{ name, q string }{{"cpu", o.CPU}, {"memory", o.Memory}} {
+			if field.q == "" {
+				continue
 			}
-			if p := o.VMMemoryPercent; p != nil && (*p < 0 || *p >= 100) {
-				return fmt.Errorf("%s.overhead.vmMemoryPercent: %v out of range", where, *p)
+			if v, err := resource.ParseQuantity(field.q); err != nil || v.Sign() < 0 {
+				return fmt.Errorf("%s.overhead.%s: %q is not a non-negative quantity", where, field.name, field.q)
 			}
 		}
-		for j, o := range it.Offerings {
-			ow := fmt.Sprintf("%s.offerings[%d]", where, j)
-			switch {
-			case o.Zone == "":
-				return fmt.Errorf("%s.zone: required", ow)
-			case o.CapacityType != "spot" && o.CapacityType != "on-demand":
-				return fmt.Errorf("%s.capacityType: %q must be spot or on-demand", ow, o.CapacityType)
-			case !(o.Price > 0) || o.Price > 1000:
-				return fmt.Errorf("%s.price: %v must be a positive hourly price", ow, o.Price)
-			}
+		if p := o.VMMemoryPercent; p != nil && (*p < 0 || *p >= 100) {
+			return fmt.Errorf("%s.overhead.vmMemoryPercent: %v out of range", where, *p)
+		}
+	}
+	for j, o := range it.Offerings {
+		ow := fmt.Sprintf("%s.offerings[%d]", where, j)
+		switch {
+		case o.Zone == "":
+			return fmt.Errorf("%s.zone: required", ow)
+		case o.CapacityType != "spot" && o.CapacityType != "on-demand":
+			return fmt.Errorf("%s.capacityType: %q must be spot or on-demand", ow, o.CapacityType)
+		case !(o.Price > 0) || o.Price > 1000:
+			return fmt.Errorf("%s.price: %v must be a positive hourly price", ow, o.Price)
 		}
 	}
 	return nil

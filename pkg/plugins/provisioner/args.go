@@ -6,11 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stevedore-dev/stevedore/pkg/operator"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/stevedore-dev/stevedore/pkg/operator"
 )
 
 // Environment variables that fill arguments left empty in the scheduler configuration, so that one

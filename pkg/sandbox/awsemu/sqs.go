@@ -161,7 +161,7 @@ func (s *SQS) handle(w http.ResponseWriter, r *http.Request, action string, body
 		}
 		writeJSON(w, "1.0", map[string]any{"MessageId": id, "MD5OfMessageBody": sum})
 	case "ReceiveMessage":
-		s.receive(w, r.Context(), str("QueueUrl"), num("MaxNumberOfMessages", 1), num("WaitTimeSeconds", 0), num("VisibilityTimeout", -1))
+		s.receive(r.Context(), w, str("QueueUrl"), num("MaxNumberOfMessages", 1), num("WaitTimeSeconds", 0), num("VisibilityTimeout", -1))
 	case "DeleteMessage":
 		s.mu.Lock()
 		q := s.queueByURL(str("QueueUrl"))
@@ -193,8 +193,8 @@ func (s *SQS) deleteByReceipt(q *queue, receipt string) bool {
 
 // receive returns up to max visible messages, waiting up to wait seconds for one to arrive (long polling that
 // wakes as soon as a message is sent).
-func (s *SQS) receive(w http.ResponseWriter, ctx context.Context, queueURL string, max, wait, visibility int) {
-	if max < 1 || max > 10 {
+func (s *SQS) receive(ctx context.Context, w http.ResponseWriter, queueURL string, maxMessages, wait, visibility int) {
+	if maxMessages < 1 || maxMessages > 10 {
 		writeJSONError(w, http.StatusBadRequest, "com.amazonaws.sqs#InvalidParameterValue", "InvalidParameterValue", "MaxNumberOfMessages must be between 1 and 10")
 		return
 	}
@@ -214,7 +214,7 @@ func (s *SQS) receive(w http.ResponseWriter, ctx context.Context, queueURL strin
 		}
 		var out []map[string]any
 		for _, m := range q.messages {
-			if len(out) == max {
+			if len(out) == maxMessages {
 				break
 			}
 			if now.Before(m.invisibleTill) {

@@ -20,8 +20,8 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 )
 
-// Isolation: each test's NodePool carries the label and taint "stevedore-test=<name>", and its pods select and
-// tolerate it, so tests sharing a sandbox never use each other's nodes.
+// IsolationKey keeps tests sharing a sandbox off each other's nodes: each test's NodePool carries the label and
+// taint "stevedore-test=<name>", and its pods select and tolerate it.
 const IsolationKey = "stevedore-test"
 
 // NodeClass creates the EC2NodeClass "default" (subnets and security groups by the sandbox's discovery tag) if it

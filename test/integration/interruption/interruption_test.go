@@ -97,7 +97,7 @@ func TestASpotInterruptionMovesPodsBeforeTheInstanceIsTerminated(t *testing.T) {
 	if !movedInTime {
 		t.Errorf("the %d pods of the interrupted node were not all Running elsewhere before its instance was terminated", onNode)
 	}
-	pods = harness.WaitRunning(t, sb, ns, "app", 3)
+	harness.WaitRunning(t, sb, ns, "app", 3)
 	var replacement *stevedorev1.NodeClaim
 	for _, c := range harness.NodeClaimsOf(t, sb, "spot") {
 		if strings.Contains(c.Annotations["stevedore.dev/replaces"], node) {

@@ -145,7 +145,7 @@ func burst(t *testing.T, round int) time.Duration {
 	})
 	if err != nil {
 		harness.DumpUnbound(t, sb, ns)
-		dumpNodes(t, ctx, iso)
+		dumpNodes(ctx, t, iso)
 		t.Fatalf("round %d: %d of %d pods Running %s after the apply: %v", round, running, want, runningAfter, err)
 	}
 	t.Logf("round %d: %d pods Running %s after the apply", round, want, took.Round(100*time.Millisecond))
@@ -233,7 +233,7 @@ func burst(t *testing.T, round int) time.Duration {
 				t.Logf("agent %s on %q phase %s deleting %v conditions %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, p.Status.Conditions)
 			}
 		}
-		dumpNodes(t, ctx, iso)
+		dumpNodes(ctx, t, iso)
 		t.Fatalf("%d arm64 agents Running, want one on each of the round's %d arm64 nodes: %v", agents, arm64, err)
 	}
 	pods, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=arm64-agent"})
@@ -273,7 +273,7 @@ func offList(np *stevedorev1.NodePool, node *corev1.Node) []string {
 func ptr[T any](v T) *T { return &v }
 
 // dumpNodes logs the round's nodes with their allocatable and the pods bound to them.
-func dumpNodes(t *testing.T, ctx context.Context, iso string) {
+func dumpNodes(ctx context.Context, t *testing.T, iso string) {
 	nodes, err := sb.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: harness.IsolationKey + "=" + iso})
 	if err != nil {
 		return
