@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration demo bench generate verify verify-generated lint tools clean image
+.PHONY: all build test unit integration demo bench generate verify verify-generated verify-catalog lint tools clean image catalog
 
 all: build
 
@@ -76,8 +76,17 @@ verify-generated: generate
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
 
-## verify: lint and generated files
-verify: lint verify-generated
+## catalog: regenerate the embedded instance catalog (pkg/cloud/catalog/default.json) from hack/catalog/data
+catalog:
+	$(GO) run ./hack/catalog
+
+## verify-catalog: fail if the embedded catalog is not what make catalog writes
+verify-catalog: catalog
+	@git diff --exit-code -- pkg/cloud/catalog/default.json || \
+	  (echo "the embedded catalog is stale: run make catalog and commit" >&2; exit 1)
+
+## verify: lint, generated files and the embedded catalog
+verify: lint verify-generated verify-catalog
 
 ## image: the container image recipe (needs a Docker engine, which this environment lacks)
 image:

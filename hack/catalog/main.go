@@ -1,0 +1,195 @@
+// Command catalog regenerates the embedded instance catalog (pkg/cloud/catalog/default.json) from the data in
+// hack/catalog/data: `make catalog` runs it, `make verify` checks its output is what is committed.
+//
+//   - catalog.json: the region, its zones, the families and sizes the catalog covers;
+//   - ec2-on-demand-prices-us-east-1.json: AWS's on-demand Linux prices (the Pricing API's published figures);
+//   - ec2-eni-limits.json: ENIs and IPv4 addresses per ENI, and the hypervisor, per instance type;
+//   - spot-prices-us-east-1.json: synthetic spot prices (AWS publishes no fixed spot price); a type or zone not
+//     listed gets 30-40% of its on-demand price, from a hash of type and zone.
+//
+// vCPUs and memory follow AWS's size rules: medium 1 vCPU (2 for burstable), large 2, xlarge 4, Nxlarge 4N;
+// 2 GiB per vCPU for compute (c), 4 for general purpose (m), 8 for memory optimised (r); burstable (t) sizes by
+// their own table. Graviton families (a "g" after the generation) are arm64.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+)
+
+type spec struct {
+	Region    string   `json:"region"`
+	Generated string   `json:"generated"`
+	Source    string   `json:"source"`
+	Families  []string `json:"families"`
+	Sizes     []string `json:"sizes"`
+	Zones     []string `json:"zones"`
+}
+
+type prices struct {
+	Prices map[string]float64 `json:"prices"`
+}
+
+type eniLimits struct {
+	Limits map[string]struct {
+		ENIs       int    `json:"enis"`
+		IPv4PerENI int    `json:"ipv4PerEni"`
+		Hypervisor string `json:"hypervisor"`
+	} `json:"limits"`
+}
+
+type spotPrices struct {
+	Prices map[string]map[string]float64 `json:"prices"`
+}
+
+// burstable are the t families' sizes: vCPUs and GiB of memory.
+var burstable = map[string][2]int{"small": {2, 2}, "medium": {2, 4}, "large": {2, 8}, "xlarge": {4, 16}, "2xlarge": {8, 32}}
+
+// memoryPerVCPU is GiB of memory per vCPU by category.
+var memoryPerVCPU = map[string]int{"c": 2, "m": 4, "r": 8}
+
+var familyPattern = regexp.MustCompile(`^([a-z]+)([0-9]+)([a-z]*)$`)
+
+func main() {
+	data := flag.String("data", "hack/catalog/data", "folder of the source data")
+	out := flag.String("out", "pkg/cloud/catalog/default.json", "catalog file to write")
+	flag.Parse()
+	f, err := build(*data)
+	if err == nil {
+		err = write(*out, f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "catalog:", err)
+		os.Exit(1)
+	}
+}
+
+func read(path string, into any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func build(dir string) (*catalog.File, error) {
+	var s spec
+	var od prices
+	var enis eniLimits
+	var spot spotPrices
+	for name, into := range map[string]any{"catalog.json": &s, "ec2-on-demand-prices-us-east-1.json": &od,
+		"ec2-eni-limits.json": &enis, "spot-prices-us-east-1.json": &spot} {
+		if err := read(filepath.Join(dir, name), into); err != nil {
+			return nil, err
+		}
+	}
+	families, sizes := set(s.Families), set(s.Sizes)
+	f := &catalog.File{Region: s.Region, Generated: s.Generated, Source: s.Source}
+	for name, price := range od.Prices {
+		family, size, ok := strings.Cut(name, ".")
+		if !ok || !families[family] || !sizes[size] {
+			continue
+		}
+		limit, ok := enis.Limits[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no ENI limits in the data", name)
+		}
+		vcpu, mem, err := shape(family, size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		it := catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: vcpu, MemoryMiB: int64(mem) * 1024,
+			ENIs: limit.ENIs, IPv4PerENI: limit.IPv4PerENI, Hypervisor: limit.Hypervisor}
+		for _, zone := range s.Zones {
+			it.Offerings = append(it.Offerings, catalog.Offering{Zone: zone, CapacityType: "on-demand", Price: price},
+				catalog.Offering{Zone: zone, CapacityType: "spot", Price: spotPrice(spot, name, zone, price)})
+		}
+		f.InstanceTypes = append(f.InstanceTypes, it)
+	}
+	sort.Slice(f.InstanceTypes, func(i, j int) bool { return f.InstanceTypes[i].Name < f.InstanceTypes[j].Name })
+	return f, f.Validate()
+}
+
+// shape is a type's vCPUs and GiB of memory by AWS's size rules.
+func shape(family, size string) (int, int, error) {
+	m := familyPattern.FindStringSubmatch(family)
+	if m == nil {
+		return 0, 0, fmt.Errorf("family %q is not of the form category, generation, attributes", family)
+	}
+	if m[1] == "t" {
+		s, ok := burstable[size]
+		if !ok {
+			return 0, 0, fmt.Errorf("burstable size %q has no rule", size)
+		}
+		return s[0], s[1], nil
+	}
+	perVCPU, ok := memoryPerVCPU[m[1]]
+	if !ok {
+		return 0, 0, fmt.Errorf("category %q has no memory rule", m[1])
+	}
+	var vcpu int
+	switch size {
+	case "medium":
+		vcpu = 1
+	case "large":
+		vcpu = 2
+	case "xlarge":
+		vcpu = 4
+	default:
+		n, err := strconv.Atoi(strings.TrimSuffix(size, "xlarge"))
+		if err != nil || !strings.HasSuffix(size, "xlarge") {
+			return 0, 0, fmt.Errorf("size %q has no rule", size)
+		}
+		vcpu = 4 * n
+	}
+	return vcpu, vcpu * perVCPU, nil
+}
+
+// arch is arm64 for Graviton families (a "g" among the attributes after the generation), else amd64.
+func arch(family string) string {
+	if m := familyPattern.FindStringSubmatch(family); m != nil && strings.Contains(m[3], "g") {
+		return "arm64"
+	}
+	return "amd64"
+}
+
+// spotPrice is the listed synthetic spot price, or 30-40% of on-demand from a hash of type and zone.
+func spotPrice(spot spotPrices, name, zone string, onDemand float64) float64 {
+	if p, ok := spot.Prices[name][zone]; ok {
+		return p
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name + "/" + zone))
+	ratio := 0.30 + 0.10*float64(h.Sum32()%1000)/1000
+	return math.Round(onDemand*ratio*10000) / 10000
+}
+
+func set(list []string) map[string]bool {
+	out := make(map[string]bool, len(list))
+	for _, v := range list {
+		out[v] = true
+	}
+	return out
+}
+
+func write(path string, f *catalog.File) error {
+	raw, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
