@@ -1,5 +1,5 @@
-# The Stevedore scheduler image: a static binary on distroless, non-root. `make image` prints the build command
-# (this project's CI machines have no container engine).
+# The Stevedore scheduler image for those who build with a container engine: a static binary on distroless,
+# non-root. `make image` builds the same image (user, entrypoint, layout) without one, for amd64 and arm64.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -43,7 +43,7 @@ type Options struct {
 	Clock     clock.Clock
 	Metrics   *Metrics
 
-	// PollInterval separates passes that found nothing to do. Default 10s.
+	// PollInterval separates passes that found nothing to do. Default DefaultPollInterval.
 	PollInterval time.Duration
 	// ValidationDelay is how long a consolidation or emptiness decision waits before it is checked again and
 	// carried out (pods move in the meantime). Default 15s.
@@ -78,22 +78,30 @@ type Controller struct {
 	model *provision.Cluster
 }
 
+// Defaults of Options, used by New for unset fields and by the plugin's arguments.
+const (
+	DefaultPollInterval       = 10 * time.Second
+	DefaultValidationDelay    = 15 * time.Second
+	DefaultReplacementTimeout = 15 * time.Minute
+	DefaultGCInterval         = time.Minute
+)
+
 // New returns a disruption controller.
 func New(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.PollInterval == 0 {
-		opts.PollInterval = 10 * time.Second
+		opts.PollInterval = DefaultPollInterval
 	}
 	if opts.ValidationDelay == 0 {
-		opts.ValidationDelay = 15 * time.Second
+		opts.ValidationDelay = DefaultValidationDelay
 	}
 	if opts.ReplacementTimeout == 0 {
-		opts.ReplacementTimeout = 15 * time.Minute
+		opts.ReplacementTimeout = DefaultReplacementTimeout
 	}
 	if opts.GCInterval == 0 {
-		opts.GCInterval = time.Minute
+		opts.GCInterval = DefaultGCInterval
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()

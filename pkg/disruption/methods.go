@@ -226,7 +226,7 @@ func nodePoolDefined(string) bool { return true }
 // consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
 // (a binary search on prefixes of the candidate list stops at the first such node).
 func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	cands := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates)
+	cands := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates, true)
 	if len(cands) < 2 {
 		return nil, nil
 	}
@@ -248,9 +248,11 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 	return best, nil
 }
 
-// singleNodeConsolidation removes or replaces one node: the cheapest to disrupt that consolidates.
+// singleNodeConsolidation removes or replaces one node: the cheapest to disrupt that consolidates. Every node
+// whose NodePool's budget has room for one more is tried, not only as many as the budget has room for (with a
+// budget of one, a first node that cannot consolidate would otherwise hold every other node back).
 func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	for _, cand := range c.consolidationCandidates(ctx, v, len(v.candidates)) {
+	for _, cand := range c.consolidationCandidates(ctx, v, len(v.candidates), false) {
 		cmd, err := c.consolidate(ctx, []*Candidate{cand})
 		if err != nil {
 			return nil, err
@@ -263,8 +265,9 @@ func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView
 }
 
 // consolidationCandidates lists, cheapest to disrupt first and within budgets, the non-empty nodes whose NodePool
-// consolidates underutilized nodes and whose consolidateAfter has passed.
-func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int) []*Candidate {
+// consolidates underutilized nodes and whose consolidateAfter has passed. When the candidates may go together,
+// each takes room in its NodePool's budget; else each only needs room for itself.
+func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int, together bool) []*Candidate {
 	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonUnderutilized)
 	var out []*Candidate
 	for _, cand := range v.candidates {
@@ -275,7 +278,7 @@ func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView
 			!c.consolidatable(cand, v.now) {
 			continue
 		}
-		if b.take(cand) {
+		if together && b.take(cand) || !together && b.left[cand.NodePool.Name] > 0 {
 			out = append(out, cand)
 		}
 	}

@@ -87,6 +87,14 @@ type Controller struct {
 	wg     sync.WaitGroup
 }
 
+// Defaults of Options, used by New for unset fields and by the plugin's arguments.
+const (
+	// DefaultSpotNotice is AWS's notice before a spot instance is reclaimed.
+	DefaultSpotNotice = 2 * time.Minute
+	// DefaultScheduledChangeWait bounds the wait of a scheduled-change notice for its replacement.
+	DefaultScheduledChangeWait = 15 * time.Minute
+)
+
 // New returns a poller.
 func New(opts Options) *Controller {
 	if opts.Clock == nil {
@@ -96,13 +104,13 @@ func New(opts Options) *Controller {
 		opts.Rebalance = RebalanceReplace
 	}
 	if opts.SpotNotice == 0 {
-		opts.SpotNotice = 2 * time.Minute
+		opts.SpotNotice = DefaultSpotNotice
 	}
 	if opts.DrainMargin == 0 {
 		opts.DrainMargin = opts.SpotNotice / 4
 	}
 	if opts.ScheduledChangeWait == 0 {
-		opts.ScheduledChangeWait = 15 * time.Minute
+		opts.ScheduledChangeWait = DefaultScheduledChangeWait
 	}
 	if opts.WaitTime == 0 {
 		opts.WaitTime = 20 * time.Second

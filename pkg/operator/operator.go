@@ -40,10 +40,11 @@ type Options struct {
 	// RegistrationTimeout bounds a launch: a node that has not registered by then is deleted. It also bounds how
 	// long disruption waits for replacements to initialize and how long a scheduled-change notice waits for its
 	// replacements: each waits for a launch to complete.
-	RegistrationTimeout                               time.Duration
-	MaxInstanceTypes                                  int
-	VMMemoryOverheadPercent                           float64
-	MinValuesBestEffort                               bool
+	RegistrationTimeout     time.Duration
+	MaxInstanceTypes        int
+	VMMemoryOverheadPercent float64
+	MinValuesBestEffort     bool
+	// RebalanceAction is one of RebalanceActions.
 	RebalanceAction                                   string
 	SpotInterruptionNotice                            time.Duration
 	DisableDisruption, SpotToSpotConsolidation        bool
@@ -51,6 +52,29 @@ type Options struct {
 	GarbageCollectionInterval                         time.Duration
 	// Env reads the process environment (AWS settings); nil means os.Getenv.
 	Env func(string) string
+}
+
+// DefaultOptions returns the defaults of every Options field that has one; the controllers' own defaults are the
+// source, so each default is stated once.
+func DefaultOptions() Options {
+	return Options{
+		BatchIdle:                 time.Second,
+		BatchMax:                  10 * time.Second,
+		SolveTimeout:              2 * time.Second,
+		RegistrationTimeout:       15 * time.Minute,
+		MaxInstanceTypes:          60,
+		VMMemoryOverheadPercent:   7.5,
+		RebalanceAction:           interruption.RebalanceReplace,
+		SpotInterruptionNotice:    interruption.DefaultSpotNotice,
+		DisruptionPollInterval:    disruption.DefaultPollInterval,
+		DisruptionValidationDelay: disruption.DefaultValidationDelay,
+		GarbageCollectionInterval: disruption.DefaultGCInterval,
+	}
+}
+
+// RebalanceActions are the values RebalanceAction accepts.
+func RebalanceActions() []string {
+	return []string{interruption.RebalanceReplace, interruption.RebalanceEvent}
 }
 
 // Host is what the process hosting the controllers gives them: its API access, its informer factory (started by

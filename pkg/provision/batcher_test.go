@@ -5,14 +5,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
-func batchPod(name string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
-}
+func batchPod(name string) *corev1.Pod { return test.Pod(name).Pending().Obj() }
 
 func TestBatcherWindows(t *testing.T) {
 	tests := []struct {
@@ -75,7 +73,7 @@ func TestBatcherRefreshesAPodAlreadyInTheBatch(t *testing.T) {
 	b := NewBatcher(time.Second, 10*time.Second, clk)
 	b.Add(batchPod("a"))
 	b.Add(batchPod("a"))
-	if !b.Contains("a") || b.Len() != 1 {
-		t.Fatalf("Len = %d, Contains(a) = %v; want one pod a", b.Len(), b.Contains("a"))
+	if uid := batchPod("a").UID; !b.Contains(uid) || b.Len() != 1 {
+		t.Fatalf("Len = %d, Contains(%s) = %v; want one pod a", b.Len(), uid, b.Contains(uid))
 	}
 }

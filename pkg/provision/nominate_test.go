@@ -5,16 +5,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func spreadPod(name string, app string, maxSkew int32, when corev1.UnsatisfiableConstraintAction, selectorApp string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-			MaxSkew: maxSkew, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: when,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": selectorApp}},
-		}}},
-	}
+	return test.Pod(name).Labels("app", app).Spread(corev1.LabelTopologyZone, maxSkew, when, "app", selectorApp).Obj()
 }
 
 func TestTakeSpreadRoom(t *testing.T) {

@@ -52,6 +52,9 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 			return 2 * time.Second, nil // the node's drain finishes first
 		}
 	}
+	if claim.Status.NodeName != "" {
+		p.ForgetDaemons(claim.Status.NodeName) // the node is gone: the room kept for its DaemonSet pods goes too
+	}
 	if claim.Status.InstanceID != "" {
 		err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID)
 		switch {
@@ -71,9 +74,6 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 			"price", claim.Status.Price, "reason", reason, "age", p.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Second))
 		metrics.NodesTerminated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, reason).Inc()
 		p.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
-	}
-	if claim.Status.NodeName != "" {
-		p.ForgetDaemons(claim.Status.NodeName)
 	}
 	return 0, l.releaseClaim(ctx, claim.Name)
 }
@@ -293,7 +293,9 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 		}
 		if isMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
 			if !isMirrorPod(pod) {
-				pods = append(pods, pod) // still terminating: wait for it
+				// still terminating: wait for it, and let no later tier go before it is gone
+				pods = append(pods, pod)
+				lowest = min(lowest, drainTier(pod))
 			}
 			continue
 		}

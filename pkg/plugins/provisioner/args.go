@@ -3,6 +3,7 @@ package provisioner
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,13 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/operator"
 )
 
+// defaultPermitTimeout and maxPermitTimeout bound how long Permit holds a pod for an initializing node (the
+// framework's own limit is 15 minutes).
+const (
+	defaultPermitTimeout = 5 * time.Minute
+	maxPermitTimeout     = 15 * time.Minute
+)
+
 // Environment variables that fill arguments left empty in the scheduler configuration, so that one
 // KubeSchedulerConfiguration serves every cluster and the Deployment (or the sandbox's --env-out file) supplies
 // what differs.
@@ -22,12 +30,6 @@ const (
 	EnvClusterEndpoint   = "STEVEDORE_CLUSTER_ENDPOINT"
 	EnvInterruptionQueue = "STEVEDORE_INTERRUPTION_QUEUE_URL"
 	EnvRegion            = "AWS_REGION"
-)
-
-// Rebalance recommendation handling.
-const (
-	RebalanceReplace = "Replace"
-	RebalanceEvent   = "Event"
 )
 
 // minValues policies.
@@ -111,24 +113,25 @@ func (a Args) Defaults(env func(string) string) Args {
 			d.Duration = v
 		}
 	}
-	defDuration(&a.BatchIdleDuration, time.Second)
-	defDuration(&a.BatchMaxDuration, 10*time.Second)
-	defDuration(&a.SolveTimeout, 2*time.Second)
-	defDuration(&a.RegistrationTimeout, 15*time.Minute)
-	defDuration(&a.PermitTimeout, 5*time.Minute)
-	defDuration(&a.DisruptionPollInterval, 10*time.Second)
-	defDuration(&a.DisruptionValidationDelay, 15*time.Second)
-	defDuration(&a.GarbageCollectionInterval, time.Minute)
-	defDuration(&a.SpotInterruptionNotice, 2*time.Minute)
+	def := operator.DefaultOptions()
+	defDuration(&a.BatchIdleDuration, def.BatchIdle)
+	defDuration(&a.BatchMaxDuration, def.BatchMax)
+	defDuration(&a.SolveTimeout, def.SolveTimeout)
+	defDuration(&a.RegistrationTimeout, def.RegistrationTimeout)
+	defDuration(&a.PermitTimeout, defaultPermitTimeout)
+	defDuration(&a.DisruptionPollInterval, def.DisruptionPollInterval)
+	defDuration(&a.DisruptionValidationDelay, def.DisruptionValidationDelay)
+	defDuration(&a.GarbageCollectionInterval, def.GarbageCollectionInterval)
+	defDuration(&a.SpotInterruptionNotice, def.SpotInterruptionNotice)
 	if a.MaxInstanceTypes == 0 {
-		a.MaxInstanceTypes = 60
+		a.MaxInstanceTypes = def.MaxInstanceTypes
 	}
 	if a.VMMemoryOverheadPercent == nil {
-		v := 7.5
+		v := def.VMMemoryOverheadPercent
 		a.VMMemoryOverheadPercent = &v
 	}
 	if a.RebalanceAction == "" {
-		a.RebalanceAction = RebalanceReplace
+		a.RebalanceAction = def.RebalanceAction
 	}
 	if a.MinValuesPolicy == "" {
 		a.MinValuesPolicy = MinValuesStrict
@@ -167,7 +170,7 @@ func (a Args) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("batchMaxDuration"), a.BatchMaxDuration.Duration.String(),
 			"must not be shorter than batchIdleDuration ("+a.BatchIdleDuration.Duration.String()+")"))
 	}
-	if a.PermitTimeout.Duration > 15*time.Minute {
+	if a.PermitTimeout.Duration > maxPermitTimeout {
 		errs = append(errs, field.Invalid(field.NewPath("permitTimeout"), a.PermitTimeout.Duration.String(),
 			"must be at most 15m, the scheduler's cap on Permit waits"))
 	}
@@ -177,9 +180,9 @@ func (a Args) Validate() field.ErrorList {
 	if p := *a.VMMemoryOverheadPercent; p < 0 || p >= 50 {
 		errs = append(errs, field.Invalid(field.NewPath("vmMemoryOverheadPercent"), p, "must be at least 0 and below 50"))
 	}
-	if a.RebalanceAction != RebalanceReplace && a.RebalanceAction != RebalanceEvent {
+	if !slices.Contains(operator.RebalanceActions(), a.RebalanceAction) {
 		errs = append(errs, field.NotSupported(field.NewPath("rebalanceAction"), a.RebalanceAction,
-			[]string{RebalanceReplace, RebalanceEvent}))
+			operator.RebalanceActions()))
 	}
 	if a.MinValuesPolicy != MinValuesStrict && a.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, field.NotSupported(field.NewPath("minValuesPolicy"), a.MinValuesPolicy,

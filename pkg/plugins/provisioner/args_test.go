@@ -33,7 +33,7 @@ func TestDecodeArgs(t *testing.T) {
 				if a.RegistrationTimeout.Duration != 15*time.Minute || a.MaxInstanceTypes != 60 || *a.VMMemoryOverheadPercent != 7.5 {
 					t.Errorf("defaults not applied: %+v", a)
 				}
-				if a.RebalanceAction != RebalanceReplace {
+				if a.RebalanceAction != "Replace" {
 					t.Errorf("rebalanceAction = %q", a.RebalanceAction)
 				}
 				if a.MinValuesPolicy != MinValuesStrict {

@@ -1,0 +1,164 @@
+package provision
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/test"
+)
+
+// TestReconcileDispatch checks which phase reconcile runs for a NodeClaim in each state, by what it does: a
+// launched NodeClaim is never launched again, a deleted one is terminated.
+func TestReconcileDispatch(t *testing.T) {
+	tests := []struct {
+		name      string
+		claim     *stevedorev1.NodeClaim // nil: not in the cache
+		node      *corev1.Node
+		want      time.Duration
+		wantCalls []string
+		check     func(t *testing.T, h *lifecycleHarness)
+	}{
+		{name: "a NodeClaim gone from the cache is forgotten", want: 0,
+			check: func(t *testing.T, h *lifecycleHarness) {
+				if len(h.prov.AssignedPods("c1")) != 0 {
+					t.Error("pods still planned on a NodeClaim that is gone")
+				}
+			}},
+		{name: "a new NodeClaim is launched", claim: launchClaim().Obj(), want: testRegistrationTimeout,
+			wantCalls: []string{"Create c1"}},
+		{name: "a launched NodeClaim is not launched twice: it waits for its node", claim: launchedClaim().Obj(),
+			want: testRegistrationTimeout + time.Second},
+		{name: "a launched NodeClaim whose node is up is registered", claim: launchedClaim().Obj(),
+			node: test.Node("n1").ProviderID(n1ProviderID).Obj(),
+			check: func(t *testing.T, h *lifecycleHarness) {
+				if !conditionTrue(h.claim().Status.Conditions, stevedorev1.ConditionRegistered) {
+					t.Error("NodeClaim not registered")
+				}
+			}},
+		{name: "a registered NodeClaim whose node is ready is initialized", claim: launchedClaim().Registered().Obj(),
+			node: launchedClaim().NodeFor().Obj(),
+			check: func(t *testing.T, h *lifecycleHarness) {
+				if !IsInitialized(h.claim()) {
+					t.Error("NodeClaim not initialized")
+				}
+			}},
+		{name: "an initialized NodeClaim is left alone", claim: launchedClaim().Initialized().Obj(),
+			node: launchedClaim().NodeFor().Obj(),
+			check: func(t *testing.T, h *lifecycleHarness) {
+				if n := len(h.sd.Actions()) + len(h.kube.Actions()); n != 0 {
+					t.Errorf("%d API calls for an initialized NodeClaim, want none", n)
+				}
+			}},
+		{name: "a deleted NodeClaim is terminated, even before it launched", claim: launchClaim().Deleting(t0).Obj(),
+			check: func(t *testing.T, h *lifecycleHarness) {
+				if h.claim() != nil {
+					t.Error("deleted NodeClaim kept its finalizer")
+				}
+			}},
+		{name: "a deleted launched NodeClaim has its instance terminated", claim: launchedClaim().Initialized().Deleting(t0).Obj(),
+			wantCalls: []string{"Delete i-n1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLifecycleHarness(t)
+			if tc.claim != nil {
+				h.add(tc.claim)
+			}
+			if tc.node != nil {
+				h.add(tc.node)
+			}
+			h.prov.assign("c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
+			h.sd.ClearActions()
+			h.kube.ClearActions()
+
+			after, err := h.life.reconcile(h.ctx, "c1")
+			if err != nil || after != tc.want {
+				t.Fatalf("reconcile = %v, %v; want %v, nil", after, err, tc.want)
+			}
+			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.wantCalls) {
+				t.Errorf("cloud calls = %q, want %q", calls, tc.wantCalls)
+			}
+			if tc.check != nil {
+				tc.check(t, h)
+			}
+		})
+	}
+}
+
+// queued takes what a queue holds without blocking.
+func queued(q workqueue.TypedRateLimitingInterface[string]) []string {
+	var out []string
+	for q.Len() > 0 {
+		item, _ := q.Get()
+		out = append(out, item)
+		q.Done(item)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestEnqueueNode(t *testing.T) {
+	deleting := metav1.NewTime(t0)
+	tests := []struct {
+		name       string
+		node       *corev1.Node
+		wantClaims []string
+		wantDrain  []string
+	}{
+		{name: "node labelled with its NodeClaim", node: test.Node("n1").Labels(stevedorev1.LabelNodeClaim, "c1").Obj(),
+			wantClaims: []string{"c1"}},
+		{name: "unlabelled node found by provider ID", node: test.Node("n1").ProviderID(n1ProviderID).Obj(),
+			wantClaims: []string{"c1"}},
+		{name: "node of no NodeClaim", node: test.Node("other").ProviderID("aws:///us-east-1a/i-other").Obj()},
+		{name: "node without a provider ID", node: test.Node("other").Obj()},
+		{name: "deleted node with the termination finalizer is drained",
+			node:       test.Node("n1").Labels(stevedorev1.LabelNodeClaim, "c1").Finalizers(stevedorev1.TerminationFinalizer).Deleting(deleting).Obj(),
+			wantClaims: []string{"c1"}, wantDrain: []string{"n1"}},
+		{name: "deleted node without the finalizer is not Stevedore's to drain",
+			node: test.Node("n1").Labels(stevedorev1.LabelNodeClaim, "c1").Deleting(deleting).Obj(), wantClaims: []string{"c1"}},
+		{name: "not a node", node: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLifecycleHarness(t, launchedClaim().Obj())
+			if tc.node == nil {
+				h.life.enqueueNode(test.Pod("p").Obj())
+			} else {
+				h.life.enqueueNode(tc.node)
+			}
+			if got := queued(h.life.queue); !reflect.DeepEqual(got, tc.wantClaims) {
+				t.Errorf("NodeClaims queued = %q, want %q", got, tc.wantClaims)
+			}
+			if got := queued(h.life.nodes); !reflect.DeepEqual(got, tc.wantDrain) {
+				t.Errorf("nodes queued for draining = %q, want %q", got, tc.wantDrain)
+			}
+		})
+	}
+}
+
+func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
+	claim := launchClaim().Obj()
+	h := newLifecycleHarness(t, claim)
+	long := strings.Repeat("x", 1500)
+	cond := metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionFalse, Reason: "LaunchFailed", Message: long}
+	for i, want := range []bool{true, false} {
+		changed, err := h.life.setConditions(h.ctx, "c1", cond)
+		if err != nil || changed != want {
+			t.Fatalf("setConditions #%d = %v, %v; want %v", i+1, changed, err, want)
+		}
+	}
+	if c := condition(h.claim(), stevedorev1.ConditionLaunched); c == nil || len(c.Message) != 1000 {
+		t.Errorf("Launched condition = %+v, want its message cut to 1000 bytes", c)
+	}
+	if n := updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
+		t.Errorf("%d status updates, want 1 (the second set changed nothing)", n)
+	}
+}
