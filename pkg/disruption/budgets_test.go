@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func budget(nodes string, schedule string, duration time.Duration, reasons ...stevedorev1.DisruptionReason) stevedorev1.Budget {
@@ -60,8 +61,7 @@ func TestAllowedDisruptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			np := &stevedorev1.NodePool{}
-			np.Spec.Disruption.Budgets = tc.budgets
+			np := test.NodePool("np").Budgets(tc.budgets...).Obj()
 			got, err := allowedDisruptions(np, tc.reason, tc.total, tc.now)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)

@@ -10,14 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
-	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // nopInterrupter stands in for the disruption controller: the benchmark measures the poller, not the drain.
@@ -37,12 +35,16 @@ func BenchmarkPollMessages(b *testing.B) {
 	url := emu.SQS.CreateQueue("bench-interruptions")
 	client := sqs.NewFromConfig(aws.Config{Region: emu.Region(), Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")},
 		func(o *sqs.Options) { o.BaseEndpoint = aws.String(emu.URL()) })
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for i := 0; i < 1000; i++ {
-		_ = indexer.Add(&stevedorev1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%d", i)},
-			Status: stevedorev1.NodeClaimStatus{InstanceID: fmt.Sprintf("i-%017x", i), InstanceType: "m7g.large", Zone: "us-east-1a"}})
+	claims := make([]runtime.Object, 1000)
+	for i := range claims {
+		claims[i] = test.NodeClaim(fmt.Sprintf("claim-%d", i), "default").
+			Launched(fmt.Sprintf("node-%d", i), "m7g.large", "us-east-1a", "spot", "0.0300").InstanceID(fmt.Sprintf("i-%017x", i)).Obj()
 	}
-	c := New(Options{Queue: client, QueueURL: url, NodeClaims: listers.NewNodeClaimLister(indexer), Interrupter: nopInterrupter{},
+	l, err := test.NewListers(claims...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := New(Options{Queue: client, QueueURL: url, NodeClaims: l.NodeClaims, Interrupter: nopInterrupter{},
 		WaitTime: time.Second})
 	now := time.Now().UTC().Format(time.RFC3339)
 	for i := 0; i < b.N; i++ {

@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
-	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 type recordingInterrupter struct {
@@ -63,11 +60,13 @@ func TestHandle(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			_ = indexer.Add(&stevedorev1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"},
-				Status: stevedorev1.NodeClaimStatus{InstanceID: id, InstanceType: "m7g.large", Zone: "us-east-1a"}})
+			l, err := test.NewListers(test.NodeClaim("c", "default").
+				Launched("ip-10-0-0-1.ec2.internal", "m7g.large", "us-east-1a", "spot", "0.0300").InstanceID(id).Obj())
+			if err != nil {
+				t.Fatal(err)
+			}
 			rec, marks := &recordingInterrupter{}, &recordingMarks{}
-			c := New(Options{NodeClaims: listers.NewNodeClaimLister(indexer), Interrupter: rec, Offerings: marks,
+			c := New(Options{NodeClaims: l.NodeClaims, Interrupter: rec, Offerings: marks,
 				Clock: clocktesting.NewFakeClock(now), Rebalance: tc.rebalance})
 			c.Handle(context.Background(), tc.body)
 			c.Handle(context.Background(), tc.body) // a repeated notice while the first is handled, or after

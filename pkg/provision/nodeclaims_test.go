@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // TestNodePoolHashClassifiesEveryTemplateField fails when a field is added to the NodePool template without a
@@ -31,9 +32,7 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 		}
 	}
 
-	base := &stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "np"}}
-	base.Spec.Template.Spec.NodeClassRef = &stevedorev1.NodeClassReference{Name: "default"}
-	base.Normalize()
+	base := test.NodePool("np").Obj()
 	h := NodePoolHash(base)
 	for name, change := range map[string]func(*stevedorev1.NodePool){
 		"ObjectMeta.Labels":      func(np *stevedorev1.NodePool) { np.Spec.Template.ObjectMeta.Labels = map[string]string{"a": "b"} },
@@ -56,9 +55,7 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 			t.Errorf("changing %s does not change the hash", name)
 		}
 	}
-	np := base.DeepCopy()
-	np.Spec.Template.Spec.Requirements = []stevedorev1.NodeSelectorRequirementWithMinValues{{Key: "k", Operator: "Exists"}}
-	if NodePoolHash(np) != h {
+	if np := test.NodePool("np").Require("k", corev1.NodeSelectorOpExists).Obj(); NodePoolHash(np) != h {
 		t.Error("changing the requirements changes the hash; drift checks them against the node's labels")
 	}
 }

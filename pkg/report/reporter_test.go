@@ -9,6 +9,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func TestReadyCondition(t *testing.T) {
@@ -28,7 +29,7 @@ func TestReadyCondition(t *testing.T) {
 		{ref: nil, wantStatus: "False", wantWhy: "NodeClassMissing"},
 	}
 	for _, tc := range tests {
-		np := &stevedorev1.NodePool{}
+		np := test.NodePool("np").Obj()
 		np.Spec.Template.Spec.NodeClassRef = tc.ref
 		c := r.readyCondition(np)
 		if string(c.Status) != tc.wantStatus || c.Reason != tc.wantWhy {

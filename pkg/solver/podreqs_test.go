@@ -8,6 +8,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func TestPreferenceLevelsGoFromEveryPreferenceToNone(t *testing.T) {
@@ -17,12 +18,13 @@ func TestPreferenceLevelsGoFromEveryPreferenceToNone(t *testing.T) {
 	zone := func(z string) corev1.NodeSelectorTerm {
 		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{z}}}}
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Affinity: &corev1.Affinity{
+	pod := test.Pod("p").Pending().Obj()
+	pod.Spec.Affinity = &corev1.Affinity{
 		PodAffinity: &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
 			{Weight: 10, PodAffinityTerm: term("light")}, {Weight: 90, PodAffinityTerm: term("heavy")}}},
 		NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
 			{Weight: 1, Preference: zone("b")}, {Weight: 50, Preference: zone("a")}}},
-	}}}
+	}
 	levels := preferenceLevels(pod)
 	describe := func(p *corev1.Pod) (aff []string, zones []string) {
 		if a := p.Spec.Affinity.PodAffinity; a != nil {
@@ -64,13 +66,10 @@ func TestPreferenceLevelsGoFromEveryPreferenceToNone(t *testing.T) {
 }
 
 func TestNodeLabelsComeOnlyFromTheNodePoolTheTypeAndTheOffering(t *testing.T) {
-	np := &stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "np"}, Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{
-		ObjectMeta: stevedorev1.TemplateObjectMeta{Labels: map[string]string{"tier": "web"}},
-		Spec: stevedorev1.NodeClaimTemplateSpec{Requirements: []stevedorev1.NodeSelectorRequirementWithMinValues{
-			{Key: "team", Operator: "In", Values: []string{"a", "b"}},
-			{Key: "node-restriction.kubernetes.io/pci", Operator: "In", Values: []string{"yes", "no"}},
-			{Key: "node-restriction.kubernetes.io/owner", Operator: "In", Values: []string{"platform"}},
-		}}}}}
+	np := test.NodePool("np").TemplateLabels("tier", "web").
+		Require("team", corev1.NodeSelectorOpIn, "a", "b").
+		Require("node-restriction.kubernetes.io/pci", corev1.NodeSelectorOpIn, "yes", "no").
+		Require("node-restriction.kubernetes.io/owner", corev1.NodeSelectorOpIn, "platform").Obj()
 	pool, err := NodePoolRequirements(np)
 	if err != nil {
 		t.Fatal(err)

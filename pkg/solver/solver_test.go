@@ -12,38 +12,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func testPool(name string, weight int32, reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) *stevedorev1.NodePool {
-	np := &stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{
-			NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"}, Requirements: reqs}}}}
+	np := test.NodePool(name)
 	if weight > 0 {
-		np.Spec.Weight = &weight
+		np.Weight(weight)
 	}
-	return np
+	np.Spec.Template.Spec.Requirements = reqs
+	return np.Obj()
 }
 
 func req(key string, op string, values ...string) stevedorev1.NodeSelectorRequirementWithMinValues {
 	return stevedorev1.NodeSelectorRequirementWithMinValues{Key: key, Operator: stevedorev1.NodeSelectorOperator(op), Values: values}
 }
 
-func testPod(name, cpu, mem string, mutate ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}},
-	}
-	for _, m := range mutate {
-		m(p)
-	}
-	return p
+func testPod(name, cpu, mem string) *corev1.Pod {
+	return test.Pod(name).Pending().Labels("app", name).Req("cpu", cpu, "memory", mem).Obj()
 }
 
 func replicas(prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) []runtime.Object {
@@ -216,7 +207,7 @@ func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
 			name: "a pod no instance type can hold is unschedulable with a reason",
 			objs: []runtime.Object{testPool("default", 0), testPod("huge", "1000", "1Gi")},
 			check: func(t *testing.T, plan *Plan) {
-				reason, ok := plan.Unschedulable["huge"]
+				reason, ok := plan.Unschedulable[testPod("huge", "1000", "1Gi").UID]
 				if !ok || !strings.Contains(reason, "NodePool default") {
 					t.Errorf("unschedulable = %v, want huge with a reason naming the NodePool", plan.Unschedulable)
 				}

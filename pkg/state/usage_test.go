@@ -1,36 +1,28 @@
-package state
+package state_test
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/state"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
+// An external test package: pkg/test imports pkg/state (its listers normalise NodePools).
+
 func TestNodePoolUsageSumsEveryResourceOfLiveNodeClaims(t *testing.T) {
-	claim := func(pool string, deleting bool, price string, capacity, requests corev1.ResourceList) *stevedorev1.NodeClaim {
-		c := &stevedorev1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{stevedorev1.LabelNodePool: pool}}}
-		if deleting {
-			c.DeletionTimestamp = &metav1.Time{}
-		}
-		c.Status.Capacity, c.Status.Price, c.Spec.Resources.Requests = capacity, price, requests
-		return c
-	}
-	rl := func(kv ...string) corev1.ResourceList {
-		out := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
-			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-		}
-		return out
-	}
-	usage := NodePoolUsage([]*stevedorev1.NodeClaim{
-		claim("gpu", false, "1.0060", rl("cpu", "4", "memory", "16Gi", "nvidia.com/gpu", "1"), nil),
-		claim("gpu", false, "", nil, rl("cpu", "2", "memory", "1Gi")), // not launched yet: its requests
-		claim("gpu", true, "9.0000", rl("cpu", "64"), nil),            // being deleted: not counted
-		claim("web", false, "0.0100", rl("cpu", "2"), nil),
+	usage := state.NodePoolUsage([]*stevedorev1.NodeClaim{
+		test.NodeClaim("gpu-1", "gpu").Launched("n-gpu-1", "g5.xlarge", "us-east-1a", "on-demand", "1.0060").
+			Capacity("cpu", "4", "memory", "16Gi", "nvidia.com/gpu", "1").Obj(),
+		test.NodeClaim("gpu-2", "gpu").Requests("cpu", "2", "memory", "1Gi").Obj(), // not launched yet: its requests
+		test.NodeClaim("gpu-3", "gpu").Launched("n-gpu-3", "g5.16xlarge", "us-east-1a", "on-demand", "9.0000").
+			Capacity("cpu", "64").Deleting(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)).Obj(), // being deleted: not counted
+		test.NodeClaim("web-1", "web").Launched("n-web-1", "c7g.large", "us-east-1a", "on-demand", "0.0100").
+			Capacity("cpu", "2").Obj(),
 	})
 	gpu := usage["gpu"]
 	for name, want := range map[string]string{"cpu": "6", "memory": "17Gi", "nvidia.com/gpu": "1", "nodes": "2"} {
@@ -44,7 +36,7 @@ func TestNodePoolUsageSumsEveryResourceOfLiveNodeClaims(t *testing.T) {
 	if web := usage["web"]; web == nil || web.Nodes != 1 {
 		t.Errorf("web usage %+v", web)
 	}
-	if (*Usage)(nil).List() != nil {
+	if (*state.Usage)(nil).List() != nil {
 		t.Error("no usage should list nothing")
 	}
 }

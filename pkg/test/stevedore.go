@@ -72,6 +72,14 @@ func (w *NodePoolWrapper) ExpireAfter(d time.Duration) *NodePoolWrapper {
 	return w
 }
 
+// NodeClass sets the template's node class reference to the EC2NodeClass name (normalised: group and kind filled).
+func (w *NodePoolWrapper) NodeClass(name string) *NodePoolWrapper {
+	ref := &stevedorev1.NodeClassReference{Name: name}
+	ref.Normalize()
+	w.Spec.Template.Spec.NodeClassRef = ref
+	return w
+}
+
 // Budgets replaces the disruption budgets.
 func (w *NodePoolWrapper) Budgets(budgets ...stevedorev1.Budget) *NodePoolWrapper {
 	w.Spec.Disruption.Budgets = budgets
@@ -160,6 +168,26 @@ func (w *NodeClaimWrapper) Launched(node, instanceType, zone, capacityType, pric
 	w.Status.CapacityType = capacityType
 	w.Status.Price = price
 	return w.Condition(stevedorev1.ConditionLaunched, metav1.ConditionTrue, "Launched")
+}
+
+// InstanceID replaces the instance id Launched derives from the node name, and the provider id with it, for a test
+// that matches on a real EC2 instance id.
+func (w *NodeClaimWrapper) InstanceID(id string) *NodeClaimWrapper {
+	w.Status.InstanceID = id
+	w.Status.ProviderID = "aws:///" + w.Status.Zone + "/" + id
+	return w
+}
+
+// Capacity sets status.capacity (the launched instance type's), e.g. Capacity("cpu", "4", "memory", "16Gi").
+func (w *NodeClaimWrapper) Capacity(nameValue ...string) *NodeClaimWrapper {
+	w.Status.Capacity = Resources(nameValue...)
+	return w
+}
+
+// Requests sets spec.resources.requests (what the pods it was launched for request).
+func (w *NodeClaimWrapper) Requests(nameValue ...string) *NodeClaimWrapper {
+	w.Spec.Resources.Requests = Resources(nameValue...)
+	return w
 }
 
 // Registered sets Registered true.

@@ -17,6 +17,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 const testCluster = "test"
@@ -66,12 +67,11 @@ func (f *fixture) addNodeClass(t *testing.T, nc *stevedorev1.EC2NodeClass) {
 	}
 }
 
+// claim is a NodeClaim of NodePool default (EC2NodeClass default) with the requirements given.
 func claim(name string, reqs ...stevedorev1.NodeSelectorRequirementWithMinValues) *stevedorev1.NodeClaim {
-	return &stevedorev1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{stevedorev1.LabelNodePool: "default", "team": "a"}},
-		Spec: stevedorev1.NodeClaimSpec{NodeClassRef: &stevedorev1.NodeClassReference{Group: stevedorev1.GroupName, Kind: "EC2NodeClass", Name: "default"},
-			Requirements: reqs},
-	}
+	c := test.NodeClaim(name, "default").Labels("team", "a").Obj()
+	c.Spec.Requirements = reqs
+	return c
 }
 
 func in(key string, values ...string) stevedorev1.NodeSelectorRequirementWithMinValues {
@@ -268,9 +268,7 @@ func TestInstanceTypesComeFromTheAPIsWithAllocatableFromTheNodeClass(t *testing.
 	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small-pods", UID: "uid-2"},
 		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{ID: "subnet-0a000000000001"}},
 			Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods}}})
-	np := &stevedorev1.NodePool{Spec: stevedorev1.NodePoolSpec{Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{
-		NodeClassRef: &stevedorev1.NodeClassReference{Name: "small-pods"}}}}}
-	its, err := f.provider.InstanceTypes(testCtx(t), np)
+	its, err := f.provider.InstanceTypes(testCtx(t), test.NodePool("small").NodeClass("small-pods").Obj())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,26 +6,21 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 func node(name, zone string, cpu string, taints ...v1.Taint) *v1.Node {
-	return &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name, v1.LabelTopologyZone: zone}},
-		Spec:       v1.NodeSpec{Taints: taints},
-		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu),
-			v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("110")}},
-	}
+	n := test.Node(name).Labels(v1.LabelTopologyZone, zone).Allocatable("cpu", cpu, "memory", "8Gi", "pods", "110").Obj()
+	n.Spec.Taints = taints
+	return n
 }
 
 func pod(name, cpu string, labels map[string]string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Labels: labels},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
-			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}}},
-	}
+	p := test.Pod(name).Pending().Req("cpu", cpu).Obj()
+	p.Labels = labels
+	return p
 }
 
 func TestFilterPluginsDecideOnVirtualNodes(t *testing.T) {
