@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,30 +96,57 @@ func benchmarkPlan(b *testing.B, n int) {
 	}
 	var cost float64
 	var preFilters, filters int
+	var first string
+	identical := 1.0
+	// allocations are counted around the solves only (not the checks between them)
+	var mem goruntime.MemStats
+	var mallocs, bytes uint64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		goruntime.ReadMemStats(&mem)
+		mallocs, bytes = mallocs-mem.Mallocs, bytes-mem.TotalAlloc
+		b.StartTimer()
 		plan, err := p.Solve(ctx, sim, budgetFor())
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.StopTimer()
+		goruntime.ReadMemStats(&mem)
+		mallocs, bytes = mallocs+mem.Mallocs, bytes+mem.TotalAlloc
+		b.StartTimer()
 		if len(plan.Unschedulable) > 0 {
 			b.Fatalf("%d pods unschedulable", len(plan.Unschedulable))
 		}
 		cost = plan.Cost
+		b.StopTimer()
+		// the determinism check: every solve of the run gives the same plan, byte for byte
+		if text := planText(plan); i == 0 {
+			first = text
+		} else if text != first {
+			identical = 0
+		}
 		if i == 0 {
-			b.StopTimer()
 			preFilters, filters = sim.PreFilters, sim.Filters
 			if v := Verify(ctx, sim, nil, p.Region, plan, p.DaemonSets); len(v) > 0 {
 				b.Fatalf("%d placements break a scheduling rule, first: %s", len(v), v[0])
 			}
-			b.StartTimer()
 		}
+		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(preFilters)/float64(n), "prefilters/pod")
 	b.ReportMetric(float64(filters)/float64(n), "filters/pod")
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
+	b.ReportMetric(float64(mallocs)/float64(b.N)/float64(n), "allocs/pod")
+	b.ReportMetric(float64(bytes)/float64(b.N)/float64(n)/1024, "KiB/pod")
+	if b.N > 1 {
+		b.ReportMetric(identical, "identical-plans")
+	}
+	if mb := peakRSSMiB(); mb > 0 {
+		b.ReportMetric(mb, "peak-RSS-MiB")
+	}
 	b.ReportMetric(cost, "$/h")
 	if lp > 0 {
 		b.ReportMetric(cost/lp, "cost/bound")
@@ -131,10 +160,48 @@ func benchmarkPlan(b *testing.B, n int) {
 	}
 }
 
+// planText renders a plan's decisions (nodes, their offerings and pods, unschedulable pods) in a canonical form.
+func planText(plan *Plan) string {
+	var sb strings.Builder
+	for _, n := range plan.NewNodes {
+		fmt.Fprintf(&sb, "%s %s %s %s %d:", n.NodePool.Name, n.Offering.Zone, n.Offering.CapacityType, n.InstanceType.Name, len(n.InstanceTypes))
+		for _, pod := range n.Pods {
+			sb.WriteString(" " + pod.Namespace + "/" + pod.Name)
+		}
+		sb.WriteByte('\n')
+	}
+	uids := make([]string, 0, len(plan.Unschedulable))
+	for uid := range plan.Unschedulable {
+		uids = append(uids, string(uid))
+	}
+	sort.Strings(uids)
+	for _, uid := range uids {
+		fmt.Fprintf(&sb, "unschedulable %s\n", uid)
+	}
+	return sb.String()
+}
+
+// peakRSSMiB is the process's peak resident set (VmHWM) so far, 0 where /proc does not say; `make bench` runs each
+// size in its own process so that it is the peak of that size.
+func peakRSSMiB() float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
 func BenchmarkPlan100(b *testing.B)   { benchmarkPlan(b, 100) }
 func BenchmarkPlan1000(b *testing.B)  { benchmarkPlan(b, 1000) }
 func BenchmarkPlan5000(b *testing.B)  { benchmarkPlan(b, 5000) }
 func BenchmarkPlan20000(b *testing.B) { benchmarkPlan(b, 20000) }
+func BenchmarkPlan50000(b *testing.B) { benchmarkPlan(b, 50000) }
 
 // budgetFor is the improvement time a benchmark solve gets; zero measures the greedy packing alone.
 func budgetFor() time.Duration {

@@ -109,7 +109,7 @@ type Input struct {
 	// nodes to it and removes them before returning.
 	Snapshot *simulation.Snapshot
 	InFlight []InFlightNode
-	// TimeBudget bounds the improvement phase; 0 means greedy only.
+	// TimeBudget bounds the improvement phase, counted from the end of the greedy phase; 0 means greedy only.
 	TimeBudget time.Duration
 	// Region labels the virtual nodes (topology.kubernetes.io/region).
 	Region string
@@ -231,7 +231,9 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 		return nil, err
 	}
 	if in.TimeBudget > 0 {
-		st.improve(start.Add(in.TimeBudget))
+		// the improvement phase has its own budget, counted from the end of the greedy phase: a large batch
+		// whose greedy placement took longer than the budget is still improved
+		st.improve(time.Now().Add(in.TimeBudget))
 	}
 	st.finish()
 	st.plan.Duration = time.Since(start)
