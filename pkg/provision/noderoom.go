@@ -109,9 +109,12 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 	}
 	var planned []*corev1.Pod
 	p.mu.Lock()
-	if claim, ok := p.claimOfNode[node.Name]; ok && len(p.assigned[claim]) > 0 {
+	if claim, ok := p.claimOfNode[node.Name]; ok {
+		// also once the pods planned here are all bound: the room left is not the pod's to take, its own node is
+		// coming (a burst's pod of a hostname affinity target that bound on the first node up stranded its
+		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
 		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
-			refuse = fmt.Sprintf("the pod is planned on NodeClaim %s; this node's room is planned for other pods", own)
+			refuse = fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
 		}
 		for uid, q := range p.assigned[claim] {
 			if uid == pod.UID || p.nominated[uid] == node.Name {
