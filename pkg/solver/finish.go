@@ -16,8 +16,12 @@ import (
 // finish picks each node's cheapest fitting type, builds the plan and takes the virtual nodes out of the
 // snapshot.
 func (st *solve) finish() {
+	names := make([]string, 0, len(st.open))
 	for _, n := range st.open {
-		st.snap.RemoveNode(n.name)
+		names = append(names, n.name)
+	}
+	st.snap.RemoveNodes(names...)
+	for _, n := range st.open {
 		if n.removed || len(n.pods) == 0 {
 			continue
 		}

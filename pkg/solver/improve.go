@@ -154,7 +154,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 	for n, sv := range saved {
 		*n = sv.state
 		n.pricesDirty, n.cacheValid = true, false
-		st.snap.NodeInfo(n.name).SetNode(n.node())
+		_ = st.snap.SetNode(n.node())
 	}
 	for _, p := range saved[a].state.pods {
 		_ = st.snap.AddPod(a.name, p)

@@ -112,16 +112,28 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		n.zone, n.ct = zones[0], cts[0]
 		n.setLargest()
 		fresh := n.node()
+		// The node is tried with the snapshot suspended and, once the pod is on it, added again as it ended up,
+		// for everything that keeps state over the snapshot to see.
+		st.snap.Suspend()
 		st.snap.AddNode(fresh)
 		groupsAddNode(st.groups, fresh)
 		// The pod's PreFilter state predates the new node. Filter plugins read an empty node's domains as
 		// holding no matching pod, which is what a fresh PreFilter would count, so the state stays valid (the
 		// DaemonSet pods the first placement adds make tryOpen compute it again).
 		if st.tryOpen(n, pl) {
+			ni := st.snap.NodeInfo(n.name)
+			node, pods := ni.Node(), make([]*corev1.Pod, 0, len(ni.GetPods()))
+			for _, pi := range ni.GetPods() {
+				pods = append(pods, pi.GetPod())
+			}
+			st.snap.RemoveNode(n.name)
+			st.snap.Resume()
+			st.snap.AddNode(node, pods...)
 			st.open = append(st.open, n)
 			return true, ""
 		}
 		st.snap.RemoveNode(n.name)
+		st.snap.Resume()
 		groupsRemoveNode(st.groups, fresh)
 		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
 		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.fits(allocVec(largestType(cands))) {

@@ -203,7 +203,8 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	// run of well-fitting nodes in the wrong zone does not hide the right ones.
 	const keep = 2 * maxOpenTries
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
-	buckets := map[string][]openCand{}
+	type bucketKey struct{ zone, ct string }
+	buckets := map[bucketKey][]openCand{}
 	for _, n := range st.open {
 		if n.removed || n == opts.exclude || !pl.allowed(n.name) || !pl.usable(n.pool) {
 			continue
@@ -220,9 +221,9 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 		if st.in.FirstFitDecreasing {
 			c = openCand{n, 0, float64(n.seq)}
 		}
-		key := ""
+		var key bucketKey
 		if byZone {
-			key = n.zone + "/" + n.ct
+			key = bucketKey{n.zone, n.ct}
 		}
 		buckets[key] = insertTop(buckets[key], c, keep)
 	}
@@ -353,7 +354,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	current := st.snap.NodeInfo(n.name).Node()
 	next := trial.node()
 	apply := func() {
-		st.snap.NodeInfo(n.name).SetNode(next)
+		_ = st.snap.SetNode(next)
 		if !n.hasDaemons {
 			for _, d := range daemons {
 				_ = st.snap.AddPod(n.name, d)
@@ -366,8 +367,11 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 				_ = st.snap.RemovePod(n.name, d)
 			}
 		}
-		st.snap.NodeInfo(n.name).SetNode(current)
+		_ = st.snap.SetNode(current)
 	}
+	// the trial changes the snapshot only to ask the Filter plugins; it is applied again, for everything that
+	// keeps state over the snapshot to see, once it passes
+	st.snap.Suspend()
 	apply()
 	s2 := pl.state
 	// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
@@ -377,20 +381,23 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 		var status *fwk.Status
 		if s2, _, status = st.sim.PreFilter(st.ctx, pl.check); !status.IsSuccess() && !status.IsSkip() {
 			undo()
+			st.snap.Resume()
 			return false
 		}
 	}
 	if !groupsAllow(st.groups, pl.pod, next) || !st.affinityAllows(pl.pod, next) || !st.sim.Filter(st.ctx, s2, pl.check, n.name).IsSuccess() {
 		undo()
+		st.snap.Resume()
 		return false
 	}
+	undo()
+	st.snap.Resume()
 	trial.pricesDirty = trial.pricesDirty || len(trial.candidates) != len(n.candidates) || trial.zone != n.zone ||
 		trial.ct != n.ct || len(trial.pinned) != len(n.pinned)
 	if st.beforeCommit != nil {
-		undo()
 		st.beforeCommit(n)
-		apply()
 	}
+	apply()
 	if !n.hasDaemons {
 		trial.ds, trial.hasDaemons = daemons, true
 	}

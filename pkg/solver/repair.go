@@ -110,9 +110,11 @@ func (st *solve) cost() float64 {
 
 // undo takes an attempt's virtual nodes out of the snapshot and its pods off the in-flight nodes.
 func (st *solve) undo() {
+	names := make([]string, 0, len(st.open))
 	for _, n := range st.open {
-		st.snap.RemoveNode(n.name)
+		names = append(names, n.name)
 	}
+	st.snap.RemoveNodes(names...)
 	for node, pods := range st.plan.InFlight {
 		for _, p := range pods {
 			_ = st.snap.RemovePod(node, p)

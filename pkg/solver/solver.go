@@ -222,9 +222,11 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 	}
 	phantoms := s.newSolve(ctx, in).addPhantoms()
 	defer func() {
+		names := make([]string, 0, len(phantoms))
 		for _, node := range phantoms {
-			in.Snapshot.RemoveNode(node.Name)
+			names = append(names, node.Name)
 		}
+		in.Snapshot.RemoveNodes(names...)
 	}()
 	st, err := s.search(ctx, in, pods, order, phantoms)
 	if err != nil {

@@ -29,7 +29,52 @@ type Snapshot struct {
 	withAnti     []fwk.NodeInfo
 	withWideAnti []fwk.NodeInfo
 	pvcRefs      map[string]int
+
+	// observer hears every change while not suspended (the simulator's incremental PreFilter state); suspended
+	// counts nested Suspend calls, gen counts the changes it heard.
+	observer  observer
+	suspended int
+	gen       uint64
 }
+
+// observer is told of each change to a snapshot: pods added and removed, nodes added (empty: their pods follow
+// one by one), about to be removed (with their pods), and relabelled (old is the node object before).
+type observer interface {
+	nodeAdded(ni fwk.NodeInfo)
+	nodeRemoving(ni fwk.NodeInfo)
+	nodeChanged(ni fwk.NodeInfo, old *v1.Node)
+	// reset forgets everything derived from the snapshot (before many changes at once).
+	reset()
+	podAdded(ni fwk.NodeInfo, pi fwk.PodInfo)
+	podRemoved(ni fwk.NodeInfo, pi fwk.PodInfo)
+}
+
+// notify tells the observer of a change, unless suspended.
+func (s *Snapshot) notify(tell func(observer)) {
+	if s.suspended > 0 {
+		return
+	}
+	s.gen++
+	if s.observer != nil {
+		tell(s.observer)
+	}
+}
+
+// Suspend stops telling the observer about changes until the matching Resume. Between the two the caller changes
+// the snapshot only to try something and must leave it exactly as it found it: a trial that is kept is applied
+// again after Resume. While suspended, PreFilter computes its state from scratch.
+func (s *Snapshot) Suspend() { s.suspended++ }
+
+// Resume ends a Suspend.
+func (s *Snapshot) Resume() {
+	if s.suspended == 0 {
+		panic("simulation: Resume without Suspend")
+	}
+	s.suspended--
+}
+
+// Suspended reports whether changes are being tried.
+func (s *Snapshot) Suspended() bool { return s.suspended > 0 }
 
 // NewSnapshot returns an empty snapshot.
 func NewSnapshot() *Snapshot {
@@ -47,6 +92,7 @@ func (s *Snapshot) AddNode(node *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
 	s.nodes[node.Name] = ni
 	s.index[node.Name] = len(s.list)
 	s.list = append(s.list, ni)
+	s.notify(func(o observer) { o.nodeAdded(ni) })
 	for _, p := range pods {
 		s.addPod(ni, p)
 	}
@@ -60,6 +106,7 @@ func (s *Snapshot) RemoveNode(name string) {
 	if !ok {
 		return
 	}
+	s.notify(func(o observer) { o.nodeRemoving(ni) })
 	for _, pi := range ni.GetPods() {
 		s.countPVCs(pi.GetPod(), -1)
 	}
@@ -71,6 +118,20 @@ func (s *Snapshot) RemoveNode(name string) {
 	s.list = s.list[:last]
 	delete(s.index, name)
 	s.listsDirty = true
+}
+
+// RemoveNodes removes many nodes at once. The observer forgets what it derived from the snapshot instead of
+// following each removal.
+func (s *Snapshot) RemoveNodes(names ...string) {
+	if len(names) == 0 {
+		return
+	}
+	s.notify(func(o observer) { o.reset() })
+	s.suspended++
+	for _, name := range names {
+		s.RemoveNode(name)
+	}
+	s.suspended--
 }
 
 // AddPod places a pod on a node.
@@ -95,6 +156,19 @@ func (s *Snapshot) addPod(ni *framework.NodeInfo, pod *v1.Pod) {
 		s.listsDirty = true
 	}
 	s.countPVCs(pod, 1)
+	s.notify(func(o observer) { o.podAdded(ni, pi) })
+}
+
+// SetNode replaces the node object of a node in the snapshot (its labels, taints or allocatable), keeping its pods.
+func (s *Snapshot) SetNode(node *v1.Node) error {
+	ni, ok := s.nodes[node.Name]
+	if !ok {
+		return fmt.Errorf("node %s is not in the snapshot", node.Name)
+	}
+	old := ni.Node()
+	ni.SetNode(node)
+	s.notify(func(o observer) { o.nodeChanged(ni, old) })
+	return nil
 }
 
 // RemovePod takes a pod off a node.
@@ -103,8 +177,18 @@ func (s *Snapshot) RemovePod(nodeName string, pod *v1.Pod) error {
 	if !ok {
 		return fmt.Errorf("node %s is not in the snapshot", nodeName)
 	}
+	var removed fwk.PodInfo
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == pod.UID {
+			removed = pi
+			break
+		}
+	}
 	if err := ni.RemovePod(klog.Background(), pod); err != nil {
 		return err
+	}
+	if removed != nil {
+		s.notify(func(o observer) { o.podRemoved(ni, removed) })
 	}
 	s.countPVCs(pod, -1)
 	s.listsDirty = true

@@ -1,0 +1,562 @@
+package simulation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+)
+
+// The two PreFilter plugins whose state is a count over every pod of the cluster. Recomputing them for each pod
+// the solver places makes a solve quadratic; instead their state is kept per pod class and updated as the
+// snapshot changes (see incremental).
+var incrementalPlugins = []string{names.PodTopologySpread, names.InterPodAffinity}
+
+const (
+	spreadStateKey   fwk.StateKey = "PreFilter" + names.PodTopologySpread
+	affinityStateKey fwk.StateKey = "PreFilter" + names.InterPodAffinity
+	generationKey    fwk.StateKey = "stevedore.dev/snapshot-generation"
+)
+
+// generation marks a cycle state lent from the incremental cache with the snapshot change it reflects.
+type generation uint64
+
+func (g generation) Clone() fwk.StateData { return g }
+
+// incremental keeps the PodTopologySpread and InterPodAffinity PreFilter state of each pod class seen on one
+// snapshot, and updates it as the snapshot tells of changes, so that PreFilter costs what changed since the class
+// was last asked about instead of a walk over every node and pod.
+//
+// Both states are sums over nodes, which is what makes them exact to maintain:
+//   - InterPodAffinity: counts of (topology key, value) pairs of matching pods. The plugin's own AddPod and
+//     RemovePod extensions update them exactly; a relabelled node is its pods removed under the old labels and
+//     added under the new.
+//   - PodTopologySpread: per constraint, the number of matching pods in each domain of the eligible nodes (a
+//     domain with no matching pod counts 0), and the two "critical paths" holding the minimum. The plugin's
+//     AddPod keeps the counts exact but not the minimum (its critical paths are exact only for the one-node
+//     changes of preemption), and a node added, removed or relabelled changes which domains exist. So a node's
+//     change is applied as its contribution (the plugin's own PreFilter run on that node alone) taken away and
+//     added, and the minimum is recomputed from the counts before the state is lent. When a domain's count
+//     falls to zero it is not known whether another eligible node keeps the domain: the class is forgotten and
+//     computed again when next asked for. The state's fields are reached by reflection on the names the plugin
+//     exports for its tests; a build of the scheduler that renames them disables the cache (New fails).
+//
+// A state is lent, not copied: it is valid until the snapshot next changes, which the generation written beside
+// it lets Filter check. Tests compare every lent state with a fresh one (Options.CheckIncremental).
+type incremental struct {
+	spread, affinity fwk.PreFilterPlugin
+	classes          map[string]*classState
+	// antiKeys counts, per topology key, the pods in the snapshot with a required anti-affinity term on it: a
+	// relabel in one of those keys moves those pods' terms to another domain.
+	antiKeys map[string]int
+	// nodesWith counts, for the topology keys of the spread states, the nodes with each value: a domain whose
+	// count falls to zero disappears for sure when its last node goes.
+	nodesWith map[string]map[string]int
+	// computed counts class states computed from scratch; drops those forgotten because a change could not be
+	// applied to them (computed again when next asked for).
+	computed, drops int
+}
+
+// classState is the incremental state of one pod class: pods alike in everything the two plugins read.
+type classState struct {
+	pod    *v1.Pod
+	cs     *framework.CycleState // holds the plugins' states under their own keys, for their extensions
+	spread *spreadCounts         // nil: PodTopologySpread skips the class
+	// affinityOn: InterPodAffinity keeps state for the class (else it skipped it).
+	affinityOn bool
+	// spreadKeys and affinityKeys are the node label keys each state depends on.
+	spreadKeys, affinityKeys map[string]bool
+}
+
+// spreadCounts is a view of a PodTopologySpread state: the counts per constraint and domain, and the critical
+// paths to refresh.
+type spreadCounts struct {
+	state      fwk.StateData
+	matchNum   []map[string]int
+	keys       []string      // topology key per constraint
+	paths      reflect.Value // []*criticalPaths
+	pathsStale bool
+}
+
+// newIncremental returns the cache, or an error when the scheduler's plugin state does not have the shape it
+// relies on.
+func newIncremental(spread, affinity fwk.PreFilterPlugin) (*incremental, error) {
+	inc := &incremental{spread: spread, affinity: affinity, classes: map[string]*classState{}, antiKeys: map[string]int{},
+		nodesWith: map[string]map[string]int{}}
+	// probe the shape of the spread state with a one-constraint pod and no node
+	probe := &v1.Pod{Spec: v1.PodSpec{TopologySpreadConstraints: []v1.TopologySpreadConstraint{{MaxSkew: 1,
+		TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule}}}}
+	if _, err := inc.spreadContribution(context.Background(), probe, nil); err != nil {
+		return nil, err
+	}
+	return inc, nil
+}
+
+// classKey is what the two plugins read of a pod: its namespace, labels, node selection, tolerations,
+// affinity and spread constraints.
+func classKey(pod *v1.Pod) (string, bool) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return "", false // volume plugins keep per-node state in the cycle state: not shared
+		}
+	}
+	b, err := json.Marshal(struct {
+		NS          string
+		Labels      map[string]string
+		Selector    map[string]string
+		Affinity    *v1.Affinity
+		Tolerations []v1.Toleration
+		Spread      []v1.TopologySpreadConstraint
+	}{pod.Namespace, pod.Labels, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations, pod.Spec.TopologySpreadConstraints})
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// class returns the state of pod's class, computing it when the class is new.
+func (inc *incremental) class(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (*classState, error) {
+	key, ok := classKey(pod)
+	if !ok {
+		return nil, nil
+	}
+	if c, ok := inc.classes[key]; ok {
+		if c.spread != nil && c.spread.pathsStale {
+			c.spread.refreshPaths()
+		}
+		return c, nil
+	}
+	c := &classState{pod: pod, cs: framework.NewCycleState(), spreadKeys: nodeKeysOf(pod), affinityKeys: map[string]bool{}}
+	c.cs.SetRecordPluginMetrics(false)
+	_, status := inc.spread.PreFilter(ctx, c.cs, pod, nodes)
+	switch {
+	case status.IsSkip():
+	case !status.IsSuccess():
+		return nil, status.AsError()
+	default:
+		data, err := c.cs.Read(spreadStateKey)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := viewSpread(data)
+		if err != nil {
+			return nil, err
+		}
+		c.spread = sc
+		sc.refreshPaths()
+		for _, k := range sc.keys {
+			c.spreadKeys[k] = true
+			inc.track(k, nodes)
+		}
+	}
+	// InterPodAffinity: computed over the snapshot once, then kept by its extensions
+	_, status = inc.affinity.PreFilter(ctx, c.cs, pod, nodes)
+	switch {
+	case status.IsSkip():
+	case !status.IsSuccess():
+		return nil, status.AsError()
+	default:
+		c.affinityOn = true
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				c.affinityKeys[t.TopologyKey] = true
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				c.affinityKeys[t.TopologyKey] = true
+			}
+		}
+	}
+	inc.classes[key] = c
+	inc.computed++
+	return c, nil
+}
+
+// track starts counting the nodes per value of a topology key.
+func (inc *incremental) track(key string, nodes []fwk.NodeInfo) {
+	if _, ok := inc.nodesWith[key]; ok {
+		return
+	}
+	counts := map[string]int{}
+	for _, ni := range nodes {
+		if v, ok := ni.Node().Labels[key]; ok {
+			counts[v]++
+		}
+	}
+	inc.nodesWith[key] = counts
+}
+
+// countNode adds (sign 1) or takes away a node from the tracked keys' counts.
+func (inc *incremental) countNode(node *v1.Node, sign int) {
+	for key, counts := range inc.nodesWith {
+		if v, ok := node.Labels[key]; ok {
+			counts[v] += sign
+			if counts[v] <= 0 {
+				delete(counts, v)
+			}
+		}
+	}
+}
+
+// nodeKeysOf are the node label keys a pod's node selector and required node affinity read: they decide which
+// nodes' domains its spread constraints count.
+func nodeKeysOf(pod *v1.Pod) map[string]bool {
+	keys := map[string]bool{}
+	for k := range pod.Spec.NodeSelector {
+		keys[k] = true
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range t.MatchExpressions {
+				keys[r.Key] = true
+			}
+		}
+	}
+	return keys
+}
+
+// lend writes the class's states into a pod's cycle state (or marks the plugins skipped).
+func (c *classState) lend(state fwk.CycleState, gen uint64) {
+	skip := state.GetSkipFilterPlugins()
+	if skip == nil {
+		skip = sets.New[string]()
+	}
+	if c.spread != nil {
+		state.Write(spreadStateKey, c.spread.state)
+	} else {
+		skip.Insert(names.PodTopologySpread)
+	}
+	if c.affinityOn {
+		data, _ := c.cs.Read(affinityStateKey)
+		state.Write(affinityStateKey, data)
+	} else {
+		skip.Insert(names.InterPodAffinity)
+	}
+	state.SetSkipFilterPlugins(skip)
+	state.Write(generationKey, generation(gen))
+}
+
+// spreadContribution runs PodTopologySpread's PreFilter for pod on the given nodes alone and returns its counts.
+func (inc *incremental) spreadContribution(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) ([]map[string]int, error) {
+	cs := framework.NewCycleState()
+	cs.SetRecordPluginMetrics(false)
+	if _, status := inc.spread.PreFilter(ctx, cs, pod, nodes); !status.IsSuccess() {
+		return nil, fmt.Errorf("PodTopologySpread PreFilter: %w", status.AsError())
+	}
+	data, err := cs.Read(spreadStateKey)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := viewSpread(data)
+	if err != nil {
+		return nil, err
+	}
+	return sc.matchNum, nil
+}
+
+// errDomainMayVanish says a node's counts were taken away from a domain left with none: whether the domain still
+// has an eligible node is not known.
+var errDomainMayVanish = fmt.Errorf("a spread domain may have lost its last node")
+
+// addContribution adds (sign 1) or takes away (sign -1) one node's counts and domain.
+func (inc *incremental) addContribution(ctx context.Context, c *classState, ni fwk.NodeInfo, sign int) error {
+	sc := c.spread
+	if sign > 0 && len(ni.GetPods()) == 0 {
+		// an empty node in domains that exist already adds nothing; one without every key is not eligible
+		known := true
+		for i, k := range sc.keys {
+			v, ok := ni.Node().Labels[k]
+			if !ok {
+				return nil
+			}
+			if _, ok := sc.matchNum[i][v]; !ok {
+				known = false
+			}
+		}
+		if known {
+			return nil
+		}
+	}
+	counts, err := inc.spreadContribution(ctx, c.pod, []fwk.NodeInfo{ni})
+	if err != nil {
+		return err
+	}
+	for i, m := range counts {
+		for v, n := range m {
+			sc.matchNum[i][v] += sign * n
+			if sign < 0 && sc.matchNum[i][v] <= 0 {
+				if inc.nodesWith[sc.keys[i]][v] != 1 {
+					return errDomainMayVanish
+				}
+				delete(sc.matchNum[i], v) // the node going was the domain's only one
+			}
+		}
+	}
+	sc.pathsStale = true
+	return nil
+}
+
+// viewSpread reaches into a PodTopologySpread state through the fields the plugin exports.
+func viewSpread(data fwk.StateData) (*spreadCounts, error) {
+	v := reflect.ValueOf(data)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("PodTopologySpread state is a %T, not a pointer to a struct", data)
+	}
+	s := v.Elem()
+	counts := s.FieldByName("TpValueToMatchNum")
+	paths := s.FieldByName("CriticalPaths")
+	if !counts.IsValid() || !paths.IsValid() || !counts.CanInterface() || paths.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("PodTopologySpread state %T has no TpValueToMatchNum or CriticalPaths", data)
+	}
+	matchNum, ok := counts.Interface().([]map[string]int)
+	if !ok || len(matchNum) != paths.Len() {
+		return nil, fmt.Errorf("PodTopologySpread state %T: unexpected TpValueToMatchNum", data)
+	}
+	constraints := s.FieldByName("Constraints")
+	if constraints.Kind() != reflect.Slice || constraints.Len() != len(matchNum) {
+		return nil, fmt.Errorf("PodTopologySpread state %T: unexpected Constraints", data)
+	}
+	sc := &spreadCounts{state: data, matchNum: matchNum, paths: paths}
+	for i := 0; i < constraints.Len(); i++ {
+		k := constraints.Index(i).FieldByName("TopologyKey")
+		if k.Kind() != reflect.String {
+			return nil, fmt.Errorf("PodTopologySpread state %T: no TopologyKey in Constraints", data)
+		}
+		sc.keys = append(sc.keys, k.String())
+	}
+	for i := 0; i < paths.Len(); i++ {
+		p := paths.Index(i)
+		if p.Kind() != reflect.Pointer || p.Type().Elem().Kind() != reflect.Array || p.Type().Elem().Len() != 2 {
+			return nil, fmt.Errorf("PodTopologySpread state %T: unexpected CriticalPaths", data)
+		}
+		e := p.Type().Elem().Elem()
+		if f, ok := e.FieldByName("TopologyValue"); !ok || f.Type.Kind() != reflect.String {
+			return nil, fmt.Errorf("PodTopologySpread state %T: no TopologyValue in CriticalPaths", data)
+		}
+		if f, ok := e.FieldByName("MatchNum"); !ok || f.Type.Kind() != reflect.Int {
+			return nil, fmt.Errorf("PodTopologySpread state %T: no MatchNum in CriticalPaths", data)
+		}
+	}
+	return sc, nil
+}
+
+// refreshPaths sets each constraint's critical paths to the domains with the fewest matching pods (ties to the
+// smallest domain name), as the plugin's PreFilter would find them: Filter reads the minimum of the first.
+func (sc *spreadCounts) refreshPaths() {
+	type path struct {
+		v string
+		n int
+	}
+	less := func(a, b path) bool { return a.n < b.n || (a.n == b.n && a.v < b.v) }
+	for i, m := range sc.matchNum {
+		best := [2]path{{"", math.MaxInt32}, {"", math.MaxInt32}}
+		first := true
+		for v, n := range m {
+			p := path{v, n}
+			switch {
+			case first || less(p, best[0]):
+				best[1], best[0] = best[0], p
+			case less(p, best[1]):
+				best[1] = p
+			}
+			first = false
+		}
+		arr := sc.paths.Index(i).Elem()
+		for j := range best {
+			arr.Index(j).FieldByName("TopologyValue").SetString(best[j].v)
+			arr.Index(j).FieldByName("MatchNum").SetInt(int64(best[j].n))
+		}
+	}
+	sc.pathsStale = false
+}
+
+// drop forgets a class; it is computed again when next asked for.
+func (inc *incremental) drop(key string) {
+	delete(inc.classes, key)
+	inc.drops++
+}
+
+// ---- the snapshot's changes ----
+
+func (inc *incremental) reset() {
+	inc.classes = map[string]*classState{}
+	inc.nodesWith = map[string]map[string]int{}
+}
+
+func (inc *incremental) nodeAdded(ni fwk.NodeInfo) {
+	inc.countNode(ni.Node(), 1)
+	ctx := context.Background()
+	for key, c := range inc.classes {
+		if c.spread != nil {
+			if err := inc.addContribution(ctx, c, ni, 1); err != nil {
+				inc.drop(key)
+			}
+		}
+	}
+}
+
+func (inc *incremental) nodeRemoving(ni fwk.NodeInfo) {
+	ctx := context.Background()
+	for key, c := range inc.classes {
+		if c.spread != nil {
+			if err := inc.addContribution(ctx, c, ni, -1); err != nil {
+				inc.drop(key)
+				continue
+			}
+		}
+		if c.affinityOn {
+			for _, pi := range ni.GetPods() {
+				if st := inc.affinity.PreFilterExtensions().RemovePod(ctx, c.cs, c.pod, pi, ni); !st.IsSuccess() {
+					inc.drop(key)
+					break
+				}
+			}
+		}
+	}
+	for _, pi := range ni.GetPods() {
+		inc.countAntiKeys(pi, -1)
+	}
+	inc.countNode(ni.Node(), -1)
+}
+
+func (inc *incremental) nodeChanged(ni fwk.NodeInfo, old *v1.Node) {
+	changed := changedKeys(old, ni.Node())
+	taintsChanged := !reflect.DeepEqual(old.Spec.Taints, ni.Node().Spec.Taints)
+	if len(changed) == 0 && !taintsChanged {
+		return
+	}
+	ctx := context.Background()
+	var before *framework.NodeInfo // the node as it was, with its pods
+	anti := false
+	for k := range changed {
+		if inc.antiKeys[k] > 0 {
+			anti = true
+		}
+	}
+	for key, c := range inc.classes {
+		if c.spread != nil && (taintsChanged || anyKey(changed, c.spreadKeys)) {
+			if before == nil {
+				before = nodeInfoAs(old, ni)
+			}
+			if inc.addContribution(ctx, c, before, -1) != nil || inc.addContribution(ctx, c, ni, 1) != nil {
+				inc.drop(key)
+				continue
+			}
+		}
+		if c.affinityOn && len(ni.GetPods()) > 0 && (anti || anyKey(changed, c.affinityKeys)) {
+			if before == nil {
+				before = nodeInfoAs(old, ni)
+			}
+			ext := inc.affinity.PreFilterExtensions()
+			for _, pi := range ni.GetPods() {
+				if !ext.RemovePod(ctx, c.cs, c.pod, pi, before).IsSuccess() || !ext.AddPod(ctx, c.cs, c.pod, pi, ni).IsSuccess() {
+					inc.drop(key)
+					break
+				}
+			}
+		}
+	}
+	inc.countNode(old, -1)
+	inc.countNode(ni.Node(), 1)
+}
+
+func (inc *incremental) podAdded(ni fwk.NodeInfo, pi fwk.PodInfo) {
+	inc.podChanged(ni, pi, 1)
+}
+
+func (inc *incremental) podRemoved(ni fwk.NodeInfo, pi fwk.PodInfo) {
+	inc.podChanged(ni, pi, -1)
+}
+
+func (inc *incremental) podChanged(ni fwk.NodeInfo, pi fwk.PodInfo, sign int) {
+	ctx := context.Background()
+	if pi.GetPod().DeletionTimestamp != nil {
+		// PreFilter does not count terminating pods but the extensions would: forget everything
+		for key := range inc.classes {
+			inc.drop(key)
+		}
+		return
+	}
+	inc.countAntiKeys(pi, sign)
+	hasAnti := len(pi.GetRequiredAntiAffinityTerms()) > 0
+	for key, c := range inc.classes {
+		if c.spread != nil && c.pod.Namespace == pi.GetPod().Namespace {
+			if !applyPod(ctx, inc.spread, c, pi, ni, sign).IsSuccess() {
+				inc.drop(key)
+				continue
+			}
+			c.spread.pathsStale = true
+		}
+		switch {
+		case c.affinityOn:
+			if !applyPod(ctx, inc.affinity, c, pi, ni, sign).IsSuccess() {
+				inc.drop(key)
+			}
+		case hasAnti && sign > 0:
+			// the plugin skipped the class because no pod had required anti-affinity; one has now
+			inc.drop(key)
+		}
+	}
+}
+
+// applyPod adds (sign 1) or removes a pod to a class's state through the plugin's extension.
+func applyPod(ctx context.Context, pl fwk.PreFilterPlugin, c *classState, pi fwk.PodInfo, ni fwk.NodeInfo, sign int) *fwk.Status {
+	if sign > 0 {
+		return pl.PreFilterExtensions().AddPod(ctx, c.cs, c.pod, pi, ni)
+	}
+	return pl.PreFilterExtensions().RemovePod(ctx, c.cs, c.pod, pi, ni)
+}
+
+func (inc *incremental) countAntiKeys(pi fwk.PodInfo, sign int) {
+	for _, t := range pi.GetRequiredAntiAffinityTerms() {
+		inc.antiKeys[t.TopologyKey] += sign
+		if inc.antiKeys[t.TopologyKey] <= 0 {
+			delete(inc.antiKeys, t.TopologyKey)
+		}
+	}
+}
+
+// changedKeys are the label keys whose value differs between two node objects (added or removed included).
+func changedKeys(a, b *v1.Node) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range b.Labels {
+		if old, ok := a.Labels[k]; !ok || old != v {
+			out[k] = true
+		}
+	}
+	for k := range a.Labels {
+		if _, ok := b.Labels[k]; !ok {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func anyKey(changed, keys map[string]bool) bool {
+	for k := range changed {
+		if keys[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeInfoAs is a NodeInfo of node with ni's pods.
+func nodeInfoAs(node *v1.Node, ni fwk.NodeInfo) *framework.NodeInfo {
+	out := framework.NewNodeInfo()
+	out.SetNode(node)
+	for _, pi := range ni.GetPods() {
+		out.AddPodInfo(pi)
+	}
+	return out
+}
