@@ -103,7 +103,8 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 			continue
 		}
 		st.nextID++
-		n := &openNode{name: fmt.Sprintf("stevedore-virtual-%d", st.nextID), pool: pool, candidates: cands, reqs: reqs,
+		n := st.newOpenNode()
+		*n = openNode{name: fmt.Sprintf("stevedore-virtual-%d", st.nextID), pool: pool, candidates: cands, reqs: reqs,
 			pinned: map[string]bool{}, region: st.in.Region, seq: st.nextID}
 		zones, cts := offeringValues(cands, reqs)
 		if len(zones) == 0 || len(cts) == 0 {
@@ -135,12 +136,30 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		st.snap.RemoveNode(n.name)
 		st.snap.Resume()
 		groupsRemoveNode(st.groups, fresh)
+		st.freeOpenNode(n)
 		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
 		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.fits(allocVec(largestType(cands))) {
 			reason += ", or its DaemonSets leave no room for it"
 		}
 	}
 	return false, reason
+}
+
+// newOpenNode allocates an open node next to the previous ones (see openNode).
+func (st *solve) newOpenNode() *openNode {
+	if len(st.nodeSlab) == cap(st.nodeSlab) {
+		st.nodeSlab = make([]openNode, 0, 256)
+	}
+	st.nodeSlab = st.nodeSlab[:len(st.nodeSlab)+1]
+	return &st.nodeSlab[len(st.nodeSlab)-1]
+}
+
+// freeOpenNode gives back the node newOpenNode returned last, when it was not kept.
+func (st *solve) freeOpenNode(n *openNode) {
+	if last := len(st.nodeSlab) - 1; last >= 0 && n == &st.nodeSlab[last] {
+		*n = openNode{}
+		st.nodeSlab = st.nodeSlab[:last]
+	}
 }
 
 // tooLarge says why no instance type fits a pod that requests need: none the requirements allow has an available

@@ -38,7 +38,43 @@ const maxChoices = 24
 //     node's DaemonSet pods are known whichever type EC2 picks;
 //   - keys only the NodePool defines (a requirement allowing several values) that the pod cares about are pinned
 //     to one allowed value.
-func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode, total vec) []offeringChoice {
+//
+// The choices depend on the node's state, the pod's cared keys and requirements (memo) and, for their order, on
+// total: each node keeps them per memo until it changes (openNode.choices), and only their prices are computed
+// again.
+func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
+	segments, ok := n.choices[memo]
+	if !ok {
+		segments = st.choiceSegments(cands, reqs, cared, n)
+		if n.choices == nil {
+			n.choices = map[string][][]offeringChoice{}
+		}
+		n.choices[memo] = segments
+	}
+	var out []offeringChoice
+	for _, seg := range segments {
+		start := len(out)
+		out = append(out, seg...)
+		if priced := out[start:]; len(priced) > 1 {
+			// a node's choices of one zone and capacity type, cheapest first
+			for i := range priced {
+				priced[i].price = choicePrice(priced[i], n, total, priced[i].zone, priced[i].ct)
+			}
+			sort.SliceStable(priced, func(i, j int) bool { return priced[i].price < priced[j].price })
+		}
+	}
+	if st.rng != nil {
+		st.rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
+	}
+	if len(out) > maxChoices {
+		out = out[:maxChoices]
+	}
+	return out
+}
+
+// choiceSegments are the choices of offeringChoices before they are priced: one segment per zone and capacity
+// type (and value of a key only the NodePool defines), the candidates grouped in each.
+func (st *solve) choiceSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode) [][]offeringChoice {
 	pinned := map[string]bool{}
 	for k := range n.pinned {
 		pinned[k] = true
@@ -93,23 +129,17 @@ func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Re
 		}
 		variants = next
 	}
-	var out []offeringChoice
+	var out [][]offeringChoice
 	for _, variant := range variants {
-		out = append(out, st.zoneChoices(cands, variant, pinned, typeKeys, careZone, careCT, zones, cts, n, total)...)
-	}
-	if st.rng != nil {
-		st.rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
-	}
-	if len(out) > maxChoices {
-		out = out[:maxChoices]
+		out = append(out, st.zoneChoices(cands, variant, pinned, typeKeys, careZone, careCT, zones, cts, n)...)
 	}
 	return out
 }
 
 // zoneChoices are the choices of offeringChoices for one set of requirements: per zone and capacity type, per
 // group of candidates (typeGroups).
-func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, typeKeys []string, careZone, careCT bool, zones, cts []string, n *openNode, total vec) []offeringChoice {
-	var out []offeringChoice
+func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, typeKeys []string, careZone, careCT bool, zones, cts []string, n *openNode) [][]offeringChoice {
+	var out [][]offeringChoice
 	for _, z := range zones {
 		for _, ct := range cts {
 			r := reqs.Clone()
@@ -129,16 +159,16 @@ func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requir
 			if len(c) == 0 {
 				continue
 			}
-			out = append(out, st.typeGroups(c, r, p, typeKeys, n, z, ct, total)...)
+			out = append(out, st.typeGroups(c, r, p, typeKeys, n, z, ct))
 		}
 	}
 	return out
 }
 
 // typeGroups splits candidates into the choices that differ in the values of keys or, for a node whose DaemonSets
-// are not decided yet, in the DaemonSets that would run on them; each choice pins keys and is priced by its
-// cheapest candidate holding total (with its DaemonSets).
-func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, keys []string, n *openNode, zone, ct string, total vec) []offeringChoice {
+// are not decided yet, in the DaemonSets that would run on them; each choice pins keys (offeringChoices prices
+// it by its cheapest candidate holding what the node would use, with its DaemonSets).
+func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, keys []string, n *openNode, zone, ct string) []offeringChoice {
 	type group struct {
 		choice offeringChoice
 		values map[string]string
@@ -169,7 +199,6 @@ func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Require
 		g.choice.candidates = append(g.choice.candidates, it)
 	}
 	out := make([]offeringChoice, 0, len(groups))
-	priced := len(groups) > 1 // one group needs no price: there is nothing to order
 	for _, g := range groups {
 		c := g.choice
 		c.reqs = reqs
@@ -189,13 +218,7 @@ func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Require
 				c.pinned[k] = true
 			}
 		}
-		if priced {
-			c.price = choicePrice(c, n, total, zone, ct)
-		}
 		out = append(out, c)
-	}
-	if priced {
-		sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
 	}
 	return out
 }
@@ -241,8 +264,13 @@ func preferFirst(values []string, v string) []string {
 // offeringValues returns the zones and capacity types the candidates offer under reqs, cheapest first.
 func offeringValues(cands []*cloud.InstanceType, reqs scheduling.Requirements) ([]string, []string) {
 	zonePrice, ctPrice := map[string]float64{}, map[string]float64{}
+	zr, zok := reqs[corev1.LabelTopologyZone]
+	cr, cok := reqs[stevedorev1.LabelCapacityType]
 	for _, it := range cands {
-		for _, o := range it.Offerings.Compatible(reqs) {
+		for _, o := range it.Offerings {
+			if !o.Available || (zok && !zr.Has(o.Zone)) || (cok && !cr.Has(o.CapacityType)) {
+				continue // what Offerings.Compatible keeps, without building the list
+			}
 			if p, ok := zonePrice[o.Zone]; !ok || o.Price < p {
 				zonePrice[o.Zone] = o.Price
 			}

@@ -1,8 +1,11 @@
 package solver
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -21,6 +24,8 @@ type placing struct {
 	need       vec
 	reqs       []scheduling.Requirements
 	cared      map[string]bool
+	// caredSig names cared, for the nodes' memo of offering choices.
+	caredSig string
 	// avoidPreferNoSchedule keeps the pod off NodePools whose PreferNoSchedule taints it does not tolerate.
 	avoidPreferNoSchedule bool
 	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
@@ -52,6 +57,7 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	for _, k := range st.watchedKeys(pod) {
 		pl.cared[k] = true // another pod's affinity, anti-affinity or spread counts this one in its domain
 	}
+	pl.caredSig = strings.Join(slices.Sorted(maps.Keys(pl.cared)), ",")
 	return pl
 }
 
@@ -203,8 +209,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	// run of well-fitting nodes in the wrong zone does not hide the right ones.
 	const keep = 2 * maxOpenTries
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
-	type bucketKey struct{ zone, ct string }
-	buckets := map[bucketKey][]openCand{}
+	buckets := st.bucketBuf[:0]
 	for _, n := range st.open {
 		if n.removed || n == opts.exclude || !pl.allowed(n.name) || !pl.usable(n.pool) {
 			continue
@@ -221,16 +226,25 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 		if st.in.FirstFitDecreasing {
 			c = openCand{n, 0, float64(n.seq)}
 		}
-		var key bucketKey
+		b := 0
 		if byZone {
-			key = bucketKey{n.zone, n.ct}
+			b = st.bucketOf(n)
 		}
-		buckets[key] = insertTop(buckets[key], c, keep)
+		for len(buckets) <= b {
+			buckets = append(buckets, nil)
+		}
+		buckets[b] = insertTop(buckets[b], c, keep)
 	}
 	cands := st.candBuf[:0]
-	for _, b := range buckets {
+	used := 0
+	for i, b := range buckets {
+		if len(b) > 0 {
+			used++
+		}
 		cands = append(cands, b...)
+		buckets[i] = b[:0]
 	}
+	st.bucketBuf = buckets
 	sort.Slice(cands, func(i, j int) bool { return betterCand(cands[i], cands[j]) })
 	if st.rng != nil {
 		st.rng.Shuffle(len(cands), func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
@@ -242,7 +256,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	}
 	tries, limit := 0, maxOpenTries
 	if byZone {
-		limit = maxOpenTries * len(buckets)
+		limit = maxOpenTries * used
 	}
 	for _, c := range cands {
 		if tries == limit || c.marginal > newCost {
@@ -272,6 +286,24 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 		}
 	}
 	return false
+}
+
+// bucketOf numbers a node's zone and capacity type, for placeOnOpenWith's per-offering candidates.
+func (st *solve) bucketOf(n *openNode) int {
+	if n.bucketSet && n.bucketZone == n.zone && n.bucketCT == n.ct {
+		return n.bucket
+	}
+	key := [2]string{n.zone, n.ct}
+	id, ok := st.bucketIDs[key]
+	if !ok {
+		if st.bucketIDs == nil {
+			st.bucketIDs = map[[2]string]int{}
+		}
+		id = len(st.bucketIDs) + 1 // 0 is the one bucket of pods that do not care
+		st.bucketIDs[key] = id
+	}
+	n.bucket, n.bucketZone, n.bucketCT, n.bucketSet = id, n.zone, n.ct, true
+	return id
 }
 
 // newNodeCost estimates what a new node for the pod would cost: the cheapest type of the first NodePool that
@@ -322,7 +354,7 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largestType(cands))) {
 			continue
 		}
-		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, n, total.add(pl.reserve)) {
+		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.add(pl.reserve)) {
 			if st.tryChoice(n, pl, choice, total) {
 				return true
 			}
@@ -350,6 +382,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	trial.candidates = choice.candidates
 	trial.zone, trial.ct = choice.zone, choice.ct
 	trial.pinned = choice.pinned
+	trial.choices = nil
 	trial.setLargest()
 	current := st.snap.NodeInfo(n.name).Node()
 	next := trial.node()
@@ -375,7 +408,8 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	apply()
 	s2 := pl.state
 	// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
-	if s2 == nil || len(daemons) > 0 || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
+	addsDaemons := !n.hasDaemons && len(daemons) > 0
+	if s2 == nil || (addsDaemons && daemonsMatter(pl.check, daemons)) || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
 		// PreFilter state was computed with the node's previous labels and pods; spread and affinity must see the
 		// node as it would be
 		var status *fwk.Status
@@ -408,6 +442,35 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	groupsCount(st.groups, pl.pod, next)
 	st.trackAffinity(pl.pod, next)
 	return true
+}
+
+// daemonsMatter reports whether DaemonSet pods joining a node can change a pod's PreFilter state: they count in
+// its spread constraints and affinity terms only from its own namespace (or those its terms name), and in
+// existing anti-affinity only if they have some.
+func daemonsMatter(pod *corev1.Pod, daemons []*corev1.Pod) bool {
+	if a := pod.Spec.Affinity; a != nil {
+		var terms []corev1.PodAffinityTerm
+		if a.PodAffinity != nil {
+			terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		}
+		if a.PodAntiAffinity != nil {
+			terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		}
+		for _, t := range terms {
+			if len(t.Namespaces) > 0 || t.NamespaceSelector != nil {
+				return true
+			}
+		}
+	}
+	for _, d := range daemons {
+		if d.Namespace == pod.Namespace {
+			return true
+		}
+		if a := d.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // labelsMatter reports whether a node's labels changed in a key the pod's PreFilter state depends on: the topology

@@ -167,6 +167,11 @@ type solve struct {
 	plan     *Plan
 	reasons  map[types.UID]string
 	candBuf  []openCand
+	// bucketBuf and bucketIDs serve placeOnOpenWith's per-offering candidates (bucketOf).
+	bucketBuf [][]openCand
+	bucketIDs map[[2]string]int
+	// nodeSlab holds the open nodes, allocated together (newOpenNode).
+	nodeSlab []openNode
 	groups   []*spreadGroup
 	watchers []watcher
 	// rng, when set, shuffles the ways to place each pod (a randomised restart of a small batch).

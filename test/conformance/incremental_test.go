@@ -35,7 +35,7 @@ func TestIncrementalPreFilterMatchesFromScratch(t *testing.T) {
 		if i%2 == 1 {
 			objects = replicate(c.objects, 2+rng.IntN(6))
 		}
-		t.Run(fmt.Sprintf("random-%03d", i), func(t *testing.T) { compareIncremental(t, objects, c.catalog) })
+		t.Run(fmt.Sprintf("random-%03d", i), func(t *testing.T) { compareIncremental(t, objects, c.catalog, 2*time.Second) })
 	}
 	files, err := filepath.Glob("testdata/*.yaml")
 	if err != nil {
@@ -47,7 +47,7 @@ func TestIncrementalPreFilterMatchesFromScratch(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		t.Run(sc.header.Name, func(t *testing.T) { compareIncremental(t, sc.objects, sc.catalog) })
+		t.Run(sc.header.Name, func(t *testing.T) { compareIncremental(t, sc.objects, sc.catalog, 2*time.Second) })
 	}
 }
 
@@ -70,7 +70,7 @@ func replicate(objects []runtime.Object, n int) []runtime.Object {
 	return out
 }
 
-func compareIncremental(t *testing.T, objects []runtime.Object, cat *catalog.File) {
+func compareIncremental(t *testing.T, objects []runtime.Object, cat *catalog.File, budget time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	plans := map[bool]*solved{}
@@ -83,7 +83,7 @@ func compareIncremental(t *testing.T, objects []runtime.Object, cat *catalog.Fil
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := problem.Solve(ctx, sim, 2*time.Second)
+		plan, err := problem.Solve(ctx, sim, budget)
 		if err != nil {
 			t.Fatal(err)
 		}
