@@ -104,6 +104,7 @@ func (st *solve) unplace(n *openNode, p *corev1.Pod) {
 	}
 	n.used = n.used.sub(podVec(p))
 	n.cacheValid = false
+	st.touch(n)
 }
 
 // tryEmpty moves every pod of a to other open nodes when that lowers the total price.
@@ -138,6 +139,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 		}
 		if after < before-1e-9 {
 			a.removed = true
+			st.touch(a)
 			st.snap.RemoveNode(a.name)
 			return true
 		}
@@ -154,6 +156,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 	for n, sv := range saved {
 		*n = sv.state
 		n.pricesDirty, n.cacheValid = true, false
+		st.touch(n)
 		_ = st.snap.SetNode(n.node())
 	}
 	for _, p := range saved[a].state.pods {
@@ -178,6 +181,7 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod) bool {
 		if dst := st.relocate(p, a, gain, saved); dst != nil {
 			if len(a.pods) == 0 {
 				a.removed = true
+				st.touch(a)
 				st.snap.RemoveNode(a.name)
 			}
 			return true
@@ -185,6 +189,7 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod) bool {
 	}
 	*a = saved[a].state
 	a.pricesDirty, a.cacheValid = true, false
+	st.touch(a)
 	_ = st.snap.AddPod(a.name, p)
 	groupsCount(st.groups, p, st.snap.NodeInfo(a.name).Node())
 	return false

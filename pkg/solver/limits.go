@@ -4,6 +4,7 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
@@ -28,38 +29,101 @@ func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType)
 	return out
 }
 
-// poolUsage sums the capacity of the cheapest type each open node of the pool needs now (except one node).
-func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (corev1.ResourceList, int64) {
-	used := corev1.ResourceList{}
-	count := int64(0)
-	for _, n := range st.open {
-		if n.removed || n.pool != pool || n == except {
+// poolSums keeps, per NodePool, the capacity (in limitUnits, per limited resource) of the type each of its open
+// nodes needs now, and how many there are: counted is what each node added, dirty the nodes changed since
+// (touch). Summing every open node for every placement tried made a solve with NodePool limits quadratic.
+type poolSums struct {
+	sums    map[*NodePoolOption]map[corev1.ResourceName]int64
+	count   map[*NodePoolOption]int64
+	counted map[*openNode]nodeUsage
+	dirty   []*openNode
+}
+
+// nodeUsage is what one open node adds to its NodePool's sums.
+type nodeUsage struct {
+	pool     *NodePoolOption
+	capacity map[corev1.ResourceName]int64
+}
+
+// touch records that an open node's pods, candidates or removal changed.
+func (st *solve) touch(n *openNode) { st.usage.dirty = append(st.usage.dirty, n) }
+
+// settle brings the sums up to date with the touched nodes.
+func (st *solve) settle() {
+	u := &st.usage
+	if u.sums == nil {
+		u.sums, u.count, u.counted = map[*NodePoolOption]map[corev1.ResourceName]int64{}, map[*NodePoolOption]int64{}, map[*openNode]nodeUsage{}
+	}
+	for _, n := range u.dirty {
+		if old, ok := u.counted[n]; ok {
+			for name, v := range old.capacity {
+				u.sums[old.pool][name] -= v
+			}
+			u.count[old.pool]--
+			delete(u.counted, n)
+		}
+		if n.removed || n.pool == nil || n.pool.Remaining == nil {
 			continue
 		}
-		count++
 		_, _, idx := n.current()
 		it := n.largest
 		if idx < len(n.byPrice) {
 			it = n.byPrice[idx].it
 		}
-		for name, q := range it.Capacity {
-			sum := used[name]
-			sum.Add(q)
-			used[name] = sum
+		add := nodeUsage{pool: n.pool, capacity: map[corev1.ResourceName]int64{}}
+		if u.sums[n.pool] == nil {
+			u.sums[n.pool] = map[corev1.ResourceName]int64{}
 		}
+		for name := range n.pool.Remaining {
+			if q, ok := it.Capacity[name]; ok {
+				add.capacity[name] = limitUnits(name, q)
+				u.sums[n.pool][name] += add.capacity[name]
+			}
+		}
+		u.count[n.pool]++
+		u.counted[n] = add
+	}
+	u.dirty = u.dirty[:0]
+}
+
+// poolUsage is the capacity, in limitUnits, of the cheapest type each open node of the pool needs now (except
+// one node), and how many nodes that is.
+func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.ResourceName]int64, int64) {
+	st.settle()
+	used := make(map[corev1.ResourceName]int64, len(st.usage.sums[pool]))
+	for name, v := range st.usage.sums[pool] {
+		used[name] = v
+	}
+	count := st.usage.count[pool]
+	if c, ok := st.usage.counted[except]; ok && except != nil && c.pool == pool {
+		for name, v := range c.capacity {
+			used[name] -= v
+		}
+		count--
 	}
 	return used, count
 }
 
-// fitsLimits reports whether one more node of type it keeps used within the remaining limits.
-func fitsLimits(used corev1.ResourceList, it *cloud.InstanceType, remaining corev1.ResourceList) bool {
+// limitUnits is a quantity as the sums count it: cpu in millicores, everything else in units (memory in bytes:
+// millibytes of a large limit overflow int64).
+func limitUnits(name corev1.ResourceName, q resource.Quantity) int64 {
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// fitsLimits reports whether one more node of type it keeps used (limitUnits) within the remaining limits.
+func fitsLimits(used map[corev1.ResourceName]int64, it *cloud.InstanceType, remaining corev1.ResourceList) bool {
 	for name, limit := range remaining {
 		if name == "nodes" {
 			continue
 		}
-		total := used[name].DeepCopy()
-		total.Add(it.Capacity[name])
-		if total.Cmp(limit) > 0 {
+		total := used[name]
+		if q, ok := it.Capacity[name]; ok {
+			total += limitUnits(name, q)
+		}
+		if total > limitUnits(name, limit) {
 			return false
 		}
 	}

@@ -43,13 +43,10 @@ const maxChoices = 24
 // total: each node keeps them per memo until it changes (openNode.choices), and only their prices are computed
 // again.
 func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
-	segments, ok := n.choices[memo]
-	if !ok {
+	segments := n.choices
+	if segments == nil || n.choicesFor != memo {
 		segments = st.choiceSegments(cands, reqs, cared, n)
-		if n.choices == nil {
-			n.choices = map[string][][]offeringChoice{}
-		}
-		n.choices[memo] = segments
+		st.remember(n, memo, segments)
 	}
 	var out []offeringChoice
 	for _, seg := range segments {
@@ -70,6 +67,25 @@ func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Re
 		out = out[:maxChoices]
 	}
 	return out
+}
+
+// memoNodes bounds how many open nodes keep their offering choices (the most recently asked), so that a batch of
+// many nodes does not hold a list of instance types per node.
+const memoNodes = 512
+
+// remember keeps a node's offering choices for memo, forgetting those of the node asked longest ago.
+func (st *solve) remember(n *openNode, memo string, segments [][]offeringChoice) {
+	if n.choices == nil {
+		if len(st.memoRing) < memoNodes {
+			st.memoRing = append(st.memoRing, n)
+		} else {
+			old := st.memoRing[st.memoNext]
+			old.choices, old.choicesFor = nil, ""
+			st.memoRing[st.memoNext] = n
+			st.memoNext = (st.memoNext + 1) % memoNodes
+		}
+	}
+	n.choices, n.choicesFor = segments, memo
 }
 
 // choiceSegments are the choices of offeringChoices before they are priced: one segment per zone and capacity

@@ -54,9 +54,10 @@ type openNode struct {
 	region     string
 	common     map[string]string
 	commonFor  int
-	// choices memoises offeringChoices' segments per pod shape (cared keys and requirements) while the node's
-	// candidates, requirements, offering and DaemonSets stay as they are (tryChoice clears it).
-	choices map[string][][]offeringChoice
+	// choices memoises offeringChoices' segments for one pod shape (choicesFor: cared keys and requirements)
+	// while the node's candidates, requirements, offering and DaemonSets stay as they are (tryChoice clears it).
+	choices    [][]offeringChoice
+	choicesFor string
 }
 
 // pricedType is an instance type with the price of its cheapest offering a node may use and its allocatable.

@@ -382,7 +382,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	trial.candidates = choice.candidates
 	trial.zone, trial.ct = choice.zone, choice.ct
 	trial.pinned = choice.pinned
-	trial.choices = nil
+	trial.choices, trial.choicesFor = nil, ""
 	trial.setLargest()
 	current := st.snap.NodeInfo(n.name).Node()
 	next := trial.node()
@@ -438,6 +438,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	*n = trial
 	n.pods = append(n.pods, pl.pod)
 	n.used = withDaemons
+	st.touch(n)
 	_ = st.snap.AddPod(n.name, pl.pod)
 	groupsCount(st.groups, pl.pod, next)
 	st.trackAffinity(pl.pod, next)

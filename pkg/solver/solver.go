@@ -172,6 +172,11 @@ type solve struct {
 	bucketIDs map[[2]string]int
 	// nodeSlab holds the open nodes, allocated together (newOpenNode).
 	nodeSlab []openNode
+	// usage sums the open nodes per NodePool, for limits.
+	usage poolSums
+	// memoRing lists the nodes keeping offering choices, memoNext the next to forget (remember).
+	memoRing []*openNode
+	memoNext int
 	groups   []*spreadGroup
 	watchers []watcher
 	// rng, when set, shuffles the ways to place each pod (a randomised restart of a small batch).

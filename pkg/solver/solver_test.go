@@ -115,6 +115,27 @@ func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
 			},
 		},
 		{
+			name: "a memory limit caps the NodePool as its nodes grow",
+			objs: append([]runtime.Object{func() runtime.Object {
+				np := testPool("capped", 90, req(corev1.LabelInstanceTypeStable, "In", "r5.large"))
+				np.Spec.Limits = stevedorev1.Limits{corev1.ResourceMemory: resource.MustParse("32Gi")}
+				return np
+			}(), testPool("overflow", 10)}, replicas("mem", 4, "200m", "6Gi", func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "mem"}}, TopologyKey: corev1.LabelHostname}}}}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				count := map[string]int{}
+				for _, n := range plan.NewNodes {
+					count[n.NodePool.Name]++
+				}
+				if count["capped"] != 2 || count["overflow"] != 2 || len(plan.Unschedulable) > 0 {
+					t.Errorf("nodes per NodePool %v (unschedulable %d), want 2 r5.large (16 GiB each) in capped and the rest in overflow",
+						count, len(plan.Unschedulable))
+				}
+			},
+		},
+		{
 			name: "a taint keeps pods that do not tolerate it out",
 			objs: append(append([]runtime.Object{func() runtime.Object {
 				np := testPool("tainted", 90)
@@ -288,6 +309,35 @@ func TestLimitsFar(t *testing.T) {
 			o := &NodePoolOption{InstanceTypes: types, Remaining: tc.remaining}
 			if got := o.limitsFar(tc.nodes); got != tc.want {
 				t.Errorf("limitsFar(%d) = %v, want %v", tc.nodes, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFitsLimits(t *testing.T) {
+	big := &cloud.InstanceType{Name: "u-24tb1.metal", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("448"),
+		corev1.ResourceMemory: resource.MustParse("24Ti")}}
+	tests := []struct {
+		name      string
+		used      map[corev1.ResourceName]int64
+		remaining corev1.ResourceList
+		want      bool
+	}{
+		// in millibytes this limit overflows int64; the sums count bytes
+		{name: "a memory limit of 10 million GiB", used: map[corev1.ResourceName]int64{corev1.ResourceMemory: 1 << 50},
+			remaining: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("10000000Gi")}, want: true},
+		{name: "a memory limit one byte short", used: map[corev1.ResourceName]int64{corev1.ResourceMemory: 1},
+			remaining: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Ti")}, want: false},
+		{name: "a cpu limit met exactly, in millicores", used: map[corev1.ResourceName]int64{corev1.ResourceCPU: 52000},
+			remaining: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500")}, want: true},
+		{name: "a cpu limit exceeded by a millicore", used: map[corev1.ResourceName]int64{corev1.ResourceCPU: 52001},
+			remaining: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500")}, want: false},
+		{name: "the node count is checked elsewhere", remaining: corev1.ResourceList{"nodes": resource.MustParse("0")}, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fitsLimits(tc.used, big, tc.remaining); got != tc.want {
+				t.Errorf("fitsLimits = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -3,7 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,11 +64,37 @@ func schedulerBinary(b *testing.B) string {
 	return out
 }
 
+// profileScheduler writes a CPU profile of the scheduler's first STEVEDORE_PROFILE_SECONDS seconds of the
+// scale-out to STEVEDORE_PROFILE (both set, else nothing), for `go tool pprof`.
+func profileScheduler(b *testing.B, port int) <-chan error {
+	done := make(chan error, 1)
+	path, seconds := os.Getenv("STEVEDORE_PROFILE"), os.Getenv("STEVEDORE_PROFILE_SECONDS")
+	if path == "" || seconds == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%s", port, seconds))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(path, raw, 0o644)
+		}
+		done <- err
+	}()
+	return done
+}
+
 func scaleOut(b *testing.B, n int) {
 	ctx := context.Background()
 	bin := schedulerBinary(b)
 	sb := startSandbox(b, false)
-	pid, _, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
+	pid, port, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
 	// provisioning alone: consolidating the first nodes while later pods still arrive would evict these bare pods
@@ -84,6 +113,7 @@ func scaleOut(b *testing.B, n int) {
 	}
 	b.ResetTimer()
 	start := time.Now()
+	profiled := profileScheduler(b, port)
 	harness.CreatePods(b, sb, pods...)
 	harness.EventuallyWithin(b, 20*time.Minute, fmt.Sprintf("%d pods bound", n), func(ctx context.Context) (bool, error) {
 		list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -114,6 +144,10 @@ func scaleOut(b *testing.B, n int) {
 	b.ReportMetric(cost/plan, "cost/offline-plan")
 	b.ReportMetric(rss/(1<<20), "scheduler-peak-RSS-MiB")
 	b.ReportMetric(cpu, "scheduler-CPU-s")
+	b.ReportMetric(1000*cpu/float64(n), "scheduler-CPU-ms/pod")
+	if err := <-profiled; err != nil {
+		b.Errorf("profiling the scheduler: %v", err)
+	}
 	b.Logf("%d pods bound %s after creation began on %d nodes, $%.4f/h (lower bound $%.4f/h, offline plan $%.4f/h); "+
 		"scheduler process: peak RSS %.0f MiB, %.1f CPU s; sandbox and benchmark driver process: peak RSS %.0f MiB, %.1f CPU s",
 		n, took.Round(100*time.Millisecond), len(claims), cost, lower, plan, rss/(1<<20), cpu, selfRSS/(1<<20), selfCPU)
