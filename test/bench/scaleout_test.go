@@ -66,7 +66,7 @@ func schedulerBinary(b *testing.B) string {
 
 // profileScheduler writes a CPU profile of the scheduler's first STEVEDORE_PROFILE_SECONDS seconds of the
 // scale-out to STEVEDORE_PROFILE (both set, else nothing), for `go tool pprof`.
-func profileScheduler(b *testing.B, port int) <-chan error {
+func profileScheduler(port int) <-chan error {
 	done := make(chan error, 1)
 	path, seconds := os.Getenv("STEVEDORE_PROFILE"), os.Getenv("STEVEDORE_PROFILE_SECONDS")
 	if path == "" || seconds == "" {
@@ -113,7 +113,7 @@ func scaleOut(b *testing.B, n int) {
 	}
 	b.ResetTimer()
 	start := time.Now()
-	profiled := profileScheduler(b, port)
+	profiled := profileScheduler(port)
 	harness.CreatePods(b, sb, pods...)
 	harness.EventuallyWithin(b, 20*time.Minute, fmt.Sprintf("%d pods bound", n), func(ctx context.Context) (bool, error) {
 		list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
