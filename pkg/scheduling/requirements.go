@@ -409,3 +409,19 @@ func maxIntPtr(a, b *int) *int {
 		return b
 	}
 }
+
+// NodeSelectionKeys are the node label keys a pod's node selector and required node affinity name.
+func NodeSelectionKeys(pod *corev1.Pod) map[string]bool {
+	keys := map[string]bool{}
+	for k := range pod.Spec.NodeSelector {
+		keys[k] = true
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range t.MatchExpressions {
+				keys[r.Key] = true
+			}
+		}
+	}
+	return keys
+}

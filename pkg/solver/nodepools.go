@@ -146,7 +146,7 @@ func minValuesShortfall(cands []*cloud.InstanceType, reqs scheduling.Requirement
 func daemonSetKeys(pods []*corev1.Pod) []string {
 	keys := map[string]bool{}
 	for _, p := range pods {
-		maps.Copy(keys, nodeAffinityKeys(p))
+		maps.Copy(keys, scheduling.NodeSelectionKeys(p))
 	}
 	return slices.Sorted(maps.Keys(keys))
 }

@@ -417,7 +417,7 @@ func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
 			add(p, c.TopologyKey, c.LabelSelector, nil, nil)
 			if c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
 				// whether the node of a counted pod is a domain at all depends on the owner's node affinity
-				for k := range nodeAffinityKeys(p) {
+				for k := range scheduling.NodeSelectionKeys(p) {
 					add(p, k, c.LabelSelector, nil, nil)
 				}
 			}
@@ -433,22 +433,6 @@ func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
 		}
 	}
 	return out
-}
-
-// nodeAffinityKeys are the keys a pod's node selector and required node affinity name.
-func nodeAffinityKeys(p *corev1.Pod) map[string]bool {
-	keys := map[string]bool{}
-	for k := range p.Spec.NodeSelector {
-		keys[k] = true
-	}
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, e := range t.MatchExpressions {
-				keys[e.Key] = true
-			}
-		}
-	}
-	return keys
 }
 
 // watchedKeys returns the keys of the watchers that match pod.

@@ -50,7 +50,7 @@ func podRequirements(pod *corev1.Pod) []scheduling.Requirements {
 // required pod (anti-)affinity terms. A node hosting the pod must have these labels pinned to one value.
 func caredKeys(pod *corev1.Pod) map[string]bool {
 	keys := map[string]bool{}
-	for k := range nodeAffinityKeys(pod) {
+	for k := range scheduling.NodeSelectionKeys(pod) {
 		keys[scheduling.StableKey(k)] = true
 	}
 	if a := pod.Spec.Affinity; a != nil {

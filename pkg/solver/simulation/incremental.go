@@ -12,6 +12,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
 // The two PreFilter plugins whose state is a count over every pod of the cluster. Recomputing them for each pod
@@ -133,7 +135,7 @@ func (inc *incremental) class(ctx context.Context, pod *v1.Pod, nodes []fwk.Node
 		}
 		return c, nil
 	}
-	c := &classState{pod: pod, cs: framework.NewCycleState(), spreadKeys: nodeKeysOf(pod), affinityKeys: map[string]bool{}}
+	c := &classState{pod: pod, cs: framework.NewCycleState(), spreadKeys: scheduling.NodeSelectionKeys(pod), affinityKeys: map[string]bool{}}
 	c.cs.SetRecordPluginMetrics(false)
 	_, status := inc.spread.PreFilter(ctx, c.cs, pod, nodes)
 	switch {
@@ -206,23 +208,6 @@ func (inc *incremental) countNode(node *v1.Node, sign int) {
 			}
 		}
 	}
-}
-
-// nodeKeysOf are the node label keys a pod's node selector and required node affinity read: they decide which
-// nodes' domains its spread constraints count.
-func nodeKeysOf(pod *v1.Pod) map[string]bool {
-	keys := map[string]bool{}
-	for k := range pod.Spec.NodeSelector {
-		keys[k] = true
-	}
-	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, r := range t.MatchExpressions {
-				keys[r.Key] = true
-			}
-		}
-	}
-	return keys
 }
 
 // lend writes the class's states into a pod's cycle state (or marks the plugins skipped).
