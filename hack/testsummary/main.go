@@ -1,5 +1,9 @@
 // Command testsummary reads `go test -json` on stdin, prints the output of failed tests and a summary (tests
-// passed, failed and skipped per package, and in total), and exits 1 if anything failed.
+// passed, failed and skipped per package, and in total), and exits 1 if anything failed. For a failed test it
+// prints the test's own messages (t.Log, t.Error, t.Fatal: the lines "    name_test.go:NN: ..." and their
+// continuation lines) in full, then the last lines of its whole output: a test that starts a process (the
+// sandboxes' schedulers) has that process's log in its output too, and its last lines alone can hide the message
+// that says what failed.
 package main
 
 import (
@@ -7,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +34,7 @@ type counts struct {
 func main() {
 	pkgs := map[string]*counts{}
 	outputs := map[string]*strings.Builder{}
+	messages := map[string]*testMessages{}
 	var failures []string
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
@@ -56,6 +62,12 @@ func main() {
 			if b.Len() < 256*1024 {
 				b.WriteString(ev.Output)
 			}
+			m := messages[key]
+			if m == nil {
+				m = &testMessages{}
+				messages[key] = m
+			}
+			m.add(ev.Output)
 		case "pass", "fail", "skip":
 			if ev.Test == "" {
 				c.elapsed = ev.Elapsed
@@ -76,13 +88,17 @@ func main() {
 			}
 			if ev.Action != "fail" {
 				delete(outputs, key)
+				delete(messages, key)
 			}
 		}
 	}
 	for _, key := range failures {
 		fmt.Printf("=== FAILED %s\n", key)
+		if m := messages[key]; m != nil && m.b.Len() > 0 {
+			fmt.Printf("--- the test's own messages:\n%s", m.b.String())
+		}
 		if b := outputs[key]; b != nil {
-			fmt.Print(tail(b.String(), 200))
+			fmt.Printf("--- the last lines of its output:\n%s", tail(b.String(), 200))
 		}
 	}
 	names := make([]string, 0, len(pkgs))
@@ -119,4 +135,32 @@ func tail(s string, lines int) string {
 		return s
 	}
 	return strings.Join(parts[len(parts)-lines:], "\n")
+}
+
+// testMessage is a line a test wrote through testing.T (t.Log, t.Error, t.Fatal...): go test indents it and
+// prefixes the file and line that wrote it.
+var testMessage = regexp.MustCompile(`^\s+[A-Za-z0-9_.-]+_test\.go:\d+: `)
+
+// testMessages keeps a test's own messages out of everything else it printed: lines that match testMessage and
+// the lines after one that are indented deeper (a multi-line message's continuation), up to 64 KiB.
+type testMessages struct {
+	b            strings.Builder
+	continuation string // the indentation of the last message's continuation lines; "" when not in a message
+}
+
+func (m *testMessages) add(line string) {
+	if m.b.Len() >= 64*1024 {
+		return
+	}
+	if loc := testMessage.FindStringIndex(line); loc != nil {
+		indent := len(line) - len(strings.TrimLeft(line, " \t"))
+		m.continuation = line[:indent] + "    "
+		m.b.WriteString(line)
+		return
+	}
+	if m.continuation != "" && strings.HasPrefix(line, m.continuation) {
+		m.b.WriteString(line)
+		return
+	}
+	m.continuation = ""
 }
