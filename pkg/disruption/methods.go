@@ -224,15 +224,20 @@ func nodePoolDefined(string) bool { return true }
 // multiNodeConsolidation removes as many nodes as it can at once, replacing them by at most one cheaper node.
 // It grows the set one candidate at a time, cheapest to disrupt first, keeping a candidate only if the set still
 // consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
-// (a binary search on prefixes of the candidate list stops at the first such node).
+// (a binary search on prefixes of the candidate list stops at the first such node). Budgets bound the set, not
+// the candidates tried: a node that does not join the set takes no room in its NodePool's budget, so nodes that
+// cannot consolidate at the head of the list do not hide those further down that can.
 func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	cands := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates, true)
+	cands, b := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates)
 	if len(cands) < 2 {
 		return nil, nil
 	}
 	var set []*Candidate
 	var best *Command
 	for _, cand := range cands {
+		if b.left[cand.NodePool.Name] <= 0 {
+			continue // the set already holds as many of this NodePool's nodes as its budget allows
+		}
 		trial := append(set[:len(set):len(set)], cand)
 		cmd, err := c.consolidate(ctx, trial)
 		if err != nil {
@@ -240,6 +245,7 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 		}
 		if cmd != nil {
 			set, best = trial, cmd
+			b.take(cand)
 		}
 	}
 	if len(set) < 2 {
@@ -252,7 +258,8 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 // whose NodePool's budget has room for one more is tried, not only as many as the budget has room for (with a
 // budget of one, a first node that cannot consolidate would otherwise hold every other node back).
 func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	for _, cand := range c.consolidationCandidates(ctx, v, len(v.candidates), false) {
+	cands, _ := c.consolidationCandidates(ctx, v, len(v.candidates))
+	for _, cand := range cands {
 		cmd, err := c.consolidate(ctx, []*Candidate{cand})
 		if err != nil {
 			return nil, err
@@ -264,10 +271,10 @@ func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView
 	return nil, nil
 }
 
-// consolidationCandidates lists, cheapest to disrupt first and within budgets, the non-empty nodes whose NodePool
-// consolidates underutilized nodes and whose consolidateAfter has passed. When the candidates may go together,
-// each takes room in its NodePool's budget; else each only needs room for itself.
-func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int, together bool) []*Candidate {
+// consolidationCandidates lists, cheapest to disrupt first, at most limit non-empty nodes whose NodePool
+// consolidates underutilized nodes, whose consolidateAfter has passed and whose NodePool's budget has room for one
+// more node; it returns the budgets too, for a caller disrupting several nodes to take room from.
+func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int) ([]*Candidate, *budgets) {
 	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonUnderutilized)
 	var out []*Candidate
 	for _, cand := range v.candidates {
@@ -278,11 +285,11 @@ func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView
 			!c.consolidatable(cand, v.now) {
 			continue
 		}
-		if together && b.take(cand) || !together && b.left[cand.NodePool.Name] > 0 {
+		if b.left[cand.NodePool.Name] > 0 {
 			out = append(out, cand)
 		}
 	}
-	return out
+	return out, b
 }
 
 // consolidate answers whether removing the candidates saves money: their pods fit on the other nodes, or on

@@ -713,6 +713,17 @@ func TestMultiNodeConsolidation(t *testing.T) {
 			want: []string{"a", "b"},
 		},
 		{
+			// the nodes that cannot go (their pods are pinned) come first, cheapest to disrupt: they must not take
+			// the budget's two places before the nodes that can go are tried
+			name: "a budget of 2: nodes that cannot consolidate take no room in it",
+			objs: objects(test.NodePool("default").Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, onDemand).Budgets(budget("2", "", 0)),
+				node("a", "m5.large"), node("b", "m5.large"), node("c", "m5.large"), node("d", "m5.large"), node("e", "m5.2xlarge"),
+				pinned("local-a", "a"), pinned("local-b", "b"), pod("web1", "c", "500m", "512Mi"), pod("web2", "c", "500m", "512Mi"),
+				pod("web3", "d", "500m", "512Mi"), pod("web4", "d", "500m", "512Mi"), pinned("local-e", "e")),
+			want:  []string{"c", "d"},
+			check: wantReplacement("", ""),
+		},
+		{
 			name: "one consolidatable node is single-node consolidation's",
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"),
 				pod("web", "a", "500m", "512Mi"), pod("db", "b", "500m", "512Mi"), pdb("db", "db", 0)),

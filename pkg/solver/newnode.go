@@ -22,28 +22,19 @@ func (st *solve) addPhantoms() []*corev1.Node {
 	seen := map[string]bool{}
 	var names []*corev1.Node
 	for i := range st.in.NodePools {
-		pool := &st.in.NodePools[i]
-		for _, it := range pool.InstanceTypes {
-			for _, o := range it.Offerings.Compatible(pool.Requirements) {
-				labels := NodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, map[string]string{
-					corev1.LabelArchStable: it.Requirements.Get(corev1.LabelArchStable).Any(),
-					corev1.LabelOSStable:   it.Requirements.Get(corev1.LabelOSStable).Any(),
-				}, o.Zone, o.CapacityType, st.in.Region)
-				key := fmt.Sprint(labels)
-				if seen[key] {
-					continue
-				}
-				seen[key] = true
-				name := fmt.Sprintf("stevedore-phantom-%d", len(names))
-				node := &corev1.Node{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-					Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: PhantomTaint, Effect: corev1.TaintEffectNoSchedule}}},
-					Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0"),
-						corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")}},
-				}
-				st.snap.AddNode(node)
-				names = append(names, node)
+		for _, kl := range st.in.NodePools[i].labelSets(st.in.Region).phantom {
+			if seen[kl.key] {
+				continue
 			}
+			seen[kl.key] = true
+			node := &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("stevedore-phantom-%d", len(names)), Labels: kl.labels},
+				Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: PhantomTaint, Effect: corev1.TaintEffectNoSchedule}}},
+				Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0"),
+					corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")}},
+			}
+			st.snap.AddNode(node)
+			names = append(names, node)
 		}
 	}
 	return names

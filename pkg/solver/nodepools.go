@@ -55,7 +55,7 @@ func NewNodePoolOption(np *stevedorev1.NodePool, its []*cloud.InstanceType, rema
 	if region != "" {
 		reqs.Add(scheduling.MustRequirement(corev1.LabelTopologyRegion, corev1.NodeSelectorOpIn, region))
 	}
-	opt := NodePoolOption{NodePool: np, Requirements: reqs, Remaining: remaining, typeKeys: map[string]bool{}}
+	opt := NodePoolOption{NodePool: np, Requirements: reqs, Remaining: remaining, typeKeys: map[string]bool{}, labelCache: &poolLabelSets{}}
 	sorted := append([]*cloud.InstanceType(nil), its...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, it := range sorted {

@@ -45,6 +45,8 @@ type NodePoolOption struct {
 	byPrice []pricedType
 	// maxCapacity is the largest capacity of any instance type, per limited resource (computed once).
 	maxCapacity map[corev1.ResourceName]float64
+	// labelCache holds the label sets of the NodePool's possible new nodes (labelSets), shared by the option's copies.
+	labelCache *poolLabelSets
 }
 
 // limitsFar reports whether the NodePool's limits cannot be reached even if every one of nodes+1 nodes were its
@@ -380,7 +382,7 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 // placeAll places pods in order; the spread groups are built first.
 func (st *solve) placeAll(pods []*corev1.Pod) error {
 	if !st.in.FirstFitDecreasing {
-		st.groups = spreadGroups(st.in.Pods, st.snap, possibleNodes(st.in.NodePools, st.in.Region))
+		st.groups = spreadGroups(st.in.Pods, st.snap, func() []*corev1.Node { return possibleNodes(st.in.NodePools, st.in.Region) })
 	}
 	for _, pod := range pods {
 		if err := st.ctx.Err(); err != nil {

@@ -3,8 +3,6 @@ package solver
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,7 +192,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // spreadGroups collects the batch's hard spread constraints, their domains (existing and possible nodes) and the
 // matching pods already in the snapshot.
-func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possible []*corev1.Node) []*spreadGroup {
+func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possibleNodes func() []*corev1.Node) []*spreadGroup {
 	byID := map[string]*spreadGroup{}
 	var out []*spreadGroup
 	for _, p := range pods {
@@ -232,7 +230,7 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possible []*cor
 			}
 		}
 	}
-	for _, node := range possible {
+	for _, node := range possibleNodes() {
 		for _, g := range out {
 			if g.key != corev1.LabelHostname && g.eligible(node) {
 				g.addDomain(node.Labels[g.key])
@@ -248,40 +246,14 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possible []*cor
 func possibleNodes(pools []NodePoolOption, region string) []*corev1.Node {
 	seen := map[string]bool{}
 	var out []*corev1.Node
-	add := func(pool *NodePoolOption, l map[string]string) {
-		keys := slices.Sorted(maps.Keys(l))
-		id := ""
-		for _, k := range keys {
-			id += k + "=" + l[k] + ";"
-		}
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		node := &corev1.Node{Spec: corev1.NodeSpec{Taints: pool.NodePool.Spec.Template.Spec.Taints}}
-		node.Labels = l
-		out = append(out, node)
-	}
 	for i := range pools {
 		pool := &pools[i]
-		var multi []string
-		for _, k := range slices.Sorted(maps.Keys(pool.Requirements)) {
-			if r := pool.Requirements[k]; pool.labelsNode(k) && r.IsFinite() && r.Len() > 1 {
-				multi = append(multi, k)
+		for _, kl := range pool.labelSets(region).possible {
+			if seen[kl.key] {
+				continue
 			}
-		}
-		for _, it := range pool.InstanceTypes {
-			for _, o := range it.Offerings.Compatible(pool.Requirements) {
-				l := NodeLabels(pool.NodePool, pool.Requirements, pool.Requirements, it.Labels(), o.Zone, o.CapacityType, region)
-				add(pool, l)
-				for _, k := range multi {
-					for _, v := range pool.Requirements[k].Values() {
-						with := maps.Clone(l)
-						with[k] = v
-						add(pool, with)
-					}
-				}
-			}
+			seen[kl.key] = true
+			out = append(out, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: kl.labels}, Spec: corev1.NodeSpec{Taints: pool.NodePool.Spec.Template.Spec.Taints}})
 		}
 	}
 	return out

@@ -6,11 +6,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"runtime/pprof"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
@@ -58,23 +62,29 @@ func runConsolidation(b *testing.B) {
 	}
 	before, beforeCost := fleet(b, sb)
 	start := time.Now()
+	profileSelf(b)
 	for i := range podSizes {
 		harness.Scale(b, sb, ns, fmt.Sprintf("app-%d", i), 140)
 	}
 	cost, lastFall, settledSince := beforeCost, start, start
 	var after []stevedorev1.NodeClaim
-	harness.EventuallyWithin(b, 60*time.Minute, "consolidation to settle", func(ctx context.Context) (bool, error) {
-		claims, c := fleet(b, sb)
-		deleting := len(harness.NodeClaimsOf(b, sb, "bench")) != len(claims)
+	// every 2 s, one list: listing hundreds of NodeClaims (JSON) ten times a second took most of the two cores the
+	// sandbox and the scheduler share, and slowed consolidation down
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 60*time.Minute, true, func(ctx context.Context) (bool, error) {
+		all := harness.NodeClaimsOf(b, sb, "bench")
+		live, c := liveAndCost(all)
 		switch {
 		case c < cost-1e-9:
 			cost, lastFall, settledSince = c, time.Now(), time.Now()
-		case c != cost || deleting:
+		case c != cost || len(live) != len(all):
 			cost, settledSince = c, time.Now()
 		}
-		after = claims
+		after = live
 		return time.Since(settledSince) >= quiet, nil
 	})
+	if err != nil {
+		b.Fatalf("waiting for consolidation to settle: %v", err)
+	}
 	pods := 0
 	for i := range podSizes {
 		pods += len(harness.WaitRunning(b, sb, ns, fmt.Sprintf("app-%d", i), 140))
@@ -89,14 +99,50 @@ func runConsolidation(b *testing.B) {
 		took.Round(time.Second), lower, cost/lower, pods, fresh, cost/fresh)
 }
 
+// profileSelf writes a CPU profile of this process (the sandbox and its in-process scheduler) over the next
+// STEVEDORE_PROFILE_SECONDS seconds to STEVEDORE_PROFILE (both set, else nothing), for `go tool pprof`.
+func profileSelf(b *testing.B) {
+	path, seconds := os.Getenv("STEVEDORE_PROFILE"), os.Getenv("STEVEDORE_PROFILE_SECONDS")
+	if path == "" || seconds == "" {
+		return
+	}
+	d, err := time.ParseDuration(seconds + "s")
+	if err != nil {
+		b.Fatalf("STEVEDORE_PROFILE_SECONDS: %v", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	stop := sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("profile: %v", err)
+		}
+	})
+	time.AfterFunc(d, stop)
+	b.Cleanup(stop)
+}
+
 // fleet returns the live NodeClaims of the benchmark's NodePool and their total hourly price.
 func fleet(b *testing.B, sb *sandbox.Sandbox) ([]stevedorev1.NodeClaim, float64) {
-	claims := harness.LiveNodeClaimsOf(b, sb, "bench")
+	return liveAndCost(harness.NodeClaimsOf(b, sb, "bench"))
+}
+
+// liveAndCost returns the NodeClaims not being deleted and their total hourly price.
+func liveAndCost(claims []stevedorev1.NodeClaim) ([]stevedorev1.NodeClaim, float64) {
+	var live []stevedorev1.NodeClaim
 	total := 0.0
 	for _, c := range claims {
-		total += provision.ParsePrice(c.Status.Price)
+		if c.DeletionTimestamp == nil {
+			live = append(live, c)
+			total += provision.ParsePrice(c.Status.Price)
+		}
 	}
-	return claims, total
+	return live, total
 }
 
 // bounds returns, for perSize replicas of each pod size on the NodePool's instance types (the sandbox's default
