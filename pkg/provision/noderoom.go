@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -96,6 +97,30 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
 	return ""
 }
 
+// NodesFor returns the nodes that may take a pod planned on a NodeClaim: the node of that NodeClaim and the nodes
+// Stevedore did not launch; KeptRoom refuses it every other node. ok is false for a pod not planned (every node may
+// take it). The scheduler's PreFilter asks, so that during a burst a planned pod's scheduling cycles do not run the
+// filters, with the nominated pods of each node added (a copy of each), on hundreds of nodes that will refuse it.
+func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	own, planned := p.podClaim[pod.UID]
+	if !planned {
+		return nil, false
+	}
+	names = sets.New[string]()
+	for _, ni := range nodes {
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		if claim, ours := p.claimOfNode[node.Name]; !ours || claim == own {
+			names.Insert(node.Name)
+		}
+	}
+	return names, true
+}
+
 // KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod
 // for it: the room (millicores, bytes, pods) of the pods planned there that are not bound yet (the DaemonSet pods
 // the node will run, and the pods of the plan the scheduler does not already count as nominated there), with their
@@ -115,6 +140,8 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
 		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
 			refuse = fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
+			p.mu.Unlock()
+			return solver.Requests{}, nil, refuse
 		}
 		for uid, q := range p.assigned[claim] {
 			if uid == pod.UID || p.nominated[uid] == node.Name {

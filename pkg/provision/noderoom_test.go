@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -53,6 +55,14 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 			why := h.prov.RoomRefused(tc.pod, ni)
 			if refused := why != ""; refused != tc.want {
 				t.Errorf("RoomRefused = %q, want refused %v", why, tc.want)
+			}
+			// PreFilter's narrowing must agree with Filter: a node left out is one Filter refuses
+			names, planned := h.prov.NodesFor(tc.pod, []fwk.NodeInfo{ni})
+			switch {
+			case !planned && tc.want:
+				t.Errorf("NodesFor: every node may take the pod, but RoomRefused refuses %s", tc.node)
+			case planned && names.Has(tc.node) == tc.want:
+				t.Errorf("NodesFor = %v, RoomRefused refused %s: %v", sets.List(names), tc.node, tc.want)
 			}
 		})
 	}

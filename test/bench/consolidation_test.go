@@ -62,7 +62,7 @@ func runConsolidation(b *testing.B) {
 	}
 	before, beforeCost := fleet(b, sb)
 	start := time.Now()
-	profileSelf(b)
+	profileSelf(b, "STEVEDORE_PROFILE")
 	for i := range podSizes {
 		harness.Scale(b, sb, ns, fmt.Sprintf("app-%d", i), 140)
 	}
@@ -99,10 +99,11 @@ func runConsolidation(b *testing.B) {
 		took.Round(time.Second), lower, cost/lower, pods, fresh, cost/fresh)
 }
 
-// profileSelf writes a CPU profile of this process (the sandbox and its in-process scheduler) over the next
-// STEVEDORE_PROFILE_SECONDS seconds to STEVEDORE_PROFILE (both set, else nothing), for `go tool pprof`.
-func profileSelf(b *testing.B) {
-	path, seconds := os.Getenv("STEVEDORE_PROFILE"), os.Getenv("STEVEDORE_PROFILE_SECONDS")
+// profileSelf writes a CPU profile of this process (the sandbox, and its scheduler when in-process) over the next
+// STEVEDORE_PROFILE_SECONDS seconds to the file the environment variable pathVar names (both set, else nothing),
+// for `go tool pprof`.
+func profileSelf(b *testing.B, pathVar string) {
+	path, seconds := os.Getenv(pathVar), os.Getenv("STEVEDORE_PROFILE_SECONDS")
 	if path == "" || seconds == "" {
 		return
 	}

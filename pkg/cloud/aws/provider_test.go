@@ -371,3 +371,51 @@ func TestAPersistentFaultIsReturnedWithItsCode(t *testing.T) {
 		t.Fatalf("%d instances launched, want none", n)
 	}
 }
+
+func TestInstanceTypesAreBuiltOnceAndCarryEachCallsAvailability(t *testing.T) {
+	f := newFixture(t, nil)
+	maxPods := int32(20)
+	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small-pods", UID: "uid-2"},
+		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{ID: "subnet-0a000000000001"}},
+			Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods}}})
+	get := func(class string) map[string]*cloud.InstanceType {
+		its, err := f.provider.InstanceTypes(testCtx(t), test.NodePool("p").NodeClass(class).Obj())
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*cloud.InstanceType{}
+		for _, it := range its {
+			byName[it.Name] = it
+		}
+		return byName
+	}
+	available := func(it *cloud.InstanceType, zone, ct string) bool {
+		for _, o := range it.Offerings {
+			if o.Zone == zone && o.CapacityType == ct {
+				return o.Available
+			}
+		}
+		t.Fatalf("%s has no offering %s/%s", it.Name, zone, ct)
+		return false
+	}
+	before := get("small-pods")
+	f.provider.UnavailableOfferings().Mark("m5.large", "us-east-1a", "spot")
+	after := get("small-pods")
+	if before["m5.large"] == after["m5.large"] {
+		t.Fatal("two calls returned the same InstanceType: a caller's availability would leak into the other's")
+	}
+	if !available(before["m5.large"], "us-east-1a", "spot") || available(after["m5.large"], "us-east-1a", "spot") {
+		t.Error("the offering must be available in the types returned before it was marked, and unavailable after")
+	}
+	if pods := after["m5.large"].Allocatable()[corev1.ResourcePods]; pods.Value() != 20 {
+		t.Errorf("pods %d, want the node class's maxPods 20", pods.Value())
+	}
+	// another node class (another kubelet configuration) gets its own types
+	if pods := get("default")["m5.large"].Allocatable()[corev1.ResourcePods]; pods.Value() == 20 {
+		t.Error("the default node class got the types built for the one with maxPods 20")
+	}
+	f.clock.Step(cloud.UnavailableTTL + time.Second)
+	if !available(get("small-pods")["m5.large"], "us-east-1a", "spot") {
+		t.Error("the offering must be available again once its cache entry expired")
+	}
+}

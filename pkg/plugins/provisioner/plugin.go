@@ -37,6 +37,7 @@ type Provisioner struct {
 }
 
 var (
+	_ fwk.PreFilterPlugin   = &Provisioner{}
 	_ fwk.FilterPlugin      = &Provisioner{}
 	_ fwk.PostFilterPlugin  = &Provisioner{}
 	_ fwk.ReservePlugin     = &Provisioner{}
@@ -107,6 +108,27 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no NodePool can launch a node for this pod: "+d.Reason)
 	}
 }
+
+// PreFilter narrows the nodes a pod planned on a NodeClaim is evaluated on to those Filter does not refuse it:
+// the node launched for it and the nodes Stevedore did not launch. Every other node would refuse it, after the
+// scheduler had run the filters there with that node's nominated pods added. A pod not planned is evaluated on
+// every node.
+func (p *Provisioner) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if isDaemonSetPod(pod) {
+		return nil, nil
+	}
+	names, planned := p.shared.prov.NodesFor(pod, nodes)
+	if !planned {
+		return nil, nil
+	}
+	if names.Len() == 0 {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod is planned on a node that is still coming; every node up was launched for other pods")
+	}
+	return &fwk.PreFilterResult{NodeNames: names}, nil
+}
+
+// PreFilterExtensions: PreFilter keeps no state for Filter to update.
+func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter keeps, on a node Stevedore launched, the room of the pods planned there that are not bound yet: its
 // DaemonSet pods (the cluster's default scheduler places them, so a pod of this profile could otherwise take their
