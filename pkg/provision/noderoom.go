@@ -97,28 +97,46 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
 	return ""
 }
 
-// NodesFor returns the nodes that may take a pod planned on a NodeClaim: the node of that NodeClaim and the nodes
-// Stevedore did not launch; KeptRoom refuses it every other node. ok is false for a pod not planned (every node may
-// take it). The scheduler's PreFilter asks, so that during a burst a planned pod's scheduling cycles do not run the
-// filters, with the nominated pods of each node added (a copy of each), on hundreds of nodes that will refuse it.
-func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], ok bool) {
+// NodesFor returns the nodes the scheduler need consider for a pod, and false when that is every node. A pod
+// planned on a NodeClaim may take only the node of that NodeClaim and the nodes Stevedore did not launch (KeptRoom
+// refuses it every other node). A pod not planned skips the nodes Stevedore launched that are still initializing:
+// their room is planned (the pods planned there are nominated to them), and the room left over is what the next
+// solve fills with pods like this one, planning them there. The scheduler's PreFilter asks, so that in a burst the
+// scheduling cycles do not run the filters, with each node's nominated pods added (a copy of each), on hundreds of
+// nodes coming up for other pods.
+func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	own, planned := p.podClaim[pod.UID]
-	if !planned {
-		return nil, false
-	}
 	names = sets.New[string]()
 	for _, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
 			continue
 		}
-		if claim, ours := p.claimOfNode[node.Name]; !ours || claim == own {
+		claim, ours := p.claimOfNode[node.Name]
+		switch {
+		case !ours, planned && claim == own:
+			names.Insert(node.Name)
+		case planned:
+			restricted = true // launched for other pods
+		case p.initializing(claim):
+			restricted = true
+		default:
 			names.Insert(node.Name)
 		}
 	}
+	if !restricted {
+		return nil, false
+	}
 	return names, true
+}
+
+// initializing reports whether a NodeClaim's node is not initialized yet (a NodeClaim not in the cache is taken as
+// initialized: nothing is skipped on a guess).
+func (p *Provisioner) initializing(claim string) bool {
+	c, err := p.opts.NodeClaims.Get(claim)
+	return err == nil && !IsInitialized(c)
 }
 
 // KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod

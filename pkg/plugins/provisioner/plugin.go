@@ -109,20 +109,21 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	}
 }
 
-// PreFilter narrows the nodes a pod planned on a NodeClaim is evaluated on to those Filter does not refuse it:
-// the node launched for it and the nodes Stevedore did not launch. Every other node would refuse it, after the
-// scheduler had run the filters there with that node's nominated pods added. A pod not planned is evaluated on
-// every node.
+// PreFilter narrows the nodes the scheduler evaluates a pod on to those Provisioner.NodesFor names: for a pod
+// planned on a node still coming, that node and the nodes Stevedore did not launch (Filter refuses it every other
+// node); for a pod not planned, every node but those Stevedore launched that are still initializing (their room
+// is planned; the next solve plans pods into what is left). Without it, a burst's scheduling cycles run the
+// filters, with each node's nominated pods added, on hundreds of nodes that cannot take the pod.
 func (p *Provisioner) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if isDaemonSetPod(pod) {
 		return nil, nil
 	}
-	names, planned := p.shared.prov.NodesFor(pod, nodes)
-	if !planned {
+	names, restricted := p.shared.prov.NodesFor(pod, nodes)
+	if !restricted {
 		return nil, nil
 	}
 	if names.Len() == 0 {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod is planned on a node that is still coming; every node up was launched for other pods")
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "every node is one Stevedore is bringing up for other pods")
 	}
 	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
