@@ -96,7 +96,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		st.nextID++
 		n := st.newOpenNode()
 		*n = openNode{name: fmt.Sprintf("stevedore-virtual-%d", st.nextID), pool: pool, candidates: cands, reqs: reqs,
-			pinned: map[string]bool{}, region: st.in.Region, seq: st.nextID}
+			pinned: map[string]bool{}, region: st.in.Region, seq: st.nextID, prices: &st.prices}
 		zones, cts := offeringValues(cands, reqs)
 		if len(zones) == 0 || len(cts) == 0 {
 			continue

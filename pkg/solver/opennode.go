@@ -3,7 +3,6 @@ package solver
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,7 +33,8 @@ type openNode struct {
 	growNeed, growUsed, growLeft vec
 	growPrice                    float64
 	seq                          int
-	byPrice                      []pricedType
+	byPrice                      []pricedType // shared with alike nodes: never written to
+	prices                       *priceLists
 	pool                         *NodePoolOption
 	zone, ct                     string
 	// bucket numbers zone and ct (bucketOf) while they are bucketZone and bucketCT.
@@ -108,14 +108,14 @@ func (n *openNode) grow(need vec) (float64, vec) {
 	return price, left
 }
 
-// refreshPrices recomputes the price-ordered candidates when the candidates or the pinned offering changed.
+// refreshPrices takes the price-ordered candidates for the node's candidates and pinned offering when they
+// changed: shared with the alike nodes through the solve's priceLists (a node made outside a solve keeps its own).
 func (n *openNode) refreshPrices() {
 	if !n.pricesDirty && n.byPrice != nil {
 		return
 	}
 	n.pricesDirty = false
 	n.cacheValid, n.growValid = false, false
-	n.byPrice = n.byPrice[:0]
 	zone, ct := "", ""
 	if n.pinned[corev1.LabelTopologyZone] {
 		zone = n.zone
@@ -123,12 +123,11 @@ func (n *openNode) refreshPrices() {
 	if n.pinned[stevedorev1.LabelCapacityType] {
 		ct = n.ct
 	}
-	for _, it := range n.candidates {
-		if p, ok := cheapestOffering(it, n.reqs, zone, ct); ok {
-			n.byPrice = append(n.byPrice, pricedType{it: it, price: p, alloc: allocVec(it)})
-		}
+	lists := n.prices
+	if lists == nil {
+		lists = &priceLists{}
 	}
-	sort.SliceStable(n.byPrice, func(i, j int) bool { return n.byPrice[i].price < n.byPrice[j].price })
+	n.byPrice = lists.get(n.candidates, n.reqs, zone, ct)
 }
 
 // cheapestOffering is the lowest price of an available offering reqs allow in zone and capacity type ct ("" for

@@ -159,6 +159,8 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
+	// prices shares the open nodes' price-ordered candidate lists (priceLists).
+	prices priceLists
 	ctx      context.Context
 	in       Input
 	sim      *simulation.Simulator
