@@ -13,15 +13,7 @@ import (
 func TestLabelSetsAreComputedOncePerOptionAndRegion(t *testing.T) {
 	np := test.NodePool("default").Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "c5.large").Obj()
 	np.Normalize()
-	var its []*cloud.InstanceType
-	for _, ct := range catalog.Default().InstanceTypes {
-		it, err := cloud.NewInstanceType(ct, cloud.DefaultOverheadModel(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		its = append(its, it)
-	}
-	opt, err := NewNodePoolOption(np, its, nil, nil, "us-east-1")
+	opt, err := NewNodePoolOption(np, testInstanceTypes(t), nil, nil, "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,4 +45,18 @@ func TestLabelSetsAreComputedOncePerOptionAndRegion(t *testing.T) {
 		t.Errorf("%d phantom and %d possible label sets: want some, and more possible ones (they carry the type's labels)",
 			len(first.phantom), len(first.possible))
 	}
+}
+
+// testInstanceTypes builds the embedded catalog's instance types with the default overhead.
+func testInstanceTypes(t *testing.T) []*cloud.InstanceType {
+	t.Helper()
+	var its []*cloud.InstanceType
+	for _, ct := range catalog.Default().InstanceTypes {
+		it, err := cloud.NewInstanceType(ct, cloud.DefaultOverheadModel(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		its = append(its, it)
+	}
+	return its
 }

@@ -234,6 +234,7 @@ func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Require
 				c.pinned[k] = true
 			}
 		}
+		c.candidates = st.prices.intern(c.candidates)
 		out = append(out, c)
 	}
 	return out

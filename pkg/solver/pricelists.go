@@ -1,8 +1,6 @@
 package solver
 
 import (
-	"hash/fnv"
-	"io"
 	"sort"
 	"strings"
 
@@ -19,6 +17,45 @@ import (
 // live heap). A list is never changed once made; a node whose candidates or pins change takes another.
 type priceLists struct {
 	byHash map[uint64][]*sharedPrices
+	// types interns candidate lists (intern).
+	types map[uint64][][]*cloud.InstanceType
+}
+
+// intern returns a list equal to cands that alike nodes share (the open nodes' candidates, and the offering
+// choices memoised for them, are mostly the same few lists). The list returned must not be written to.
+func (pl *priceLists) intern(cands []*cloud.InstanceType) []*cloud.InstanceType {
+	key := uint64(typesHash(cands))
+	for _, known := range pl.types[key] {
+		if sameTypes(known, cands) {
+			return known
+		}
+	}
+	if pl.types == nil {
+		pl.types = map[uint64][][]*cloud.InstanceType{}
+	}
+	cands = cands[:len(cands):len(cands)]
+	pl.types[key] = append(pl.types[key], cands)
+	return cands
+}
+
+// fnv64 is FNV-1a over strings, each followed by a separator, without allocating.
+type fnv64 uint64
+
+func newFNV64() fnv64 { return 14695981039346656037 }
+
+func (h fnv64) add(s string, sep byte) fnv64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ fnv64(s[i])) * 1099511628211
+	}
+	return (h ^ fnv64(sep)) * 1099511628211
+}
+
+func typesHash(cands []*cloud.InstanceType) fnv64 {
+	h := newFNV64()
+	for _, it := range cands {
+		h = h.add(it.Name, 0)
+	}
+	return h
 }
 
 type sharedPrices struct {
@@ -32,16 +69,11 @@ type sharedPrices struct {
 // ct, "" for any), cheapest first, ties in candidate order.
 func (pl *priceLists) get(cands []*cloud.InstanceType, reqs scheduling.Requirements, zone, ct string) []pricedType {
 	zoneReq, ctReq := requirementKey(reqs, corev1.LabelTopologyZone), requirementKey(reqs, stevedorev1.LabelCapacityType)
-	h := fnv.New64a()
-	for _, it := range cands {
-		_, _ = io.WriteString(h, it.Name)
-		_, _ = h.Write([]byte{0})
-	}
+	h := typesHash(cands)
 	for _, s := range []string{zone, ct, zoneReq, ctReq} {
-		_, _ = io.WriteString(h, s)
-		_, _ = h.Write([]byte{1})
+		h = h.add(s, 1)
 	}
-	key := h.Sum64()
+	key := uint64(h)
 	for _, sp := range pl.byHash[key] {
 		if sp.zone == zone && sp.ct == ct && sp.zoneReq == zoneReq && sp.ctReq == ctReq && sameTypes(sp.candidates, cands) {
 			return sp.list

@@ -160,7 +160,7 @@ func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
 	// prices shares the open nodes' price-ordered candidate lists (priceLists).
-	prices priceLists
+	prices   priceLists
 	ctx      context.Context
 	in       Input
 	sim      *simulation.Simulator
