@@ -128,7 +128,7 @@ func (p *Provisioner) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
 
-// PreFilterExtensions: PreFilter keeps no state for Filter to update.
+// PreFilterExtensions returns nil: PreFilter keeps no state for Filter to update.
 func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter keeps, on a node Stevedore launched, the room of the pods planned there that are not bound yet: its
