@@ -262,12 +262,18 @@ func TestDeleteRefusesInstancesWithoutTheOwnershipTagAndListFiltersByTag(t *test
 	}
 }
 
-func TestInstanceTypesComeFromTheAPIsWithAllocatableFromTheNodeClass(t *testing.T) {
-	f := newFixture(t, nil)
+// addSmallPodsNodeClass adds EC2NodeClass small-pods: one subnet (us-east-1a) and kubelet maxPods 20.
+func (f *fixture) addSmallPodsNodeClass(t *testing.T) {
+	t.Helper()
 	maxPods := int32(20)
 	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small-pods", UID: "uid-2"},
 		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{ID: "subnet-0a000000000001"}},
 			Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods}}})
+}
+
+func TestInstanceTypesComeFromTheAPIsWithAllocatableFromTheNodeClass(t *testing.T) {
+	f := newFixture(t, nil)
+	f.addSmallPodsNodeClass(t)
 	its, err := f.provider.InstanceTypes(testCtx(t), test.NodePool("small").NodeClass("small-pods").Obj())
 	if err != nil {
 		t.Fatal(err)
@@ -374,10 +380,7 @@ func TestAPersistentFaultIsReturnedWithItsCode(t *testing.T) {
 
 func TestInstanceTypesAreBuiltOnceAndCarryEachCallsAvailability(t *testing.T) {
 	f := newFixture(t, nil)
-	maxPods := int32(20)
-	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small-pods", UID: "uid-2"},
-		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{ID: "subnet-0a000000000001"}},
-			Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods}}})
+	f.addSmallPodsNodeClass(t)
 	get := func(class string) map[string]*cloud.InstanceType {
 		its, err := f.provider.InstanceTypes(testCtx(t), test.NodePool("p").NodeClass(class).Obj())
 		if err != nil {
