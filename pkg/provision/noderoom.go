@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -108,26 +109,27 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	own, planned := p.podClaim[pod.UID]
-	names = sets.New[string]()
-	for _, ni := range nodes {
-		node := ni.Node()
-		if node == nil {
-			continue
-		}
+	takes := func(node *corev1.Node) bool {
 		claim, ours := p.claimOfNode[node.Name]
 		switch {
 		case !ours, planned && claim == own:
-			names.Insert(node.Name)
+			return true
 		case planned:
-			restricted = true // launched for other pods
-		case p.initializing(claim):
-			restricted = true
+			return false // launched for other pods
 		default:
-			names.Insert(node.Name)
+			return !p.initializing(claim)
 		}
 	}
-	if !restricted {
+	// the set is built only when some node is left out: in a steady cluster every node may take every pod
+	i := slices.IndexFunc(nodes, func(ni fwk.NodeInfo) bool { return ni.Node() != nil && !takes(ni.Node()) })
+	if i < 0 {
 		return nil, false
+	}
+	names = sets.New[string]()
+	for _, ni := range nodes {
+		if node := ni.Node(); node != nil && takes(node) {
+			names.Insert(node.Name)
+		}
 	}
 	return names, true
 }
