@@ -1,15 +1,20 @@
 // Command catalog regenerates the embedded instance catalog (pkg/cloud/catalog/default.json) from the data in
 // hack/catalog/data: `make catalog` runs it, `make verify` checks its output is what is committed.
 //
-//   - catalog.json: the region, its zones, the families and sizes the catalog covers;
+//   - catalog.json: the region, its zones, the families and sizes the catalog covers by AWS's size rules and the
+//     memory per vCPU of each category (or family, where it differs from its category's);
+//   - accelerated.json: the accelerated families (GPU, Neuron, Gaudi), type by type: vCPUs, memory, devices,
+//     NVMe instance storage and EFA interfaces;
 //   - ec2-on-demand-prices-us-east-1.json: AWS's on-demand Linux prices (the Pricing API's published figures);
 //   - ec2-eni-limits.json: ENIs and IPv4 addresses per ENI, and the hypervisor, per instance type;
+//   - ec2-network-bandwidth.json: baseline network bandwidth per instance type;
 //   - spot-prices-us-east-1.json: synthetic spot prices (AWS publishes no fixed spot price); a type or zone not
 //     listed gets 30-40% of its on-demand price, from a hash of type and zone.
 //
-// vCPUs and memory follow AWS's size rules: medium 1 vCPU (2 for burstable), large 2, xlarge 4, Nxlarge 4N;
-// 2 GiB per vCPU for compute (c), 4 for general purpose (m), 8 for memory optimised (r); burstable (t) sizes by
-// their own table. Graviton families (a "g" after the generation) are arm64.
+// vCPUs and memory of the families in catalog.json follow AWS's size rules: medium 1 vCPU (2 for burstable), large
+// 2, xlarge 4, Nxlarge 4N; memory per vCPU by category (2 GiB for compute, c; 4 for general purpose, m; 8 for
+// memory optimised, r; ...) or family; burstable (t) sizes by their own table. Graviton families (a "g" after the
+// generation) are arm64. Metal sizes are left out (their vCPUs follow no rule across families).
 package main
 
 import (
@@ -29,12 +34,33 @@ import (
 )
 
 type spec struct {
-	Region    string   `json:"region"`
-	Generated string   `json:"generated"`
-	Source    string   `json:"source"`
-	Families  []string `json:"families"`
-	Sizes     []string `json:"sizes"`
-	Zones     []string `json:"zones"`
+	Region           string         `json:"region"`
+	Generated        string         `json:"generated"`
+	Source           string         `json:"source"`
+	Families         []string       `json:"families"`
+	Sizes            []string       `json:"sizes"`
+	Zones            []string       `json:"zones"`
+	MemoryGiBPerVCPU map[string]int `json:"memoryGiBPerVCPU"`
+}
+
+// accelerated lists the accelerated families type by type.
+type accelerated struct {
+	Families map[string]struct {
+		Architecture string                `json:"architecture"`
+		GPUs         *catalog.Accelerators `json:"gpus"`
+		Neuron       *catalog.Accelerators `json:"neuron"`
+		Sizes        map[string]struct {
+			VCPU        int   `json:"vcpu"`
+			MemoryGiB   int64 `json:"memoryGiB"`
+			Count       int   `json:"count"`
+			LocalNVMeGB int   `json:"localNVMeGB"`
+			EFA         int   `json:"efa"`
+		} `json:"sizes"`
+	} `json:"families"`
+}
+
+type bandwidths struct {
+	Mbps map[string]int `json:"bandwidthMbps"`
 }
 
 type prices struct {
@@ -56,10 +82,7 @@ type spotPrices struct {
 // burstable are the t families' sizes: vCPUs and GiB of memory.
 var burstable = map[string][2]int{"small": {2, 2}, "medium": {2, 4}, "large": {2, 8}, "xlarge": {4, 16}, "2xlarge": {8, 32}}
 
-// memoryPerVCPU is GiB of memory per vCPU by category.
-var memoryPerVCPU = map[string]int{"c": 2, "m": 4, "r": 8}
-
-var familyPattern = regexp.MustCompile(`^([a-z]+)([0-9]+)([a-z]*)$`)
+var familyPattern = regexp.MustCompile(`^([a-z]+)([0-9]+)([a-z\-]*)$`)
 
 func main() {
 	data := flag.String("data", "hack/catalog/data", "folder of the source data")
@@ -91,8 +114,11 @@ func build(dir string) (*catalog.File, error) {
 	var od prices
 	var enis eniLimits
 	var spot spotPrices
+	var acc accelerated
+	var bw bandwidths
 	for name, into := range map[string]any{"catalog.json": &s, "ec2-on-demand-prices-us-east-1.json": &od,
-		"ec2-eni-limits.json": &enis, "spot-prices-us-east-1.json": &spot} {
+		"ec2-eni-limits.json": &enis, "spot-prices-us-east-1.json": &spot, "accelerated.json": &acc,
+		"ec2-network-bandwidth.json": &bw} {
 		if err := read(filepath.Join(dir, name), into); err != nil {
 			return nil, err
 		}
@@ -101,19 +127,45 @@ func build(dir string) (*catalog.File, error) {
 	f := &catalog.File{Region: s.Region, Generated: s.Generated, Source: s.Source}
 	for name, price := range od.Prices {
 		family, size, ok := strings.Cut(name, ".")
-		if !ok || !families[family] || !sizes[size] {
+		if !ok {
+			continue
+		}
+		var it catalog.InstanceType
+		if a, ok := acc.Families[family]; ok {
+			sz, ok := a.Sizes[size]
+			if !ok {
+				continue
+			}
+			it = catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: sz.VCPU, MemoryMiB: sz.MemoryGiB * 1024,
+				EFA: sz.EFA, LocalNVMeGB: sz.LocalNVMeGB}
+			if a.Architecture != "" {
+				it.Architecture = a.Architecture
+			}
+			for _, dev := range []struct {
+				from *catalog.Accelerators
+				to   **catalog.Accelerators
+			}{{a.GPUs, &it.GPUs}, {a.Neuron, &it.Neuron}} {
+				if dev.from != nil {
+					d := *dev.from
+					d.Count = sz.Count
+					*dev.to = &d
+				}
+			}
+		} else if families[family] && sizes[size] {
+			vcpu, mem, err := shape(family, size, s.MemoryGiBPerVCPU)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			it = catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: vcpu, MemoryMiB: int64(mem) * 1024}
+		} else {
 			continue
 		}
 		limit, ok := enis.Limits[name]
 		if !ok {
 			return nil, fmt.Errorf("%s: no ENI limits in the data", name)
 		}
-		vcpu, mem, err := shape(family, size)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		it := catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: vcpu, MemoryMiB: int64(mem) * 1024,
-			ENIs: limit.ENIs, IPv4PerENI: limit.IPv4PerENI, Hypervisor: limit.Hypervisor}
+		it.ENIs, it.IPv4PerENI, it.Hypervisor = limit.ENIs, limit.IPv4PerENI, limit.Hypervisor
+		it.NetworkBandwidthMbps = bw.Mbps[name]
 		for _, zone := range s.Zones {
 			it.Offerings = append(it.Offerings, catalog.Offering{Zone: zone, CapacityType: "on-demand", Price: price},
 				catalog.Offering{Zone: zone, CapacityType: "spot", Price: spotPrice(spot, name, zone, price)})
@@ -124,8 +176,9 @@ func build(dir string) (*catalog.File, error) {
 	return f, f.Validate()
 }
 
-// shape is a type's vCPUs and GiB of memory by AWS's size rules.
-func shape(family, size string) (int, int, error) {
+// shape is a type's vCPUs and GiB of memory by AWS's size rules; memory per vCPU is perVCPU's entry for the family,
+// else for its category.
+func shape(family, size string, memoryPerVCPU map[string]int) (int, int, error) {
 	m := familyPattern.FindStringSubmatch(family)
 	if m == nil {
 		return 0, 0, fmt.Errorf("family %q is not of the form category, generation, attributes", family)
@@ -137,7 +190,10 @@ func shape(family, size string) (int, int, error) {
 		}
 		return s[0], s[1], nil
 	}
-	perVCPU, ok := memoryPerVCPU[m[1]]
+	perVCPU, ok := memoryPerVCPU[family]
+	if !ok {
+		perVCPU, ok = memoryPerVCPU[m[1]]
+	}
 	if !ok {
 		return 0, 0, fmt.Errorf("category %q has no memory rule", m[1])
 	}

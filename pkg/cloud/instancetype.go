@@ -31,9 +31,38 @@ type InstanceType struct {
 
 	allocatable corev1.ResourceList
 	labels      map[string]string
-	// fast holds allocatable cpu (millicores), memory (bytes) and pods as integers.
+	// fast holds allocatable cpu (millicores), memory (bytes) and pods as integers, fastAcc the accelerators.
 	fast      [3]int64
+	fastAcc   AcceleratorCounts
+	fastAccN  int64
 	fastValid bool
+	// accelerated is true when the type has GPUs or Neuron devices.
+	accelerated bool
+	// variant is the kind of image the type needs (ImageVariant).
+	variant string
+}
+
+// Accelerated reports whether the type has GPUs or Neuron devices (EFA alone does not count).
+func (it *InstanceType) Accelerated() bool { return it.accelerated }
+
+// ImageVariant is the kind of EKS-optimized image the type needs: "nvidia", "neuron" or "standard".
+func (it *InstanceType) ImageVariant() string {
+	if it.variant == "" {
+		return "standard"
+	}
+	return it.variant
+}
+
+// AcceleratorTotal is the sum of the allocatable accelerator counts (0 for a type without any).
+func (it *InstanceType) AcceleratorTotal() int64 {
+	it.AllocatableCPUMemoryPods()
+	return it.fastAccN
+}
+
+// AllocatableAccelerators returns the allocatable accelerator resources without touching maps.
+func (it *InstanceType) AllocatableAccelerators() AcceleratorCounts {
+	it.AllocatableCPUMemoryPods()
+	return it.fastAcc
 }
 
 // AllocatableCPUMemoryPods returns allocatable millicores, bytes of memory and pods without touching maps.
@@ -41,6 +70,11 @@ func (it *InstanceType) AllocatableCPUMemoryPods() (int64, int64, int64) {
 	if !it.fastValid {
 		a := it.Allocatable()
 		it.fast = [3]int64{a.Cpu().MilliValue(), a.Memory().Value(), a.Pods().Value()}
+		it.fastAcc = AcceleratorCountsOf(a)
+		it.fastAccN = 0
+		for _, n := range it.fastAcc {
+			it.fastAccN += int64(n)
+		}
 		it.fastValid = true
 	}
 	return it.fast[0], it.fast[1], it.fast[2]
@@ -216,6 +250,11 @@ func NewInstanceType(it catalog.InstanceType, m OverheadModel, zones map[string]
 			corev1.ResourcePods:             *resource.NewQuantity(maxPods, resource.DecimalSI),
 			corev1.ResourceEphemeralStorage: m.RootVolume.DeepCopy(),
 		},
+		accelerated: it.GPUs != nil || it.Neuron != nil,
+		variant:     ImageVariant(it),
+	}
+	for name, q := range AcceleratorCapacity(it) {
+		out.Capacity[name] = q
 	}
 	if it.Overhead != nil {
 		fixed := corev1.ResourceList{}
@@ -327,6 +366,9 @@ func instanceTypeRequirements(it catalog.InstanceType, offerings Offerings) sche
 	}
 	if it.Hypervisor != "" {
 		rs.Add(in(stevedorev1.LabelInstanceHypervisor, it.Hypervisor))
+	}
+	for k, v := range acceleratorLabels(it) {
+		rs.Add(in(k, v))
 	}
 	for k, v := range it.Labels {
 		rs.Add(in(k, v))

@@ -89,10 +89,7 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
 	if kept.Pods == 0 {
 		return ""
 	}
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	room := solver.Requests{MilliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), Memory: alloc.GetMemory() - used.GetMemory(),
-		Pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}
-	if !solver.PodRequests(pod).Add(kept).Fits(room) {
+	if !solver.PodRequests(pod).Add(kept).Fits(solver.FreeRoom(ni)) {
 		return "room kept for pods planned on this node and not bound yet: " + strings.Join(names, ", ")
 	}
 	return ""

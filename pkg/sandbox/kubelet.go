@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 )
@@ -52,6 +53,9 @@ func nodeForInstance(inst *awsemu.Instance, it catalog.InstanceType, region stri
 		corev1.ResourceMemory:           *resource.NewQuantity(memMiB*1024*1024, resource.BinarySI),
 		corev1.ResourcePods:             *resource.NewQuantity(cfg.maxPods, resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
+	}
+	for name, q := range cloud.AcceleratorCapacity(it) { // as the NVIDIA, Neuron and EFA device plugins advertise them
+		capacity[name] = q
 	}
 	if bd := inst.LaunchTemplate.BlockDevices; len(bd) > 0 && bd[0].VolumeSize > 0 {
 		capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(bd[0].VolumeSize)<<30, resource.BinarySI)

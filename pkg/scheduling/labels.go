@@ -24,6 +24,10 @@ var InstanceTypeKeys = []string{
 	stevedorev1.LabelInstanceCategory, stevedorev1.LabelInstanceFamily, stevedorev1.LabelInstanceGeneration,
 	stevedorev1.LabelInstanceSize, stevedorev1.LabelInstanceCPU, stevedorev1.LabelInstanceMemory,
 	stevedorev1.LabelInstanceHypervisor,
+	// only types with GPUs, Neuron devices, NVMe storage or a published bandwidth carry these
+	stevedorev1.LabelInstanceGPUName, stevedorev1.LabelInstanceGPUManufacturer, stevedorev1.LabelInstanceGPUCount,
+	stevedorev1.LabelInstanceGPUMemory, stevedorev1.LabelInstanceAcceleratorName, stevedorev1.LabelInstanceAcceleratorManufacturer,
+	stevedorev1.LabelInstanceAcceleratorCount, stevedorev1.LabelInstanceLocalNVMe, stevedorev1.LabelInstanceNetworkBandwidth,
 }
 
 // OfferingKeys are the labels whose value the offering (zone, capacity type) decides.

@@ -25,7 +25,8 @@ func TestIsRestricted(t *testing.T) {
 		{"k8s.io/team", true},
 		{"sub.k8s.io/team", true},
 		{"karpenter.sh/nodepool", true},
-		{"karpenter.k8s.aws/instance-gpu-name", true},
+		{"karpenter.k8s.aws/instance-gpu-name", false},                     // well-known (types with GPUs carry it)
+		{"karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", true}, // not a label Stevedore sets
 		{"stevedore.dev/anything", true},
 		{"notkubernetes.io/team", false},
 	} {

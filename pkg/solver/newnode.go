@@ -85,6 +85,9 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 			reason = tooLarge(pool, reqs, pl.room())
 			continue
 		}
+		if !pl.need.acc.Any() {
+			cands = withoutAccelerators(cands)
+		}
 		if cands = st.withinLimits(pool, cands); len(cands) == 0 {
 			reason = "the NodePool's limits are reached"
 			continue

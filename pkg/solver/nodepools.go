@@ -66,6 +66,7 @@ func NewNodePoolOption(np *stevedorev1.NodePool, its []*cloud.InstanceType, rema
 			continue
 		}
 		opt.InstanceTypes = append(opt.InstanceTypes, it)
+		opt.hasPlainTypes = opt.hasPlainTypes || !it.Accelerated()
 		for k := range it.Labels() {
 			if !scheduling.IsWellKnown(k) {
 				opt.typeKeys[k] = true

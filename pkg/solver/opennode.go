@@ -51,9 +51,11 @@ type openNode struct {
 	ds         []*corev1.Pod
 	hasDaemons bool
 	largest    *cloud.InstanceType
-	region     string
-	common     map[string]string
-	commonFor  int
+	// accelerated is true while every candidate has GPUs or Neuron devices.
+	accelerated bool
+	region      string
+	common      map[string]string
+	commonFor   int
 	// choices memoises offeringChoices' segments for one pod shape (choicesFor: cared keys and requirements)
 	// while the node's candidates, requirements, offering and DaemonSets stay as they are (tryChoice clears it).
 	choices    [][]offeringChoice
@@ -150,19 +152,38 @@ func cheapestOffering(it *cloud.InstanceType, reqs scheduling.Requirements, zone
 // allocVec is an instance type's allocatable as a vec.
 func allocVec(it *cloud.InstanceType) vec {
 	c, m, p := it.AllocatableCPUMemoryPods()
-	return vec{c, m, p}
+	return vec{c, m, p, it.AllocatableAccelerators()}
 }
 
+// largestType is the type that represents a set of candidates: the one with the most accelerators, then the
+// largest by weight (the first of equals).
 func largestType(types []*cloud.InstanceType) *cloud.InstanceType {
 	var best *cloud.InstanceType
 	var bestW float64
+	var bestAcc int64
 	for _, it := range types {
-		w := allocVec(it).weight()
-		if best == nil || w > bestW {
-			best, bestW = it, w
+		c, m, _ := it.AllocatableCPUMemoryPods()
+		w, acc := vec{cpu: c, mem: m}.weight(), it.AcceleratorTotal()
+		if best == nil || acc > bestAcc || (acc == bestAcc && w > bestW) {
+			best, bestW, bestAcc = it, w, acc
 		}
 	}
 	return best
+}
+
+// withoutAccelerators keeps the types without GPUs or Neuron devices, unless there are none: a pod that asks for
+// no accelerator gets an accelerated node only when nothing else fits it.
+func withoutAccelerators(types []*cloud.InstanceType) []*cloud.InstanceType {
+	var out []*cloud.InstanceType
+	for _, it := range types {
+		if !it.Accelerated() {
+			out = append(out, it)
+		}
+	}
+	if len(out) == 0 {
+		return types
+	}
+	return out
 }
 
 // setLargest updates the representative (largest) candidate, the capacity it gives and the labels all candidates
@@ -173,6 +194,10 @@ func (n *openNode) setLargest() {
 	}
 	n.largest = largestType(n.candidates)
 	n.cap = allocVec(n.largest)
+	n.accelerated = true
+	for _, it := range n.candidates {
+		n.accelerated = n.accelerated && it.Accelerated()
+	}
 	n.common = commonLabels(n.candidates)
 	n.commonFor = len(n.candidates)
 }

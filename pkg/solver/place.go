@@ -200,6 +200,15 @@ type placeOptions struct {
 	maxMarginal float64
 }
 
+// mayJoin reports whether the pod may go on an open node: its NodePool and name allowed, and not a GPU or Neuron
+// node when the pod asks for no accelerator and the NodePool has other types.
+func (pl *placing) mayJoin(n *openNode) bool {
+	if !pl.allowed(n.name) || !pl.usable(n.pool) {
+		return false
+	}
+	return !n.accelerated || !n.pool.hasPlainTypes || pl.need.acc.Any()
+}
+
 // placeOnOpenWith tries the open virtual nodes that can take the pod, those whose price grows least first (a pod
 // that fills slack the node's instance type already pays for costs nothing), then the fullest. Nodes whose growth
 // costs more than a new node are tried only after a new node was refused.
@@ -211,7 +220,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
 	buckets := st.bucketBuf[:0]
 	for _, n := range st.open {
-		if n.removed || n == opts.exclude || !pl.allowed(n.name) || !pl.usable(n.pool) {
+		if n.removed || n == opts.exclude || !pl.mayJoin(n) {
 			continue
 		}
 		if !pl.room().fits(n.cap.sub(n.used)) {

@@ -41,6 +41,8 @@ type NodePoolOption struct {
 	daemonKeys   []string
 	daemons      map[string]daemonSetsOnNode
 	hasMinValues bool
+	// hasPlainTypes is true when some instance type has no GPU or Neuron device.
+	hasPlainTypes bool
 
 	byPrice []pricedType
 	// maxCapacity is the largest capacity of any instance type, per limited resource (computed once).
@@ -357,10 +359,7 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 		if ni == nil {
 			continue
 		}
-		alloc := ni.GetAllocatable()
-		req := ni.GetRequested()
-		st.inflight = append(st.inflight, &inflightState{InFlightNode: f,
-			free: vec{alloc.GetMilliCPU() - req.GetMilliCPU(), alloc.GetMemory() - req.GetMemory(), int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}})
+		st.inflight = append(st.inflight, &inflightState{InFlightNode: f, free: freeVec(ni)})
 	}
 	keys := map[string]bool{}
 	for i := range in.NodePools {

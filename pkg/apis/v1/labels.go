@@ -3,29 +3,54 @@ package v1
 // Labels that workloads select on. They keep Karpenter's spelling so that pod specs written for Karpenter
 // schedule unchanged on Stevedore's nodes.
 const (
-	LabelCapacityType          = "karpenter.sh/capacity-type"
-	LabelInstanceCategory      = "karpenter.k8s.aws/instance-category"
-	LabelInstanceFamily        = "karpenter.k8s.aws/instance-family"
-	LabelInstanceGeneration    = "karpenter.k8s.aws/instance-generation"
-	LabelInstanceSize          = "karpenter.k8s.aws/instance-size"
-	LabelInstanceCPU           = "karpenter.k8s.aws/instance-cpu"
-	LabelInstanceMemory        = "karpenter.k8s.aws/instance-memory"
-	LabelInstanceHypervisor    = "karpenter.k8s.aws/instance-hypervisor"
-	LabelInstanceType          = "node.kubernetes.io/instance-type"
-	LabelZone                  = "topology.kubernetes.io/zone"
-	LabelRegion                = "topology.kubernetes.io/region"
-	LabelArch                  = "kubernetes.io/arch"
-	LabelOS                    = "kubernetes.io/os"
-	LabelHostname              = "kubernetes.io/hostname"
-	CapacityTypeSpot           = "spot"
-	CapacityTypeOnDemand       = "on-demand"
-	ArchitectureAMD64          = "amd64"
-	ArchitectureARM64          = "arm64"
-	KarpenterDoNotDisruptKey   = "karpenter.sh/do-not-disrupt"
-	KarpenterNodeClassGroup    = "karpenter.k8s.aws"
-	DefaultNodeClassKind       = "EC2NodeClass"
-	DefaultExpireAfterDuration = "720h"
+	LabelCapacityType       = "karpenter.sh/capacity-type"
+	LabelInstanceCategory   = "karpenter.k8s.aws/instance-category"
+	LabelInstanceFamily     = "karpenter.k8s.aws/instance-family"
+	LabelInstanceGeneration = "karpenter.k8s.aws/instance-generation"
+	LabelInstanceSize       = "karpenter.k8s.aws/instance-size"
+	LabelInstanceCPU        = "karpenter.k8s.aws/instance-cpu"
+	LabelInstanceMemory     = "karpenter.k8s.aws/instance-memory"
+	LabelInstanceHypervisor = "karpenter.k8s.aws/instance-hypervisor"
+	// Accelerator, storage and network labels: only types that have them carry them.
+	LabelInstanceGPUName                 = "karpenter.k8s.aws/instance-gpu-name"
+	LabelInstanceGPUManufacturer         = "karpenter.k8s.aws/instance-gpu-manufacturer"
+	LabelInstanceGPUCount                = "karpenter.k8s.aws/instance-gpu-count"
+	LabelInstanceGPUMemory               = "karpenter.k8s.aws/instance-gpu-memory"
+	LabelInstanceAcceleratorName         = "karpenter.k8s.aws/instance-accelerator-name"
+	LabelInstanceAcceleratorManufacturer = "karpenter.k8s.aws/instance-accelerator-manufacturer"
+	LabelInstanceAcceleratorCount        = "karpenter.k8s.aws/instance-accelerator-count"
+	LabelInstanceLocalNVMe               = "karpenter.k8s.aws/instance-local-nvme"
+	LabelInstanceNetworkBandwidth        = "karpenter.k8s.aws/instance-network-bandwidth"
+	LabelInstanceType                    = "node.kubernetes.io/instance-type"
+	LabelZone                            = "topology.kubernetes.io/zone"
+	LabelRegion                          = "topology.kubernetes.io/region"
+	LabelArch                            = "kubernetes.io/arch"
+	LabelOS                              = "kubernetes.io/os"
+	LabelHostname                        = "kubernetes.io/hostname"
+	CapacityTypeSpot                     = "spot"
+	CapacityTypeOnDemand                 = "on-demand"
+	ArchitectureAMD64                    = "amd64"
+	ArchitectureARM64                    = "arm64"
+	KarpenterDoNotDisruptKey             = "karpenter.sh/do-not-disrupt"
+	KarpenterNodeClassGroup              = "karpenter.k8s.aws"
+	DefaultNodeClassKind                 = "EC2NodeClass"
+	DefaultExpireAfterDuration           = "720h"
 )
+
+// Extended resources of accelerated instance types, as their device plugins advertise them.
+const (
+	ResourceNVIDIAGPU     = "nvidia.com/gpu"
+	ResourceAMDGPU        = "amd.com/gpu"
+	ResourceHabanaGaudi   = "habana.ai/gaudi"
+	ResourceAWSNeuron     = "aws.amazon.com/neuron"
+	ResourceAWSNeuronCore = "aws.amazon.com/neuroncore"
+	ResourceEFA           = "vpc.amazonaws.com/efa"
+)
+
+// AcceleratorResources are the extended resources of accelerated instance types, in the order the solver keeps them.
+func AcceleratorResources() []string {
+	return []string{ResourceNVIDIAGPU, ResourceAMDGPU, ResourceHabanaGaudi, ResourceAWSNeuron, ResourceAWSNeuronCore, ResourceEFA}
+}
 
 // Ownership and lifecycle keys are Stevedore's own, so that a cluster that also runs Karpenter never confuses
 // the two.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"sync"
@@ -182,6 +183,7 @@ func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zo
 		MemoryMiB: aws.ToInt64(info.MemoryInfo.SizeInMiB), Hypervisor: string(info.Hypervisor),
 		ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
 	}
+	describeAccelerators(&it, info)
 	spotOK := false
 	for _, u := range info.SupportedUsageClasses {
 		spotOK = spotOK || u == ec2types.UsageClassTypeSpot
@@ -198,6 +200,48 @@ func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zo
 		return catalog.InstanceType{}, false
 	}
 	return it, true
+}
+
+// describeAccelerators reads a type's GPUs, Neuron devices, EFA interfaces, NVMe instance storage and baseline
+// network bandwidth (of its default network card) into its catalog entry.
+func describeAccelerators(it *catalog.InstanceType, info ec2types.InstanceTypeInfo) {
+	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
+		d := g.Gpus[0]
+		it.GPUs = &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: aws.ToString(d.Manufacturer), Count: int(aws.ToInt32(d.Count))}
+		if d.MemoryInfo != nil {
+			it.GPUs.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
+		}
+		if it.GPUs.Count <= 0 || it.GPUs.Name == "" || it.GPUs.Manufacturer == "" {
+			it.GPUs = nil
+		}
+	}
+	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
+		d := n.NeuronDevices[0]
+		it.Neuron = &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: "AWS", Count: int(aws.ToInt32(d.Count))}
+		if d.CoreInfo != nil {
+			it.Neuron.CoresPerDevice = int(aws.ToInt32(d.CoreInfo.Count))
+		}
+		if d.MemoryInfo != nil {
+			it.Neuron.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
+		}
+		if it.Neuron.Count <= 0 || it.Neuron.CoresPerDevice <= 0 || it.Neuron.Name == "" {
+			it.Neuron = nil
+		}
+	}
+	if ni := info.NetworkInfo; ni != nil {
+		if ni.EfaInfo != nil {
+			it.EFA = int(aws.ToInt32(ni.EfaInfo.MaximumEfaInterfaces))
+		}
+		def := aws.ToInt32(ni.DefaultNetworkCardIndex)
+		for _, card := range ni.NetworkCards {
+			if aws.ToInt32(card.NetworkCardIndex) == def && card.BaselineBandwidthInGbps != nil {
+				it.NetworkBandwidthMbps = int(math.Round(*card.BaselineBandwidthInGbps * 1000))
+			}
+		}
+	}
+	if s := info.InstanceStorageInfo; s != nil && s.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported {
+		it.LocalNVMeGB = int(aws.ToInt64(s.TotalSizeInGB))
+	}
 }
 
 // priceDocument is the part of a pricing API product document Stevedore reads.

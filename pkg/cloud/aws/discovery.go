@@ -26,7 +26,8 @@ type Resolved struct {
 	Subnets []Subnet
 	// SecurityGroupIDs sorted.
 	SecurityGroupIDs []string
-	// AMIs by architecture (amd64, arm64): the newest image matching the terms.
+	// AMIs by architecture (amd64, arm64): the newest image matching the terms; an alias also gives the images
+	// of GPU and Neuron types, by architecture and variant ("amd64/nvidia"; see ImageFor).
 	AMIs map[string]AMI
 	// InstanceProfile the nodes run with.
 	InstanceProfile string
@@ -44,6 +45,8 @@ type Subnet struct {
 type AMI struct {
 	ID, Name, Architecture string
 	Created                string
+	// FromAlias is true for an image an alias resolved to: it serves only the types of its variant.
+	FromAlias bool
 }
 
 // Zones returns the zones of the resolved subnets.
@@ -216,8 +219,18 @@ func (d *discovery) securityGroups(ctx context.Context, terms []stevedorev1.Secu
 	return out, nil
 }
 
-// aliasParameters returns the public SSM parameters naming an alias's AMIs, by architecture.
-func (d *discovery) aliasParameters(alias string) (map[string]string, error) {
+// aliasParameter is a public SSM parameter naming one of an alias's AMIs: the image for an architecture's
+// standard types (keys "amd64", "arm64") or for its GPU or Neuron types ("amd64/nvidia", "amd64/neuron",
+// "arm64/nvidia"), as imageKey names them.
+type aliasParameter struct {
+	keys     []string
+	path     string
+	required bool
+}
+
+// aliasParameters returns the public SSM parameters naming an alias's AMIs: the standard images (required) and
+// the NVIDIA and Neuron variants AWS publishes for the family (used when they exist).
+func (d *discovery) aliasParameters(alias string) ([]aliasParameter, error) {
 	family, version, _ := strings.Cut(alias, "@")
 	if version != "latest" {
 		return nil, fmt.Errorf("alias %q: only @latest is resolved through SSM; pin a version with an id or name term", alias)
@@ -225,12 +238,43 @@ func (d *discovery) aliasParameters(alias string) (map[string]string, error) {
 	switch family {
 	case "al2023":
 		base := "/aws/service/eks/optimized-ami/" + d.k8sVersion + "/amazon-linux-2023/"
-		return map[string]string{"amd64": base + "x86_64/standard/recommended/image_id", "arm64": base + "arm64/standard/recommended/image_id"}, nil
+		return []aliasParameter{
+			{keys: []string{"amd64"}, path: base + "x86_64/standard/recommended/image_id", required: true},
+			{keys: []string{"arm64"}, path: base + "arm64/standard/recommended/image_id", required: true},
+			{keys: []string{"amd64/nvidia"}, path: base + "x86_64/nvidia/recommended/image_id"},
+			{keys: []string{"amd64/neuron"}, path: base + "x86_64/neuron/recommended/image_id"},
+			{keys: []string{"arm64/nvidia"}, path: base + "arm64/nvidia/recommended/image_id"},
+		}, nil
 	case "bottlerocket":
-		base := "/aws/service/bottlerocket/aws-k8s-" + d.k8sVersion + "/"
-		return map[string]string{"amd64": base + "x86_64/latest/image_id", "arm64": base + "arm64/latest/image_id"}, nil
+		base := "/aws/service/bottlerocket/aws-k8s-" + d.k8sVersion
+		return []aliasParameter{
+			// Bottlerocket's standard x86_64 image carries the Neuron driver
+			{keys: []string{"amd64", "amd64/neuron"}, path: base + "/x86_64/latest/image_id", required: true},
+			{keys: []string{"arm64"}, path: base + "/arm64/latest/image_id", required: true},
+			{keys: []string{"amd64/nvidia"}, path: base + "-nvidia/x86_64/latest/image_id"},
+			{keys: []string{"arm64/nvidia"}, path: base + "-nvidia/arm64/latest/image_id"},
+		}, nil
 	}
 	return nil, fmt.Errorf("alias %q: unknown family", alias)
+}
+
+// imageKey is the key of Resolved.AMIs a type of an architecture needing an image variant is launched with.
+func imageKey(arch, variant string) string {
+	if variant == "" || variant == "standard" {
+		return arch
+	}
+	return arch + "/" + variant
+}
+
+// ImageFor returns the AMI for a type of an architecture needing an image variant (cloud.ImageVariant): the alias's
+// variant image, or an image the node class selected by id, name, tags or SSM parameter, which serves every type
+// of its architecture.
+func ImageFor(amis map[string]AMI, arch, variant string) (AMI, bool) {
+	if ami, ok := amis[imageKey(arch, variant)]; ok {
+		return ami, true
+	}
+	ami, ok := amis[arch]
+	return ami, ok && !ami.FromAlias
 }
 
 func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map[string]AMI, error) {
@@ -243,6 +287,7 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 		terms = []stevedorev1.AMISelectorTerm{{Alias: alias}}
 	}
 	var ids []string
+	aliasKeys := map[string][]string{} // image id -> keys of Resolved.AMIs it fills
 	var filters [][]ec2types.Filter
 	var owners [][]string
 	for _, term := range terms {
@@ -252,12 +297,17 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 			if err != nil {
 				return nil, err
 			}
-			for _, arch := range []string{"amd64", "arm64"} {
-				out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(params[arch])})
-				if err != nil {
-					return nil, fmt.Errorf("SSM parameter %s: %w", params[arch], err)
+			for _, param := range params {
+				out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param.path)})
+				if err != nil && !param.required && isParameterNotFound(err) {
+					continue
 				}
-				ids = append(ids, aws.ToString(out.Parameter.Value))
+				if err != nil {
+					return nil, fmt.Errorf("SSM parameter %s: %w", param.path, err)
+				}
+				id := aws.ToString(out.Parameter.Value)
+				aliasKeys[id] = append(aliasKeys[id], param.keys...)
+				ids = append(ids, id)
 			}
 		case term.SSMParameter != "":
 			out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
@@ -304,10 +354,18 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 		if arch != "amd64" && arch != "arm64" {
 			continue
 		}
+		id, created := aws.ToString(img.ImageId), aws.ToString(img.CreationDate)
+		ami := AMI{ID: id, Name: aws.ToString(img.Name), Architecture: arch, Created: created}
+		if keys, ok := aliasKeys[id]; ok {
+			ami.FromAlias = true
+			for _, key := range keys {
+				result[key] = ami
+			}
+			continue
+		}
 		cur, ok := result[arch]
-		created := aws.ToString(img.CreationDate)
-		if !ok || created > cur.Created || (created == cur.Created && aws.ToString(img.ImageId) > cur.ID) {
-			result[arch] = AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Architecture: arch, Created: created}
+		if !ok || created > cur.Created || (created == cur.Created && id > cur.ID) {
+			result[arch] = ami
 		}
 	}
 	return result, nil

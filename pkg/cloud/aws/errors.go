@@ -53,3 +53,6 @@ func isLaunchTemplateNotFound(err error) bool {
 func isAlreadyExists(err error) bool {
 	return strings.Contains(errorCode(err), "AlreadyExists")
 }
+
+// isParameterNotFound reports whether an SSM error says a parameter does not exist.
+func isParameterNotFound(err error) bool { return errorCode(err) == "ParameterNotFound" }

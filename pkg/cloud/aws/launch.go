@@ -22,10 +22,12 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
-// override is one (instance type, subnet) a fleet may launch.
+// override is one (instance type, subnet) a fleet may launch; image is the key of the AMI it needs (imageKey:
+// its architecture, and its variant for GPU and Neuron types), so a NodeClaim whose types need different images
+// gets one launch template for each.
 type override struct {
-	instanceType, arch, zone, subnetID string
-	price                              float64
+	instanceType, image, zone, subnetID string
+	price                               float64
 }
 
 // Create launches an instance for the NodeClaim with CreateFleet (type instant). Before launching it looks for an
@@ -60,14 +62,14 @@ func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*c
 	}
 	templates := map[string]string{}
 	for _, o := range overrides {
-		if _, ok := templates[o.arch]; ok {
+		if _, ok := templates[o.image]; ok {
 			continue
 		}
-		name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o.arch)
+		name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o.image)
 		if err != nil {
 			return nil, err
 		}
-		templates[o.arch] = name
+		templates[o.image] = name
 	}
 	req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
 	result, err := p.fleets.launch(ctx, req)
@@ -148,7 +150,7 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 					continue
 				}
 				arch := it.Requirements.Get(corev1.LabelArchStable).Any()
-				out = append(out, override{instanceType: it.Name, arch: arch, zone: o.Zone, subnetID: subnet.ID, price: o.Price})
+				out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price})
 				added = true
 			}
 			if added {
@@ -170,11 +172,11 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 // NodeClaim's own tag is added after launch, so identical requests can share one call.
 func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, overrides []override, templates map[string]string, capacityType string) fleetRequest {
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
-	for _, arch := range sortedKeysOf(templates) {
+	for _, image := range sortedKeysOf(templates) {
 		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
-			LaunchTemplateName: aws.String(templates[arch]), Version: aws.String("$Latest")}}
+			LaunchTemplateName: aws.String(templates[image]), Version: aws.String("$Latest")}}
 		for _, o := range overrides {
-			if o.arch == arch {
+			if o.image == image {
 				cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)})
 			}
@@ -245,12 +247,14 @@ func (p *Provider) findByClaim(ctx context.Context, claimName string) (*cloud.In
 	return nil, nil
 }
 
-// ensureLaunchTemplate returns the name of the launch template for a node class, NodePool labels and taints, AMI
-// and architecture, creating it if needed. Templates are named by a hash of their content and reused.
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, arch string) (string, error) {
-	ami, ok := res.AMIs[arch]
+// ensureLaunchTemplate returns the name of the launch template for a node class, NodePool labels and taints and
+// the AMI of an image key (architecture, and variant for GPU and Neuron types), creating it if needed. Templates
+// are named by a hash of their content and reused.
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, image string) (string, error) {
+	arch, variant, _ := strings.Cut(image, "/")
+	ami, ok := ImageFor(res.AMIs, arch, variant)
 	if !ok {
-		return "", &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: "no AMI for architecture " + arch}
+		return "", &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: "no AMI for " + image}
 	}
 	userData, err := p.bootstrap(claim, nc).Render(nc.AMIFamilyOrDefault())
 	if err != nil {
@@ -290,7 +294,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 			err = nil
 		}
 		if err == nil {
-			klog.FromContext(ctx).V(2).Info("Created launch template", "launchTemplate", name, "ami", ami.ID, "arch", arch)
+			klog.FromContext(ctx).V(2).Info("Created launch template", "launchTemplate", name, "ami", ami.ID, "image", image)
 		}
 	}
 	if err != nil {

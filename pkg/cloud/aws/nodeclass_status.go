@@ -111,11 +111,11 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 			for _, id := range res.SecurityGroupIDs {
 				status.SecurityGroups = append(status.SecurityGroups, stevedorev1.SecurityGroupStatus{ID: id})
 			}
-			for _, arch := range []string{"amd64", "arm64"} {
-				if ami, ok := res.AMIs[arch]; ok {
-					status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
-						Requirements: archRequirement(arch)})
-				}
+			for _, key := range sortedKeysOf(res.AMIs) {
+				ami := res.AMIs[key]
+				arch, variant, _ := strings.Cut(key, "/")
+				status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
+					Requirements: imageRequirements(arch, variant, ami.FromAlias)})
 			}
 			status.InstanceProfile = res.InstanceProfile
 			set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
@@ -136,8 +136,20 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	})
 }
 
-func archRequirement(arch string) []corev1.NodeSelectorRequirement {
-	return []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}
+// imageRequirements say which types an AMI serves, as Karpenter states them: its architecture, and for an alias's
+// images the variant (GPU types for nvidia, Neuron types for neuron, neither for the standard image).
+func imageRequirements(arch, variant string, fromAlias bool) []corev1.NodeSelectorRequirement {
+	out := []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}
+	switch {
+	case variant == "nvidia":
+		out = append(out, corev1.NodeSelectorRequirement{Key: stevedorev1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpExists})
+	case variant == "neuron":
+		out = append(out, corev1.NodeSelectorRequirement{Key: stevedorev1.LabelInstanceAcceleratorCount, Operator: corev1.NodeSelectorOpExists})
+	case fromAlias:
+		out = append(out, corev1.NodeSelectorRequirement{Key: stevedorev1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpDoesNotExist},
+			corev1.NodeSelectorRequirement{Key: stevedorev1.LabelInstanceAcceleratorCount, Operator: corev1.NodeSelectorOpDoesNotExist})
+	}
+	return out
 }
 
 func reasonFor(ok bool, yes, no string) string {

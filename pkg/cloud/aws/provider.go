@@ -213,8 +213,8 @@ func (p *Provider) Resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*
 	return p.discovery.resolve(ctx, nc)
 }
 
-// InstanceTypes returns the types the NodePool's node class can launch: the catalog's types whose architecture
-// has a resolved AMI, offered in the zones of its subnets, with allocatable computed from its kubelet settings.
+// InstanceTypes returns the types the NodePool's node class can launch: the catalog's types for which an AMI is
+// resolved (their architecture's, and for GPU and Neuron types their variant's when the AMIs come from an alias), offered in the zones of its subnets, with allocatable computed from its kubelet settings.
 func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
 	nc, err := p.nodeClass(np.Spec.Template.Spec.NodeClassRef)
 	if err != nil {
@@ -235,7 +235,7 @@ func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass
 	built, err := p.types.get(cat, model, zones, amis, func() ([]*cloud.InstanceType, error) {
 		var out []*cloud.InstanceType
 		for _, ct := range cat.InstanceTypes {
-			if _, ok := amis[ct.Architecture]; !ok {
+			if _, ok := ImageFor(amis, ct.Architecture, cloud.ImageVariant(ct)); !ok {
 				continue
 			}
 			it, err := cloud.NewInstanceType(ct, model, zones)

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestDefaultCatalogCoversTheCuratedFamilies(t *testing.T) {
+func TestDefaultCatalogCoversEveryCurrentFamily(t *testing.T) {
 	c := Default()
 	if c.Region != "us-east-1" {
 		t.Errorf("region = %q", c.Region)
@@ -16,7 +16,9 @@ func TestDefaultCatalogCoversTheCuratedFamilies(t *testing.T) {
 		byName[it.Name] = it
 		families[strings.Split(it.Name, ".")[0]] = true
 	}
-	for _, f := range []string{"t3", "t3a", "t4g", "m5", "c6a", "r6g", "m7i", "c7g", "m8g", "r8a"} {
+	for _, f := range []string{"t3", "t3a", "t4g", "m5", "c6a", "r6g", "m7i", "c7g", "m8g", "r8a", // general, compute, memory
+		"m6id", "c6in", "r5b", "m7i-flex", "x2idn", "z1d", "i4i", "i7ie", "im4gn", "d3en", // variants, storage, high memory
+		"g4dn", "g4ad", "g5", "g5g", "g6", "g6e", "p4d", "p5", "inf1", "inf2", "trn1", "trn1n", "dl1"} { // accelerated
 		if !families[f] {
 			t.Errorf("family %s missing", f)
 		}
@@ -31,6 +33,20 @@ func TestDefaultCatalogCoversTheCuratedFamilies(t *testing.T) {
 	if tm := byName["t4g.medium"]; tm.VCPU != 2 || tm.MemoryMiB != 4096 || tm.PodLimit() != 17 {
 		t.Errorf("t4g.medium = %+v", tm)
 	}
+	for name, want := range map[string]InstanceType{
+		"g5.12xlarge":   {VCPU: 48, MemoryMiB: 192 << 10, GPUs: &Accelerators{Name: "A10G", Manufacturer: "NVIDIA", Count: 4, MemoryMiB: 22888}, EFA: 1, LocalNVMeGB: 3800},
+		"p5.48xlarge":   {VCPU: 192, MemoryMiB: 2048 << 10, GPUs: &Accelerators{Name: "H100", Manufacturer: "NVIDIA", Count: 8, MemoryMiB: 81920}, EFA: 32, LocalNVMeGB: 30400},
+		"inf2.24xlarge": {VCPU: 96, MemoryMiB: 384 << 10, Neuron: &Accelerators{Name: "Inferentia2", Manufacturer: "AWS", Count: 6, MemoryMiB: 32768, CoresPerDevice: 2}},
+		"x2iedn.xlarge": {VCPU: 4, MemoryMiB: 128 << 10},
+		"is4gen.medium": {VCPU: 1, MemoryMiB: 6 << 10},
+	} {
+		got := byName[name]
+		if got.VCPU != want.VCPU || got.MemoryMiB != want.MemoryMiB || got.EFA != want.EFA || got.LocalNVMeGB != want.LocalNVMeGB ||
+			(got.GPUs == nil) != (want.GPUs == nil) || (got.GPUs != nil && *got.GPUs != *want.GPUs) ||
+			(got.Neuron == nil) != (want.Neuron == nil) || (got.Neuron != nil && *got.Neuron != *want.Neuron) {
+			t.Errorf("%s = %+v (gpus %+v, neuron %+v), want %+v", name, got, got.GPUs, got.Neuron, want)
+		}
+	}
 	for _, o := range m5.Offerings {
 		if o.CapacityType == "on-demand" && o.Price != 0.096 {
 			t.Errorf("m5.large on-demand price %v, want AWS's 0.096", o.Price)
@@ -43,16 +59,19 @@ func TestDefaultCatalogCoversTheCuratedFamilies(t *testing.T) {
 
 func TestReadRejectsBadCatalogsNamingTheField(t *testing.T) {
 	cases := map[string]struct{ in, want string }{
-		"unknown field":   {`{"region":"r","instanceTypes":[],"extra":1}`, "unknown field"},
-		"no region":       {`{"instanceTypes":[{"name":"a.b"}]}`, "region"},
-		"no types":        {`{"region":"r","instanceTypes":[]}`, "instanceTypes"},
-		"bad arch":        {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"x86","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "architecture"},
-		"no pod limit":    {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "maxPods"},
-		"bad capacity":    {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"reserved","price":1}]}]}`, "capacityType"},
-		"zero price":      {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":0}]}]}`, "price"},
-		"bad overhead":    {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"overhead":{"cpu":"lots"},"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "overhead.cpu"},
-		"duplicate names": {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]},{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "duplicate"},
-		"not json":        {`{`, "decoding"},
+		"unknown field":        {`{"region":"r","instanceTypes":[],"extra":1}`, "unknown field"},
+		"no region":            {`{"instanceTypes":[{"name":"a.b"}]}`, "region"},
+		"no types":             {`{"region":"r","instanceTypes":[]}`, "instanceTypes"},
+		"bad arch":             {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"x86","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "architecture"},
+		"no pod limit":         {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "maxPods"},
+		"bad capacity":         {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"reserved","price":1}]}]}`, "capacityType"},
+		"zero price":           {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":0}]}]}`, "price"},
+		"bad overhead":         {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"overhead":{"cpu":"lots"},"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "overhead.cpu"},
+		"duplicate names":      {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]},{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "duplicate"},
+		"not json":             {`{`, "decoding"},
+		"gpus without a count": {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"gpus":{"name":"T4","manufacturer":"NVIDIA"},"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "gpus.count"},
+		"neuron without cores": {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"neuron":{"name":"Trainium","manufacturer":"AWS","count":1},"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, "neuron.coresPerDevice"},
+		"negative efa":         {`{"region":"r","instanceTypes":[{"name":"a.b","architecture":"amd64","vcpu":1,"memoryMiB":1,"maxPods":1,"efa":-1,"offerings":[{"zone":"z","capacityType":"spot","price":1}]}]}`, ".efa"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

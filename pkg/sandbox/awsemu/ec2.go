@@ -212,10 +212,38 @@ func (e *EC2) describeInstanceTypes(q *query) (any, *apiError) {
 		}
 		info.NetworkInfo.MaximumNetworkInterfaces = enis
 		info.NetworkInfo.IPv4AddressesPerInterface = ips
+		describeAccelerators(&info, it)
 		items = append(items, info)
 	}
 	start, end, next := paginate(len(items), q, 100)
 	return &describeInstanceTypesResponse{RequestID: uuid.NewString(), InstanceTypes: items[start:end], NextToken: next}, nil
+}
+
+// describeAccelerators fills the GPU, Neuron, EFA, instance-storage and bandwidth parts of a type's description
+// from its catalog entry.
+func describeAccelerators(info *xmlInstanceTypeInfo, it catalog.InstanceType) {
+	if g := it.GPUs; g != nil {
+		info.GPUInfo = &xmlGPUInfo{TotalGPUMemoryInMiB: g.MemoryMiB * int64(g.Count), GPUs: []xmlGPUDevice{{
+			Name: g.Name, Manufacturer: g.Manufacturer, Count: g.Count, MemoryInfo: xmlMemoryInfo{SizeInMiB: g.MemoryMiB}}}}
+	}
+	if n := it.Neuron; n != nil {
+		d := xmlNeuronDevice{Name: n.Name, Count: n.Count, MemoryInfo: xmlMemoryInfo{SizeInMiB: n.MemoryMiB}}
+		d.CoreInfo.Count = n.CoresPerDevice
+		info.NeuronInfo = &xmlNeuronInfo{TotalNeuronDeviceMemoryInMiB: n.MemoryMiB * int64(n.Count), NeuronDevices: []xmlNeuronDevice{d}}
+	}
+	if it.EFA > 0 {
+		info.NetworkInfo.EFASupported = true
+		info.NetworkInfo.EFAInfo = &xmlEFAInfo{MaximumEFAInterfaces: it.EFA}
+	}
+	card := xmlNetworkCard{MaximumNetworkInterfaces: info.NetworkInfo.MaximumNetworkInterfaces}
+	if it.NetworkBandwidthMbps > 0 {
+		card.BaselineBandwidthInGbps = float64(it.NetworkBandwidthMbps) / 1000
+	}
+	info.NetworkInfo.NetworkCards = []xmlNetworkCard{card}
+	if it.LocalNVMeGB > 0 {
+		info.InstanceStorageSupported = true
+		info.InstanceStorageInfo = &xmlInstanceStorage{TotalSizeInGB: it.LocalNVMeGB, NVMeSupport: "required"}
+	}
 }
 
 func ec2Arch(arch string) string {

@@ -95,18 +95,29 @@ func Start(opts Options) (*Emulator, error) {
 	return e, nil
 }
 
-// seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs and the public SSM parameters that name
-// them, as AWS publishes them.
+// seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs (standard, NVIDIA and Neuron variants) and
+// the public SSM parameters that name them, as AWS publishes them.
 func (e *Emulator) seedImages(k8s string) {
 	created := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
-	for i, img := range []struct{ family, arch, ssm string }{
-		{"al2023", "amd64", "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/x86_64/standard/recommended/image_id"},
-		{"al2023", "arm64", "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/arm64/standard/recommended/image_id"},
-		{"bottlerocket", "amd64", "/aws/service/bottlerocket/aws-k8s-" + k8s + "/x86_64/latest/image_id"},
-		{"bottlerocket", "arm64", "/aws/service/bottlerocket/aws-k8s-" + k8s + "/arm64/latest/image_id"},
+	al2023 := "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/"
+	bottlerocket := "/aws/service/bottlerocket/aws-k8s-" + k8s
+	for i, img := range []struct{ family, variant, arch, ssm string }{
+		{"al2023", "standard", "amd64", al2023 + "x86_64/standard/recommended/image_id"},
+		{"al2023", "standard", "arm64", al2023 + "arm64/standard/recommended/image_id"},
+		{"bottlerocket", "standard", "amd64", bottlerocket + "/x86_64/latest/image_id"},
+		{"bottlerocket", "standard", "arm64", bottlerocket + "/arm64/latest/image_id"},
+		{"al2023", "nvidia", "amd64", al2023 + "x86_64/nvidia/recommended/image_id"},
+		{"al2023", "nvidia", "arm64", al2023 + "arm64/nvidia/recommended/image_id"},
+		{"al2023", "neuron", "amd64", al2023 + "x86_64/neuron/recommended/image_id"},
+		{"bottlerocket", "nvidia", "amd64", bottlerocket + "-nvidia/x86_64/latest/image_id"},
+		{"bottlerocket", "nvidia", "arm64", bottlerocket + "-nvidia/arm64/latest/image_id"},
 	} {
 		id := fmt.Sprintf("ami-0%s%02d%012d", img.family[:2], i, 20261120)
-		e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: fmt.Sprintf("%s-eks-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch)),
+		name := fmt.Sprintf("%s-eks-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch))
+		if img.variant != "standard" {
+			name = fmt.Sprintf("%s-eks-%s-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch), img.variant)
+		}
+		e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name,
 			Architecture: img.arch, OwnerID: amazonAccount, Created: created, Tags: map[string]string{}})
 		e.SSM.Put(img.ssm, id)
 	}

@@ -27,6 +27,21 @@ func (s *SSM) Put(name, value string) {
 	s.params[name] = value
 }
 
+// Get returns a parameter's value.
+func (s *SSM) Get(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.params[name]
+	return v, ok
+}
+
+// Delete removes a parameter (as when AWS stops publishing an image variant).
+func (s *SSM) Delete(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.params, name)
+}
+
 func (s *SSM) handle(w http.ResponseWriter, action string, body []byte) {
 	if action != "GetParameter" {
 		writeJSONError(w, http.StatusBadRequest, "InvalidAction", "", "the emulator serves only GetParameter")

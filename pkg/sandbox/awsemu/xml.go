@@ -137,9 +137,61 @@ type xmlInstanceTypeInfo struct {
 		SizeInMiB int64 `xml:"sizeInMiB"`
 	} `xml:"memoryInfo"`
 	NetworkInfo struct {
-		MaximumNetworkInterfaces  int `xml:"maximumNetworkInterfaces"`
-		IPv4AddressesPerInterface int `xml:"ipv4AddressesPerInterface"`
+		MaximumNetworkInterfaces  int              `xml:"maximumNetworkInterfaces"`
+		IPv4AddressesPerInterface int              `xml:"ipv4AddressesPerInterface"`
+		EFASupported              bool             `xml:"efaSupported"`
+		EFAInfo                   *xmlEFAInfo      `xml:"efaInfo,omitempty"`
+		NetworkCards              []xmlNetworkCard `xml:"networkCards>item,omitempty"`
 	} `xml:"networkInfo"`
+	GPUInfo                  *xmlGPUInfo         `xml:"gpuInfo,omitempty"`
+	NeuronInfo               *xmlNeuronInfo      `xml:"neuronInfo,omitempty"`
+	InstanceStorageSupported bool                `xml:"instanceStorageSupported"`
+	InstanceStorageInfo      *xmlInstanceStorage `xml:"instanceStorageInfo,omitempty"`
+}
+
+type xmlEFAInfo struct {
+	MaximumEFAInterfaces int `xml:"maximumEfaInterfaces"`
+}
+
+type xmlNetworkCard struct {
+	NetworkCardIndex         int     `xml:"networkCardIndex"`
+	MaximumNetworkInterfaces int     `xml:"maximumNetworkInterfaces"`
+	BaselineBandwidthInGbps  float64 `xml:"baselineBandwidthInGbps,omitempty"`
+}
+
+type xmlMemoryInfo struct {
+	SizeInMiB int64 `xml:"sizeInMiB"`
+}
+
+type xmlGPUInfo struct {
+	GPUs                []xmlGPUDevice `xml:"gpus>item"`
+	TotalGPUMemoryInMiB int64          `xml:"totalGpuMemoryInMiB"`
+}
+
+type xmlGPUDevice struct {
+	Name         string        `xml:"name"`
+	Manufacturer string        `xml:"manufacturer"`
+	Count        int           `xml:"count"`
+	MemoryInfo   xmlMemoryInfo `xml:"memoryInfo"`
+}
+
+type xmlNeuronInfo struct {
+	NeuronDevices                []xmlNeuronDevice `xml:"neuronDevices>item"`
+	TotalNeuronDeviceMemoryInMiB int64             `xml:"totalNeuronDeviceMemoryInMiB"`
+}
+
+type xmlNeuronDevice struct {
+	Name     string `xml:"name"`
+	Count    int    `xml:"count"`
+	CoreInfo struct {
+		Count int `xml:"count"`
+	} `xml:"coreInfo"`
+	MemoryInfo xmlMemoryInfo `xml:"memoryInfo"`
+}
+
+type xmlInstanceStorage struct {
+	TotalSizeInGB int    `xml:"totalSizeInGB"`
+	NVMeSupport   string `xml:"nvmeSupport"`
 }
 
 type describeInstanceTypesResponse struct {
