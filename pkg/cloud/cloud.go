@@ -47,6 +47,9 @@ type Instance struct {
 	Price        float64
 	LaunchTime   time.Time
 	Tags         map[string]string
+	// CapacityReservationID and CapacityReservationType (default or capacity-block) of a reserved instance.
+	CapacityReservationID   string
+	CapacityReservationType string
 }
 
 // Instance states, as EC2 names them.
@@ -57,6 +60,14 @@ const (
 	StateTerminated   = "terminated"
 	StateStopping     = "stopping"
 	StateStopped      = "stopped"
+)
+
+// CapacityBlockReclaim is how long before a Capacity Block ends EC2 starts terminating its instances, and
+// CapacityBlockDrainLead how long before its end Stevedore replaces and drains them (ten minutes earlier, as
+// Karpenter does).
+const (
+	CapacityBlockReclaim   = 30 * time.Minute
+	CapacityBlockDrainLead = CapacityBlockReclaim + 10*time.Minute
 )
 
 // ErrNotFound is wrapped by errors about instances that do not exist.

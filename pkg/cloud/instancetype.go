@@ -137,8 +137,34 @@ type Offering struct {
 	Zone         string
 	CapacityType string
 	Price        float64
-	// Available is false while the offering is in the unavailable-offerings (ICE) cache.
+	// Available is false while the offering is in the unavailable-offerings (ICE) cache, or a reservation's has
+	// no room.
 	Available bool
+	// ReservationID, ReservationType (default or capacity-block) and ReservationCapacity (instances it takes now)
+	// describe a reserved offering (capacity type reserved).
+	ReservationID       string
+	ReservationType     string
+	ReservationCapacity int
+}
+
+// CacheKey is what the unavailable-offerings cache calls the offering's capacity: its capacity type, or for a
+// reserved offering "reserved/<reservation id>".
+func (o Offering) CacheKey() string {
+	if o.ReservationID != "" {
+		return stevedorev1.CapacityTypeReserved + "/" + o.ReservationID
+	}
+	return o.CapacityType
+}
+
+// AddCapacityType adds a capacity type to those the type's requirements say it is offered in. The type must be a
+// copy of its own: its requirements are replaced, not changed in place.
+func (it *InstanceType) AddCapacityType(ct string) {
+	values := append(it.Requirements.Get(stevedorev1.LabelCapacityType).Values(), ct)
+	reqs := it.Requirements.Clone()
+	delete(reqs, stevedorev1.LabelCapacityType)
+	reqs.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, values...))
+	it.Requirements = reqs
+	it.labels = reqs.Labels()
 }
 
 // Offerings of an instance type.

@@ -63,12 +63,13 @@ func (u *UnavailableOfferings) Len() int {
 	return len(u.until)
 }
 
-// Apply marks the offerings of its in the cache unavailable, in place.
+// Apply marks the offerings of its in the cache unavailable, in place (a reserved offering is keyed by its
+// reservation: Offering.CacheKey).
 func (u *UnavailableOfferings) Apply(its []*InstanceType) {
 	for _, it := range its {
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			o.Available = !u.IsUnavailable(it.Name, o.Zone, o.CapacityType)
+			o.Available = o.Available && !u.IsUnavailable(it.Name, o.Zone, o.CacheKey())
 		}
 	}
 }

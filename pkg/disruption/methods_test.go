@@ -671,6 +671,12 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			name: "empty nodes are emptiness's",
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge")),
 		},
+		{
+			// already paid for: any replacement costs more
+			name: "a reserved node with a small pod is not replaced",
+			objs: objects(pool().Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeReserved, onDemand, spot),
+				machine{name: "big", pool: "default", typ: "m5.2xlarge", capacity: stevedorev1.CapacityTypeReserved}, small()),
+		},
 	})
 }
 

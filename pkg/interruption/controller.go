@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -42,10 +43,11 @@ type Unavailability interface {
 
 // Reasons recorded on interrupted NodeClaims (status.disruptionReason), events and metrics.
 const (
-	ReasonSpotInterrupted      = "SpotInterrupted"
-	ReasonRebalanceRecommended = "RebalanceRecommended"
-	ReasonInstanceStateChange  = "InstanceStateChange"
-	ReasonScheduledChange      = "ScheduledChange"
+	ReasonSpotInterrupted       = "SpotInterrupted"
+	ReasonRebalanceRecommended  = "RebalanceRecommended"
+	ReasonInstanceStateChange   = "InstanceStateChange"
+	ReasonScheduledChange       = "ScheduledChange"
+	ReasonCapacityBlockExpiring = "CapacityBlockExpiring"
 )
 
 // RebalanceReplace and RebalanceEvent are what a rebalance recommendation does.
@@ -75,6 +77,10 @@ type Options struct {
 	ScheduledChangeWait time.Duration
 	// WaitTime of a ReceiveMessage long poll. Default 20s (the SQS maximum).
 	WaitTime time.Duration
+	// Reservations tells when the Capacity Blocks nodes run in end (nil: Capacity Blocks are not watched).
+	Reservations CapacityBlocks
+	// BlockCheckInterval is how often the Capacity Blocks of nodes are checked. Default 30s.
+	BlockCheckInterval time.Duration
 }
 
 // Controller polls the interruption queue.
@@ -114,6 +120,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.WaitTime == 0 {
 		opts.WaitTime = 20 * time.Second
+	}
+	if opts.BlockCheckInterval == 0 {
+		opts.BlockCheckInterval = 30 * time.Second
 	}
 	metrics.Register()
 	return &Controller{opts: opts, active: map[string]bool{}}
@@ -269,6 +278,11 @@ func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.No
 	case KindScheduledChange:
 		req.Reason = ReasonScheduledChange
 		req.ReplacementWait = c.opts.ScheduledChangeWait
+	case KindCapacityBlockExpiring:
+		// EC2 reclaims the block's instances from 30 minutes before its end (msg.Time): replacements until then,
+		// less the drain's margin
+		req.Reason = ReasonCapacityBlockExpiring
+		req.ReplacementWait = min(c.opts.ScheduledChangeWait, msg.Time.Add(-cloud.CapacityBlockReclaim-c.opts.DrainMargin).Sub(now))
 	case KindRebalanceRecommendation:
 		req.Reason = ReasonRebalanceRecommended
 		if c.opts.Rebalance == RebalanceEvent {
@@ -316,7 +330,7 @@ func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.No
 			return
 		}
 		metrics.InterruptionActions.WithLabelValues(string(msg.Kind), action).Inc()
-		if !msg.Time.IsZero() {
+		if !msg.Time.IsZero() && msg.Kind != KindCapacityBlockExpiring { // a block's Time is its end, not a notice's
 			metrics.InterruptionLatency.WithLabelValues(string(msg.Kind)).Observe(c.opts.Clock.Since(msg.Time).Seconds())
 		}
 		logger.Info("Interrupted node is draining", "sinceNotice", c.opts.Clock.Since(msg.Time).Round(time.Millisecond))

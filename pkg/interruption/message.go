@@ -26,6 +26,8 @@ const (
 	KindScheduledChange Kind = "ScheduledChange"
 	// KindNoop: a known notice that needs nothing (an instance starting, a Health event of another category).
 	KindNoop Kind = "Noop"
+	// KindCapacityBlockExpiring is not an SQS message: the Capacity Block a node runs in ends soon (blocks.go).
+	KindCapacityBlockExpiring Kind = "CapacityBlockExpiring"
 )
 
 // ErrUnknownMessage is returned for a well-formed EventBridge envelope of a source and detail type this package does

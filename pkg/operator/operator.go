@@ -187,14 +187,14 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err := c.Disruption.Register(pods.Informer()); err != nil {
 		return nil, err
 	}
-	var interrupts *interruption.Controller
-	if opts.InterruptionQueue != "" {
-		interrupts = interruption.New(interruption.Options{
-			Queue: provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: claims.Lister(), Interrupter: c.Disruption,
-			Offerings: offeringsMarker{provider: provider, prov: c.Provisioner}, Recorder: host.Recorder, Rebalance: opts.RebalanceAction,
-			SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout,
-		})
-	} else {
+	// the interruption controller acts on the queue's notices, when a queue is configured, and on Capacity Blocks
+	// about to end
+	interrupts := interruption.New(interruption.Options{
+		Queue: provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: claims.Lister(), Interrupter: c.Disruption,
+		Offerings: offeringsMarker{provider: provider, prov: c.Provisioner}, Recorder: host.Recorder, Rebalance: opts.RebalanceAction,
+		SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout, Reservations: provider,
+	})
+	if opts.InterruptionQueue == "" {
 		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
 	}
 	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: nodePools, NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
@@ -221,9 +221,10 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		go status.Run(ctx)
 		go c.Disruption.Run(ctx)
 		go reporter.Run(ctx)
-		if interrupts != nil {
+		if opts.InterruptionQueue != "" {
 			go interrupts.Run(ctx)
 		}
+		go interrupts.RunCapacityBlocks(ctx)
 	}()
 	return c, nil
 }

@@ -81,6 +81,11 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	if err != nil {
 		return 0, fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
 	}
+	if inst.CapacityReservationID != "" {
+		if err := p.labelReservation(ctx, claim.Name, inst); err != nil {
+			return 0, fmt.Errorf("labelling the reserved launch of %s: %w", inst.ID, err)
+		}
+	}
 	pods := p.AssignedPods(claim.Name)
 	podNames := make([]string, 0, len(pods))
 	for _, pod := range pods {
@@ -151,4 +156,25 @@ func cloudErrorCode(err error) string {
 		return coded.ErrorCode()
 	}
 	return "CloudError"
+}
+
+// labelReservation gives a NodeClaim launched into a capacity reservation the reservation's id and type as labels
+// (its node gets them when it registers), as Karpenter labels reserved nodes.
+func (p *Provisioner) labelReservation(ctx context.Context, name string, inst *cloud.Instance) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client(p).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Labels[stevedorev1.LabelCapacityReservationID] == inst.CapacityReservationID {
+			return nil
+		}
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		cur.Labels[stevedorev1.LabelCapacityReservationID] = inst.CapacityReservationID
+		cur.Labels[stevedorev1.LabelCapacityReservationType] = inst.CapacityReservationType
+		_, err = client(p).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -50,7 +50,7 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		if !fitsList(requests, it.Allocatable()) {
 			continue
 		}
-		offers := it.Offerings.Compatible(n.reqs)
+		offers := st.withReservedRoom(it.Offerings.Compatible(n.reqs))
 		if n.pinned[corev1.LabelTopologyZone] || n.pinned[stevedorev1.LabelCapacityType] {
 			offers = Offerings(offers).only(n)
 		}
@@ -80,12 +80,36 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 			reqs.Add(scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v))
 		}
 	}
+	if id := fits[0].o.ReservationID; id != "" {
+		if st.reservedUsed == nil {
+			st.reservedUsed = map[string]int{}
+		}
+		st.reservedUsed[id]++
+	}
 	pn := &PlannedNode{NodePool: n.pool.NodePool, PoolRequirements: n.pool.Requirements, Requirements: reqs,
 		InstanceType: fits[0].it, Offering: fits[0].o, Pods: n.pods, DaemonSets: n.ds, Requests: requests}
 	for _, f := range fits {
 		pn.InstanceTypes = append(pn.InstanceTypes, f.it)
 	}
 	return pn
+}
+
+// withReservedRoom drops the reserved offerings whose reservation the nodes planned so far have filled: a
+// reservation with room for two instances prices two planned nodes as reserved, the next at their other offerings.
+func (st *solve) withReservedRoom(offers cloud.Offerings) cloud.Offerings {
+	full := func(o cloud.Offering) bool {
+		return o.ReservationID != "" && st.reservedUsed[o.ReservationID] >= o.ReservationCapacity
+	}
+	if !slices.ContainsFunc(offers, full) {
+		return offers
+	}
+	out := make(cloud.Offerings, 0, len(offers))
+	for _, o := range offers {
+		if !full(o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Restrict keeps the planned node's instance types that keep accepts, given each type's cheapest compatible

@@ -42,6 +42,10 @@ func NodePoolRequirements(np *stevedorev1.NodePool) (scheduling.Requirements, er
 		labels[k] = v
 	}
 	reqs.AddAll(scheduling.FromLabels(labels))
+	if !reqs.Has(stevedorev1.LabelCapacityType) {
+		// reserved capacity is used only by NodePools that ask for it (as Karpenter does)
+		reqs.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpNotIn, stevedorev1.CapacityTypeReserved))
+	}
 	return reqs, nil
 }
 

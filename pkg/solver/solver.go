@@ -161,6 +161,8 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
+	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
+	reservedUsed map[string]int
 	// prices shares the open nodes' price-ordered candidate lists (priceLists).
 	prices   priceLists
 	ctx      context.Context

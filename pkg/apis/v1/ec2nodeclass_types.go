@@ -67,6 +67,13 @@ type EC2NodeClassSpec struct {
 	// +optional
 	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms,omitempty"`
 
+	// CapacityReservationSelectorTerms select On-Demand Capacity Reservations and Capacity Blocks to launch into
+	// (capacity type reserved); terms are ORed, fields of a term ANDed. Reserved offerings are used first while
+	// they have room; a NodePool that also allows on-demand or spot falls back to them.
+	// +kubebuilder:validation:MaxItems=30
+	// +optional
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+
 	// Role is the IAM role of the nodes; Stevedore creates an instance profile for it.
 	// +kubebuilder:validation:MinLength=1
 	// +optional
@@ -153,6 +160,25 @@ type SubnetSelectorTerm struct {
 	// Tags the subnet must carry; a value of * matches any value. The seeds use karpenter.sh/discovery: <cluster>.
 	// +kubebuilder:validation:MaxProperties=20
 	// +kubebuilder:validation:XValidation:message="subnetSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// CapacityReservationSelectorTerm selects capacity reservations by id, or by tags and owner (ANDed).
+// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: set id or tags",rule="has(self.id) || has(self.tags)"
+// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: id cannot be combined with other fields",rule="!has(self.id) || (!has(self.tags) && !has(self.ownerID))"
+type CapacityReservationSelectorTerm struct {
+	// ID is a capacity reservation id.
+	// +kubebuilder:validation:Pattern=`^cr-[0-9a-z]+$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// OwnerID is the AWS account that owns the reservation (default: any the account can use).
+	// +kubebuilder:validation:Pattern=`^[0-9]{12}$`
+	// +optional
+	OwnerID string `json:"ownerID,omitempty"`
+	// Tags the reservation must carry; a value of * matches any value.
+	// +kubebuilder:validation:MaxProperties=20
+	// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 }
@@ -289,6 +315,9 @@ type EC2NodeClassStatus struct {
 	// InstanceProfile used by the nodes.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// CapacityReservations resolved from capacityReservationSelectorTerms: active ones in the node class's zones.
+	// +optional
+	CapacityReservations []CapacityReservationStatus `json:"capacityReservations,omitempty"`
 	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, Ready.
 	// +listType=map
 	// +listMapKey=type
@@ -307,6 +336,34 @@ type SubnetStatus struct {
 type SecurityGroupStatus struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
+}
+
+// CapacityReservationStatus is a resolved capacity reservation.
+type CapacityReservationStatus struct {
+	// ID of the reservation.
+	// +kubebuilder:validation:Pattern=`^cr-[0-9a-z]+$`
+	ID string `json:"id"`
+	// OwnerID is the account that owns it.
+	// +optional
+	OwnerID string `json:"ownerID,omitempty"`
+	// InstanceType and AvailabilityZone it reserves.
+	InstanceType     string `json:"instanceType"`
+	AvailabilityZone string `json:"availabilityZone"`
+	// ReservationType is default (an On-Demand Capacity Reservation) or capacity-block.
+	// +kubebuilder:validation:Enum=default;capacity-block
+	ReservationType string `json:"reservationType"`
+	// InstanceMatchCriteria is open or targeted.
+	// +optional
+	InstanceMatchCriteria string `json:"instanceMatchCriteria,omitempty"`
+	// TotalInstances and AvailableInstances: its size and how many more instances it takes now.
+	TotalInstances     int32 `json:"totalInstances"`
+	AvailableInstances int32 `json:"availableInstances"`
+	// EndTime, when the reservation ends (always set for a Capacity Block).
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// State is active, or expiring for a Capacity Block whose instances must leave before it ends.
+	// +kubebuilder:validation:Enum=active;expiring
+	State string `json:"state"`
 }
 
 // AMIStatus is a resolved AMI and the node requirements it serves (its architecture).

@@ -29,12 +29,20 @@ const (
 	LabelHostname                        = "kubernetes.io/hostname"
 	CapacityTypeSpot                     = "spot"
 	CapacityTypeOnDemand                 = "on-demand"
-	ArchitectureAMD64                    = "amd64"
-	ArchitectureARM64                    = "arm64"
-	KarpenterDoNotDisruptKey             = "karpenter.sh/do-not-disrupt"
-	KarpenterNodeClassGroup              = "karpenter.k8s.aws"
-	DefaultNodeClassKind                 = "EC2NodeClass"
-	DefaultExpireAfterDuration           = "720h"
+	// CapacityTypeReserved is an instance launched into a capacity reservation or Capacity Block.
+	CapacityTypeReserved = "reserved"
+	// LabelCapacityReservationID and LabelCapacityReservationType (default or capacity-block) mark reserved nodes.
+	LabelCapacityReservationID   = "karpenter.k8s.aws/capacity-reservation-id"
+	LabelCapacityReservationType = "karpenter.k8s.aws/capacity-reservation-type"
+	// Reservation types.
+	ReservationTypeDefault       = "default"
+	ReservationTypeCapacityBlock = "capacity-block"
+	ArchitectureAMD64            = "amd64"
+	ArchitectureARM64            = "arm64"
+	KarpenterDoNotDisruptKey     = "karpenter.sh/do-not-disrupt"
+	KarpenterNodeClassGroup      = "karpenter.k8s.aws"
+	DefaultNodeClassKind         = "EC2NodeClass"
+	DefaultExpireAfterDuration   = "720h"
 )
 
 // Extended resources of accelerated instance types, as their device plugins advertise them.

@@ -31,6 +31,8 @@ type Resolved struct {
 	AMIs map[string]AMI
 	// InstanceProfile the nodes run with.
 	InstanceProfile string
+	// Reservations are the active capacity reservations the terms select in the subnets' zones.
+	Reservations []Reservation
 	// Problems say what did not resolve (empty when the node class is usable).
 	Problems []string
 }
@@ -79,6 +81,13 @@ type discovery struct {
 	cache map[string]cachedResolution // by node class name + generation
 }
 
+// forget drops the cached resolution of every node class (a launch used a reservation: its room changed).
+func (d *discovery) forget() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.cache)
+}
+
 type cachedResolution struct {
 	at  time.Time
 	res *Resolved
@@ -123,6 +132,11 @@ func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass
 	}
 	if len(res.AMIs) == 0 {
 		res.Problems = append(res.Problems, "no AMI matches amiSelectorTerms")
+	}
+	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
+		if res.Reservations, err = d.reservations(ctx, nc.Spec.CapacityReservationSelectorTerms, res.Zones()); err != nil {
+			return nil, fmt.Errorf("capacity reservations: %w", err)
+		}
 	}
 	if nc.Spec.InstanceProfile != nil {
 		res.InstanceProfile = *nc.Spec.InstanceProfile

@@ -28,6 +28,17 @@ import (
 type override struct {
 	instanceType, image, zone, subnetID string
 	price                               float64
+	// reservation and reservationType of a reserved offering ("" otherwise)
+	reservation, reservationType string
+}
+
+// templateKey is the launch template an override needs: one per image and, for reserved offerings, per
+// reservation (the template targets it).
+func (o override) templateKey() string {
+	if o.reservation == "" {
+		return o.image
+	}
+	return o.image + "|" + o.reservation + "|" + o.reservationType
 }
 
 // Create launches an instance for the NodeClaim with CreateFleet (type instant). Before launching it looks for an
@@ -56,30 +67,42 @@ func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*c
 	if err != nil {
 		return nil, err
 	}
-	overrides, capacityType, err := p.overrides(ctx, claim, nc, res, reqs)
-	if err != nil {
-		return nil, err
-	}
-	templates := map[string]string{}
-	for _, o := range overrides {
-		if _, ok := templates[o.image]; ok {
-			continue
-		}
-		name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o.image)
+	var result fleetResult
+	capacityType := ""
+	for skipReserved := false; ; skipReserved = true {
+		var overrides []override
+		overrides, capacityType, err = p.overrides(ctx, claim, nc, res, reqs, skipReserved)
 		if err != nil {
 			return nil, err
 		}
-		templates[o.image] = name
-	}
-	req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
-	result, err := p.fleets.launch(ctx, req)
-	if err != nil {
-		return nil, classifyLaunchError(err)
-	}
-	for _, e := range result.errors {
-		if capacityErrorCodes[e.code] {
-			p.unavailable.Mark(e.instanceType, e.zone, capacityType)
+		templates := map[string]string{}
+		for _, o := range overrides {
+			if _, ok := templates[o.templateKey()]; ok {
+				continue
+			}
+			name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o)
+			if err != nil {
+				return nil, err
+			}
+			templates[o.templateKey()] = name
 		}
+		req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
+		result, err = p.fleets.launch(ctx, req)
+		if err != nil {
+			return nil, classifyLaunchError(err)
+		}
+		for _, e := range result.errors {
+			if capacityErrorCodes[e.code] {
+				p.unavailable.Mark(e.instanceType, e.zone, reservationKey(capacityType, overrides, e))
+			}
+		}
+		if capacityType == stevedorev1.CapacityTypeReserved {
+			p.discovery.forget() // the reservation's room changed, or it refused: describe it again
+		}
+		if result.instanceID != "" || capacityType != stevedorev1.CapacityTypeReserved {
+			break
+		}
+		logger.Info("Reserved capacity refused the launch; trying the NodeClaim's other capacity types", "errors", len(result.errors))
 	}
 	if result.instanceID == "" {
 		return nil, launchFailure(result.errors, capacityType)
@@ -112,12 +135,16 @@ func instanceTypeOrder(claim *stevedorev1.NodeClaim) []string {
 }
 
 // overrides lists the offerings the fleet may use, cheapest first, capped at MaxInstanceTypes types, and picks
-// the capacity type: spot when the NodeClaim allows it and a spot offering is available, else on-demand.
-func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, reqs scheduling.Requirements) ([]override, string, error) {
+// the capacity type: reserved when the NodeClaim allows it and a reservation has room (unless skipReserved),
+// else spot when allowed and available, else on-demand. Reserved overrides are those of one reservation type
+// (a fleet launches On-Demand Capacity Reservations and Capacity Blocks with different target capacity types).
+func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, reqs scheduling.Requirements,
+	skipReserved bool) ([]override, string, error) {
 	its, err := p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
 	if err != nil {
 		return nil, "", err
 	}
+	its = p.withReservations(its, res.Reservations)
 	byName := map[string]*cloud.InstanceType{}
 	for _, it := range its {
 		byName[it.Name] = it
@@ -130,8 +157,8 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			}
 		}
 	}
-	for _, ct := range []string{stevedorev1.CapacityTypeSpot, stevedorev1.CapacityTypeOnDemand} {
-		if !reqs.Get(stevedorev1.LabelCapacityType).Has(ct) {
+	for _, ct := range []string{stevedorev1.CapacityTypeReserved, stevedorev1.CapacityTypeSpot, stevedorev1.CapacityTypeOnDemand} {
+		if !reqs.Get(stevedorev1.LabelCapacityType).Has(ct) || (ct == stevedorev1.CapacityTypeReserved && skipReserved) {
 			continue
 		}
 		typed := reqs.Clone()
@@ -150,7 +177,8 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 					continue
 				}
 				arch := it.Requirements.Get(corev1.LabelArchStable).Any()
-				out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price})
+				out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price,
+					reservation: o.ReservationID, reservationType: o.ReservationType})
 				added = true
 			}
 			if added {
@@ -162,32 +190,68 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 		}
 		if len(out) > 0 {
 			sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+			if ct == stevedorev1.CapacityTypeReserved {
+				out = sameReservationType(out)
+			}
 			return out, ct, nil
 		}
 	}
 	return nil, "", &cloud.InsufficientCapacityError{Tried: []string{"no available offering matches the NodeClaim's instance types, zones and capacity types"}}
 }
 
+// sameReservationType keeps the reserved overrides of the cheapest one's reservation type.
+func sameReservationType(out []override) []override {
+	kept := out[:0:0]
+	for _, o := range out {
+		if o.reservationType == out[0].reservationType {
+			kept = append(kept, o)
+		}
+	}
+	return kept
+}
+
+// reservationKey is the unavailable-offerings cache's capacity key of a failed override: its capacity type, or for
+// a reserved launch "reserved/<reservation id>" of the override the error names.
+func reservationKey(capacityType string, overrides []override, e fleetError) string {
+	if capacityType != stevedorev1.CapacityTypeReserved {
+		return capacityType
+	}
+	for _, o := range overrides {
+		if o.instanceType == e.instanceType && o.zone == e.zone {
+			return cloud.Offering{CapacityType: capacityType, ReservationID: o.reservation}.CacheKey()
+		}
+	}
+	return capacityType
+}
+
 // fleetRequest builds the CreateFleet input. The tags common to every instance of the NodePool are set here; the
 // NodeClaim's own tag is added after launch, so identical requests can share one call.
 func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, overrides []override, templates map[string]string, capacityType string) fleetRequest {
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
-	for _, image := range sortedKeysOf(templates) {
+	for _, key := range sortedKeysOf(templates) {
 		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
-			LaunchTemplateName: aws.String(templates[image]), Version: aws.String("$Latest")}}
+			LaunchTemplateName: aws.String(templates[key]), Version: aws.String("$Latest")}}
 		for _, o := range overrides {
-			if o.image == image {
+			if o.templateKey() == key {
 				cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)})
 			}
 		}
 		configs = append(configs, cfg)
 	}
+	target := ec2types.DefaultTargetCapacityType(capacityType)
+	if capacityType == stevedorev1.CapacityTypeReserved {
+		// a reservation takes on-demand launches its template targets; a Capacity Block its own capacity type
+		target = ec2types.DefaultTargetCapacityTypeOnDemand
+		if overrides[0].reservationType == stevedorev1.ReservationTypeCapacityBlock {
+			target = ec2types.DefaultTargetCapacityTypeCapacityBlock
+		}
+	}
 	in := &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType), TotalTargetCapacity: aws.Int32(1)},
+			DefaultTargetCapacityType: target, TotalTargetCapacity: aws.Int32(1)},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))}},
 	}
@@ -250,7 +314,8 @@ func (p *Provider) findByClaim(ctx context.Context, claimName string) (*cloud.In
 // ensureLaunchTemplate returns the name of the launch template for a node class, NodePool labels and taints and
 // the AMI of an image key (architecture, and variant for GPU and Neuron types), creating it if needed. Templates
 // are named by a hash of their content and reused.
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, image string) (string, error) {
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, o override) (string, error) {
+	image := o.image
 	arch, variant, _ := strings.Cut(image, "/")
 	ami, ok := ImageFor(res.AMIs, arch, variant)
 	if !ok {
@@ -272,6 +337,13 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))},
 		},
+	}
+	if o.reservation != "" {
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(o.reservation)}}
+		if o.reservationType == stevedorev1.ReservationTypeCapacityBlock {
+			data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+		}
 	}
 	raw, _ := json.Marshal(data)
 	sum := sha256.Sum256(raw)

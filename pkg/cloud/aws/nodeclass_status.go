@@ -88,6 +88,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 		return nil
 	}
 	res, resolveErr := c.provider.Resolve(ctx, nc)
+	now := c.provider.opts.Clock.Now()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -118,6 +119,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 					Requirements: imageRequirements(arch, variant, ami.FromAlias)})
 			}
 			status.InstanceProfile = res.InstanceProfile
+			status.CapacityReservations = reservationStatus(res.Reservations, now)
 			set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
 			set(ConditionSecurityGroupsReady, len(res.SecurityGroupIDs) > 0, reasonFor(len(res.SecurityGroupIDs) > 0, "SecurityGroupsFound", "NoSecurityGroupMatches"), countMessage(len(res.SecurityGroupIDs), "security group"))
 			set(ConditionAMIsReady, len(res.AMIs) > 0, reasonFor(len(res.AMIs) > 0, "AMIsFound", "NoAMIMatches"), countMessage(len(res.AMIs), "AMI"))
@@ -168,4 +170,21 @@ func countMessage(n int, what string) string {
 
 func equalStatus(a, b *stevedorev1.EC2NodeClassStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// reservationStatus is the node class's resolved reservations as its status shows them.
+func reservationStatus(reservations []Reservation, now time.Time) []stevedorev1.CapacityReservationStatus {
+	var out []stevedorev1.CapacityReservationStatus
+	for _, r := range reservations {
+		st := stevedorev1.CapacityReservationStatus{ID: r.ID, OwnerID: r.OwnerID, InstanceType: r.InstanceType, AvailabilityZone: r.Zone,
+			ReservationType: r.Type, InstanceMatchCriteria: r.MatchCriteria, TotalInstances: r.Total, AvailableInstances: r.Available, State: "active"}
+		if !r.End.IsZero() {
+			st.EndTime = &metav1.Time{Time: r.End}
+		}
+		if r.Expiring(now) {
+			st.State = "expiring"
+		}
+		out = append(out, st)
+	}
+	return out
 }

@@ -227,7 +227,22 @@ func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) 
 	if len(res.Problems) > 0 {
 		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: res.Problems[0]}
 	}
-	return p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+	its, err := p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+	if err != nil {
+		return nil, err
+	}
+	return p.withReservations(its, res.Reservations), nil
+}
+
+// withReservations adds the reserved offerings of the node class's reservations to its types (copies of their
+// own) and applies the unavailable-offerings cache to them.
+func (p *Provider) withReservations(its []*cloud.InstanceType, reservations []Reservation) []*cloud.InstanceType {
+	if len(reservations) == 0 {
+		return its
+	}
+	addReservedOfferings(its, reservations, p.opts.Clock.Now())
+	p.unavailable.Apply(its)
+	return its
 }
 
 func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI) ([]*cloud.InstanceType, error) {
@@ -361,6 +376,13 @@ func (p *Provider) instance(i ec2types.Instance) *cloud.Instance {
 	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 		ct = stevedorev1.CapacityTypeSpot
 	}
+	reservation, reservationType := aws.ToString(i.CapacityReservationId), ""
+	if reservation != "" {
+		ct, reservationType = stevedorev1.CapacityTypeReserved, stevedorev1.ReservationTypeDefault
+		if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeCapacityBlock {
+			reservationType = stevedorev1.ReservationTypeCapacityBlock
+		}
+	}
 	state := ""
 	if i.State != nil {
 		state = string(i.State.Name)
@@ -369,8 +391,12 @@ func (p *Provider) instance(i ec2types.Instance) *cloud.Instance {
 		ID: aws.ToString(i.InstanceId), ProviderID: fmt.Sprintf("aws:///%s/%s", zone, aws.ToString(i.InstanceId)),
 		NodeName: aws.ToString(i.PrivateDnsName), Type: string(i.InstanceType), Zone: zone, CapacityType: ct,
 		ImageID: aws.ToString(i.ImageId), State: state, LaunchTime: aws.ToTime(i.LaunchTime), Tags: tags,
+		CapacityReservationID: reservation, CapacityReservationType: reservationType,
 	}
 	inst.Price = p.price(inst.Type, zone, ct)
+	if reservation != "" {
+		inst.Price = p.price(inst.Type, zone, stevedorev1.CapacityTypeOnDemand) / reservedPriceDivisor
+	}
 	return inst
 }
 

@@ -40,6 +40,7 @@ type EC2 struct {
 	order          []string                        // instance ids, launch order
 	fleets         map[string]*createFleetResponse // by client token
 	capacity       map[string]int                  // remaining instances per pool; absent = unlimited
+	reservations   map[string]*CapacityReservation // by id
 	nextID         int
 	hooks          InstanceHooks
 	// PendingDuration and ShuttingDownDuration are how long instances stay pending and shutting-down.
@@ -54,6 +55,7 @@ func newEC2(region, accountID string, cat *catalog.File, clk clock.WithDelayedEx
 		catalog: indexCatalog(cat), instanceTypes: cat.InstanceTypes,
 		templates: map[string]*LaunchTemplate{}, instances: map[string]*Instance{},
 		fleets: map[string]*createFleetResponse{}, capacity: map[string]int{}, calls: map[string]int{},
+		reservations:    map[string]*CapacityReservation{},
 		lastRequests:    map[string]url.Values{},
 		pendingDuration: 50 * time.Millisecond, shuttingDownDuration: 50 * time.Millisecond,
 	}
@@ -127,6 +129,10 @@ func (e *EC2) handle(w http.ResponseWriter, q *query, form url.Values) {
 		resp, err = e.terminateInstances(q)
 	case "CreateTags":
 		resp, err = e.createTags(q)
+	case "CreateCapacityReservation":
+		resp, err = e.createCapacityReservation(q)
+	case "DescribeCapacityReservations":
+		resp, err = e.describeCapacityReservations(q)
 	default:
 		err = &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the action %s is not valid for this web service", action)}
 	}

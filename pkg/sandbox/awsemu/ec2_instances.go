@@ -40,8 +40,8 @@ func (e *EC2) describeInstances(q *query) (any, *apiError) {
 }
 
 func lifecycle(capacityType string) string {
-	if capacityType == "spot" {
-		return "spot"
+	if capacityType == "spot" || capacityType == "capacity-block" {
+		return capacityType
 	}
 	return ""
 }
@@ -50,7 +50,8 @@ func (e *EC2) xmlInstance(inst *Instance) xmlInstance {
 	x := xmlInstance{InstanceID: inst.ID, ImageID: inst.ImageID, State: xmlState{stateCodes[inst.State], inst.State},
 		PrivateDNSName: inst.PrivateDNSName, InstanceType: inst.Type, LaunchTime: isoTime(inst.LaunchTime),
 		SubnetID: inst.SubnetID, VpcID: e.vpcID, PrivateIPAddress: inst.PrivateIP, Architecture: ec2Arch(inst.Architecture),
-		InstanceLifecycle: lifecycle(inst.CapacityType), ClientToken: inst.ClientToken, Tags: tagSet(inst.Tags)}
+		InstanceLifecycle: lifecycle(inst.CapacityType), ClientToken: inst.ClientToken, Tags: tagSet(inst.Tags),
+		CapacityReservationID: inst.CapacityReservationID}
 	x.Placement.AvailabilityZone = inst.Zone
 	x.MetadataOptions.HTTPTokens = inst.LaunchTemplate.HTTPTokens
 	x.MetadataOptions.HTTPPutResponseHopLimit = inst.LaunchTemplate.HTTPPutResponseHopLimit
@@ -115,6 +116,10 @@ func (e *EC2) beginTermination(inst *Instance, reason string) {
 
 // releaseCapacity gives an instance's slot back to its pool. Caller holds e.mu.
 func (e *EC2) releaseCapacity(inst *Instance) {
+	if cr, ok := e.reservations[inst.CapacityReservationID]; ok && cr.State == "active" {
+		cr.Available++
+		return
+	}
 	key := offeringKey(inst.Type, inst.Zone, inst.CapacityType)
 	if n, limited := e.capacity[key]; limited {
 		e.capacity[key] = n + 1

@@ -21,6 +21,8 @@ func (e *EC2) createLaunchTemplate(q *query) (any, *apiError) {
 		HTTPPutResponseHopLimit: d.Int("MetadataOptions.HttpPutResponseHopLimit", 1),
 		HTTPEndpoint:            d.Str("MetadataOptions.HttpEndpoint"),
 		Tags:                    map[string]map[string]string{},
+		CapacityReservationID:   d.Str("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"),
+		MarketType:              d.Str("InstanceMarketOptions.MarketType"),
 	}
 	if data.HTTPTokens == "" {
 		data.HTTPTokens = "optional" // EC2's own default, which Stevedore must override

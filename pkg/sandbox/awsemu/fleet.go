@@ -11,6 +11,8 @@ type fleetOverride struct {
 	instanceType, subnetID, zone, imageID string
 	price                                 float64
 	ltName, ltID, ltVersion               string
+	// reservation the override's template targets, and its market type ("capacity-block" for a Capacity Block)
+	reservation, marketType string
 }
 
 // createFleet serves CreateFleet of type instant: it launches up to TotalTargetCapacity instances of the default
@@ -23,8 +25,8 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 	}
 	token := q.Str("ClientToken")
 	capacityType := q.Str("TargetCapacitySpecification.DefaultTargetCapacityType")
-	if capacityType != "spot" && capacityType != "on-demand" {
-		return nil, invalid("InvalidParameterValue", "DefaultTargetCapacityType %q must be spot or on-demand", capacityType)
+	if capacityType != "spot" && capacityType != "on-demand" && capacityType != "capacity-block" {
+		return nil, invalid("InvalidParameterValue", "DefaultTargetCapacityType %q must be spot, on-demand or capacity-block", capacityType)
 	}
 	target := q.Int("TargetCapacitySpecification.TotalTargetCapacity", 0)
 	if target < 1 {
@@ -55,7 +57,15 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 				}
 				fo.zone = s.Zone
 			}
+			fo.reservation, fo.marketType = lt.Data.CapacityReservationID, lt.Data.MarketType
+			if (capacityType == "capacity-block") != (fo.marketType == "capacity-block") {
+				return nil, invalid("InvalidParameterValue", "launch template %s: market type %q with target capacity type %s", lt.Name, fo.marketType, capacityType)
+			}
 			fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, capacityType)
+			if fo.reservation != "" {
+				fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, "on-demand")
+				fo.price /= 1e7 // already paid for: launched before any other override
+			}
 			overrides = append(overrides, fo)
 		}
 	}
@@ -70,9 +80,22 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 	for n := 0; n < target; n++ {
 		placed := false
 		for i, o := range overrides {
-			key := offeringKey(o.instanceType, o.zone, capacityType)
+			key := offeringKey(o.instanceType, o.zone, capacityType) + "/" + o.reservation
 			if failed[key] {
 				continue
+			}
+			if o.reservation != "" {
+				cr, code, msg := e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType)
+				if code != "" {
+					failed[key] = true
+					resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
+						ErrorCode: code, ErrorMessage: msg})
+					continue
+				}
+				cr.Available--
+				launched[i] = append(launched[i], e.launchOverride(o, capacityType, instTags, token).ID)
+				placed = true
+				break
 			}
 			if code, msg := e.poolError(o, capacityType); code != "" {
 				failed[key] = true
@@ -83,17 +106,7 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 			if left, limited := e.capacity[key]; limited {
 				e.capacity[key] = left - 1
 			}
-			lt := e.templates[o.ltName].Data
-			if o.imageID != "" {
-				lt.ImageID = o.imageID
-			}
-			tags := cloneMap(lt.Tags["instance"])
-			for k, v := range instTags {
-				tags[k] = v
-			}
-			inst := e.newInstance(o.instanceType, o.zone, capacityType, o.subnetID, tags, lt, token)
-			e.startRunning(inst.ID)
-			launched[i] = append(launched[i], inst.ID)
+			launched[i] = append(launched[i], e.launchOverride(o, capacityType, instTags, token).ID)
 			placed = true
 			break
 		}
@@ -115,6 +128,26 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 		e.fleets[token] = resp
 	}
 	return resp, nil
+}
+
+// launchOverride launches one instance of an override (into its reservation, if its template targets one).
+// Caller holds e.mu.
+func (e *EC2) launchOverride(o fleetOverride, capacityType string, instTags map[string]string, token string) *Instance {
+	lt := e.templates[o.ltName].Data
+	if o.imageID != "" {
+		lt.ImageID = o.imageID
+	}
+	tags := cloneMap(lt.Tags["instance"])
+	for k, v := range instTags {
+		tags[k] = v
+	}
+	inst := e.newInstance(o.instanceType, o.zone, capacityType, o.subnetID, tags, lt, token)
+	inst.CapacityReservationID = o.reservation
+	if o.reservation != "" {
+		inst.Price = o.price
+	}
+	e.startRunning(inst.ID)
+	return inst
 }
 
 // poolError says why a pool cannot launch now: unknown type, not offered in the zone, or out of capacity.

@@ -53,6 +53,10 @@ type LaunchTemplateData struct {
 	HTTPEndpoint            string
 	BlockDevices            []BlockDevice
 	Tags                    map[string]map[string]string // by resource type
+	// CapacityReservationID is the reservation the template's launches target; MarketType "capacity-block" for
+	// a Capacity Block.
+	CapacityReservationID string
+	MarketType            string
 }
 
 // BlockDevice is an EBS volume of a launch template.
@@ -82,6 +86,8 @@ type Instance struct {
 	Tags           map[string]string
 	LaunchTemplate LaunchTemplateData
 	ClientToken    string
+	// CapacityReservationID is the reservation the instance runs in ("" for none).
+	CapacityReservationID string
 }
 
 // ProviderID is the Kubernetes provider ID of the instance's node.

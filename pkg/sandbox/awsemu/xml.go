@@ -38,14 +38,16 @@ type xmlInstance struct {
 	Placement      struct {
 		AvailabilityZone string `xml:"availabilityZone"`
 	} `xml:"placement"`
-	SubnetID          string   `xml:"subnetId"`
-	VpcID             string   `xml:"vpcId"`
-	PrivateIPAddress  string   `xml:"privateIpAddress"`
-	Architecture      string   `xml:"architecture"`
-	InstanceLifecycle string   `xml:"instanceLifecycle,omitempty"`
-	ClientToken       string   `xml:"clientToken,omitempty"`
-	Tags              []xmlTag `xml:"tagSet>item"`
-	StateReason       *struct {
+	SubnetID          string `xml:"subnetId"`
+	VpcID             string `xml:"vpcId"`
+	PrivateIPAddress  string `xml:"privateIpAddress"`
+	Architecture      string `xml:"architecture"`
+	InstanceLifecycle string `xml:"instanceLifecycle,omitempty"`
+	ClientToken       string `xml:"clientToken,omitempty"`
+	// CapacityReservationID of an instance launched into a reservation.
+	CapacityReservationID string   `xml:"capacityReservationId,omitempty"`
+	Tags                  []xmlTag `xml:"tagSet>item"`
+	StateReason           *struct {
 		Code    string `xml:"code"`
 		Message string `xml:"message"`
 	} `xml:"stateReason,omitempty"`
