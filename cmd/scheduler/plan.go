@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
@@ -37,8 +38,12 @@ type planNode struct {
 	InstanceTypes []string `json:"instanceTypes"`
 	Zone          string   `json:"zone"`
 	CapacityType  string   `json:"capacityType"`
-	Price         float64  `json:"price"`
-	Pods          []string `json:"pods"`
+	// ReservationID of a node planned in a capacity reservation.
+	ReservationID string  `json:"reservationID,omitempty"`
+	Price         float64 `json:"price"`
+	// Accelerators of the chosen type, as its extended resources ("nvidia.com/gpu": 4).
+	Accelerators map[string]int64 `json:"accelerators,omitempty"`
+	Pods         []string         `json:"pods"`
 }
 
 type planExisting struct {
@@ -142,7 +147,15 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 	}
 	for i, n := range plan.NewNodes {
 		pn := planNode{Name: fmt.Sprintf("node-%d", i+1), NodePool: n.NodePool.Name, InstanceType: n.InstanceType.Name,
-			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, Price: n.Offering.Price}
+			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, ReservationID: n.Offering.ReservationID, Price: n.Offering.Price}
+		for _, name := range stevedorev1.AcceleratorResources() {
+			if q, ok := n.InstanceType.Capacity[corev1.ResourceName(name)]; ok && !q.IsZero() {
+				if pn.Accelerators == nil {
+					pn.Accelerators = map[string]int64{}
+				}
+				pn.Accelerators[name] = q.Value()
+			}
+		}
 		for _, it := range n.InstanceTypes {
 			pn.InstanceTypes = append(pn.InstanceTypes, it.Name)
 		}
@@ -163,13 +176,27 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 
 func printPlanTable(w io.Writer, out planOutput) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tPRICE/H\tPODS")
+	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tACCELERATORS\tPRICE/H\tPODS")
 	for _, n := range out.Nodes {
 		pods := strings.Join(n.Pods, ",")
 		if len(n.Pods) > 4 {
 			pods = strings.Join(n.Pods[:4], ",") + fmt.Sprintf(" and %d more", len(n.Pods)-4)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, n.CapacityType, n.Price, pods)
+		capacity := n.CapacityType
+		if n.ReservationID != "" {
+			capacity += " (" + n.ReservationID + ")"
+		}
+		var accelerators []string
+		for _, name := range stevedorev1.AcceleratorResources() {
+			if v, ok := n.Accelerators[name]; ok {
+				accelerators = append(accelerators, fmt.Sprintf("%d %s", v, name))
+			}
+		}
+		if len(accelerators) == 0 {
+			accelerators = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, capacity,
+			strings.Join(accelerators, ","), n.Price, pods)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -16,6 +16,7 @@ func scenarios() map[string]scenario {
 	return map[string]scenario{
 		"smoke":   smokeScenario,
 		"inflate": inflateScenario,
+		"gpu":     gpuScenario,
 	}
 }
 

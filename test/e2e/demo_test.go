@@ -39,3 +39,21 @@ func TestDemoTellsTheStory(t *testing.T) {
 		t.Errorf("the summary's last row is not an empty fleet: %q", row)
 	}
 }
+
+// TestTheGPUScenarioKeepsGPUAndPlainPodsApart runs `scheduler sandbox --scenario gpu`: the GPU NodePool beside
+// the production ones; the scenario checks that GPU pods land on NVIDIA types from the NVIDIA image and plain pods
+// on plain types, and that every node goes at 0 replicas.
+func TestTheGPUScenarioKeepsGPUAndPlainPodsApart(t *testing.T) {
+	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
+	out, err := run(t, nil, scheduler, "sandbox", "--scenario", "gpu", "--launch-delay", "500ms",
+		"--log-file", filepath.Join(t.TempDir(), "gpu.log"))
+	t.Logf("scenario output:\n%s", out)
+	if err != nil {
+		t.Fatalf("the gpu scenario failed: %v", err)
+	}
+	for _, want := range []string{"gpu-inference", "nvidia", "every node removed", "scenario gpu passed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the scenario output lacks %q", want)
+		}
+	}
+}

@@ -24,6 +24,9 @@ import (
 // +kubebuilder:printcolumn:name="ID",type=string,JSONPath=".status.instanceID",priority=1
 // +kubebuilder:printcolumn:name="NodePool",type=string,JSONPath=".metadata.labels.stevedore\\.dev/nodepool",priority=1
 // +kubebuilder:printcolumn:name="Disruption",type=string,JSONPath=".status.disruptionReason",priority=1
+// +kubebuilder:printcolumn:name="GPUs",type=string,JSONPath=".status.capacity.nvidia\\.com/gpu",priority=1
+// +kubebuilder:printcolumn:name="Neuron",type=string,JSONPath=".status.capacity.aws\\.amazon\\.com/neuron",priority=1
+// +kubebuilder:printcolumn:name="Reservation",type=string,JSONPath=".metadata.labels.karpenter\\.k8s\\.aws/capacity-reservation-id",priority=1
 type NodeClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -61,6 +61,16 @@ func xmlTemplate(lt *LaunchTemplate) xmlLaunchTemplate {
 		CreatedBy: "arn:aws:iam::" + "000000000000" + ":role/stevedore", DefaultVersionNumber: 1, LatestVersionNumber: 1, Tags: tagSet(lt.Tags)}
 }
 
+// ImageName returns an image's name ("" if unknown).
+func (e *EC2) ImageName(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if img := e.findImage(id); img != nil {
+		return img.Name
+	}
+	return ""
+}
+
 func (e *EC2) findImage(id string) *Image {
 	for _, img := range e.images {
 		if img.ID == id {

@@ -2,6 +2,8 @@ package provisioning
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -112,6 +114,9 @@ func TestAcceleratedPodsGetTheirTypesImagesAndLabels(t *testing.T) {
 	if q := claim.Status.Capacity[stevedorev1.ResourceNVIDIAGPU]; q.Value() < 1 {
 		t.Errorf("NodeClaim %s capacity %v lacks the GPU", claim.Name, claim.Status.Capacity)
 	}
+	if gpus := printedColumn(t, claim.Name, "GPUs"); gpus != node.Labels[stevedorev1.LabelInstanceGPUCount] {
+		t.Errorf("kubectl get nodeclaims -o wide shows GPUs %q for %s, want %s", gpus, claim.Name, node.Labels[stevedorev1.LabelInstanceGPUCount])
+	}
 
 	node, image = nodeOf(neuronNames[0])
 	if node.Labels[stevedorev1.LabelInstanceAcceleratorManufacturer] != "aws" || image != param(al2023+"neuron/recommended/image_id") {
@@ -187,4 +192,25 @@ func claimOfNode(t *testing.T, node string) *stevedorev1.NodeClaim {
 	}
 	t.Fatalf("no NodeClaim has node %s", node)
 	return nil
+}
+
+// printedColumn is a NodeClaim's cell in a column of the table the API server prints for kubectl get.
+func printedColumn(t *testing.T, name, column string) string {
+	t.Helper()
+	raw, err := sb.Stevedore.StevedoreV1().RESTClient().Get().Resource("nodeclaims").Name(name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(context.Background()).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == column && len(table.Rows) == 1 && i < len(table.Rows[0].Cells) {
+			return fmt.Sprint(table.Rows[0].Cells[i])
+		}
+	}
+	t.Fatalf("the NodeClaim table has no column %s: %+v", column, table.ColumnDefinitions)
+	return ""
 }
