@@ -2,6 +2,7 @@ package awsemu
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,7 +33,8 @@ func TestTheAWSCLICreatesAndDescribesACapacityReservation(t *testing.T) {
 		out, err := cmd.Output()
 		if err != nil {
 			stderr := ""
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				stderr = string(ee.Stderr)
 			}
 			t.Fatalf("aws %s: %v\n%s", strings.Join(args, " "), err, stderr)
