@@ -2,12 +2,15 @@ package solver
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
@@ -104,7 +107,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		if len(zones) == 0 || len(cts) == 0 {
 			continue
 		}
-		n.zone, n.ct = zones[0], cts[0]
+		n.zone, n.ct = st.cheapestZoneWithDaemons(pool, cands, reqs, pl.room(), zones), cts[0]
 		n.setLargest()
 		fresh := n.node()
 		// The node is tried with the snapshot suspended and, once the pod is on it, added again as it ended up,
@@ -137,6 +140,29 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		}
 	}
 	return false, reason
+}
+
+// cheapestZoneWithDaemons is the zone a new node for a pod needing need starts in: the first of zones (cheapest
+// first) unless the NodePool's DaemonSets depend on the zone, in which case the zone whose cheapest type holds the
+// pod and that zone's DaemonSet pods (a DaemonSet pinned to one zone makes that zone's nodes bigger).
+func (st *solve) cheapestZoneWithDaemons(pool *NodePoolOption, cands []*cloud.InstanceType, reqs scheduling.Requirements, need vec, zones []string) string {
+	if len(zones) < 2 || !slices.Contains(pool.daemonKeys, corev1.LabelTopologyZone) {
+		return zones[0]
+	}
+	best, bestPrice := zones[0], math.Inf(1)
+	for _, z := range zones {
+		for _, it := range cands {
+			price, ok := cheapestOffering(it, reqs, z, "")
+			if !ok || price >= bestPrice {
+				continue
+			}
+			daemons, _ := st.daemonsFor(pool, reqs, it, z, "")
+			if need.add(podsVec(daemons)).fits(allocVec(it)) {
+				best, bestPrice = z, price
+			}
+		}
+	}
+	return best
 }
 
 // newOpenNode allocates an open node next to the previous ones (see openNode).

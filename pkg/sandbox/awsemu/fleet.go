@@ -80,14 +80,15 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 	for n := 0; n < target; n++ {
 		placed := false
 		for i, o := range overrides {
-			key := offeringKey(o.instanceType, o.zone, capacityType) + "/" + o.reservation
-			if failed[key] {
+			key := offeringKey(o.instanceType, o.zone, capacityType)
+			failedKey := key + "/" + o.reservation // a reservation refusing a launch fails only its overrides
+			if failed[failedKey] {
 				continue
 			}
 			if o.reservation != "" {
 				cr, code, msg := e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType)
 				if code != "" {
-					failed[key] = true
+					failed[failedKey] = true
 					resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
 						ErrorCode: code, ErrorMessage: msg})
 					continue
@@ -98,7 +99,7 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 				break
 			}
 			if code, msg := e.poolError(o, capacityType); code != "" {
-				failed[key] = true
+				failed[failedKey] = true
 				resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
 					ErrorCode: code, ErrorMessage: msg})
 				continue
