@@ -327,6 +327,35 @@ func (rs Requirements) Labels() map[string]string {
 	return out
 }
 
+// Key is a canonical encoding of the requirements' sets (complement, values and integer bounds of every key, sorted
+// by key; not MinValues): equal sets give equal keys, so it can index a memo of what the requirements allow.
+func (rs Requirements) Key() string {
+	keys := make([]string, 0, len(rs))
+	for k := range rs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		r := rs[k]
+		b.WriteString(k)
+		if r.complement {
+			b.WriteString(" not")
+		}
+		for _, v := range sets.List(r.values) {
+			b.WriteString(" " + v)
+		}
+		if r.gt != nil {
+			b.WriteString(" >" + strconv.FormatInt(*r.gt, 10))
+		}
+		if r.lt != nil {
+			b.WriteString(" <" + strconv.FormatInt(*r.lt, 10))
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
 // NodeSelectorRequirements renders rs sorted by key.
 func (rs Requirements) NodeSelectorRequirements() []corev1.NodeSelectorRequirement {
 	keys := make([]string, 0, len(rs))

@@ -160,3 +160,25 @@ func FuzzRequirements(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyTellsRequirementSetsApart(t *testing.T) {
+	mk := func(rs ...*Requirement) Requirements { return NewRequirements(rs...) }
+	gt3 := MustRequirement("n", corev1.NodeSelectorOpGt, "3")
+	cases := []struct {
+		name string
+		a, b Requirements
+		same bool
+	}{
+		{"equal sets built in another order", mk(MustRequirement("a", corev1.NodeSelectorOpIn, "x", "y"), MustRequirement("b", corev1.NodeSelectorOpExists)),
+			mk(MustRequirement("b", corev1.NodeSelectorOpExists), MustRequirement("a", corev1.NodeSelectorOpIn, "y", "x")), true},
+		{"In and NotIn of the same values", mk(MustRequirement("a", corev1.NodeSelectorOpIn, "x")), mk(MustRequirement("a", corev1.NodeSelectorOpNotIn, "x")), false},
+		{"Exists and DoesNotExist", mk(MustRequirement("a", corev1.NodeSelectorOpExists)), mk(MustRequirement("a", corev1.NodeSelectorOpDoesNotExist)), false},
+		{"ranges with the same lower bound", mk(gt3, MustRequirement("n", corev1.NodeSelectorOpLt, "10")), mk(gt3, MustRequirement("n", corev1.NodeSelectorOpLt, "5")), false},
+		{"a bound and none", mk(gt3), mk(MustRequirement("n", corev1.NodeSelectorOpExists)), false},
+	}
+	for _, tc := range cases {
+		if got := tc.a.Key() == tc.b.Key(); got != tc.same {
+			t.Errorf("%s: keys %q and %q equal = %v, want %v", tc.name, tc.a.Key(), tc.b.Key(), got, tc.same)
+		}
+	}
+}

@@ -1,10 +1,11 @@
 package solver
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -63,11 +64,11 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 	if len(fits) == 0 {
 		return nil
 	}
-	sort.SliceStable(fits, func(i, j int) bool {
-		if fits[i].o.Price != fits[j].o.Price {
-			return fits[i].o.Price < fits[j].o.Price
+	slices.SortStableFunc(fits, func(a, b priced) int {
+		if a.o.Price != b.o.Price {
+			return cmp.Compare(a.o.Price, b.o.Price)
 		}
-		return fits[i].it.Name < fits[j].it.Name
+		return strings.Compare(a.it.Name, b.it.Name)
 	})
 	reqs := n.reqs.Clone()
 	// a label the NodePool requires on every node (In several values, Exists, Gt, Lt) gets one value now

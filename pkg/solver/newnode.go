@@ -83,7 +83,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		}
 		reqs := pool.Requirements.Clone()
 		reqs.AddAll(pr)
-		cands := pool.filterTypes(pool.InstanceTypes, reqs, pl.room(), nil, "", "")
+		cands := fitting(st.compatibleTypes(pool, reqs), pl.room())
 		if len(cands) == 0 {
 			reason = tooLarge(pool, reqs, pl.room())
 			continue
@@ -140,6 +140,38 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		}
 	}
 	return false, reason
+}
+
+// compatibleTypes are the NodePool's types that reqs allow with an available offering (filterTypes without the
+// size check), computed once per NodePool and requirements in a solve: pods of one workload share their
+// requirements, and every new node for them would filter the whole catalog again.
+func (st *solve) compatibleTypes(pool *NodePoolOption, reqs scheduling.Requirements) []*cloud.InstanceType {
+	key := reqs.Key()
+	if st.compatible == nil {
+		st.compatible = map[*NodePoolOption]map[string][]*cloud.InstanceType{}
+	}
+	byReqs := st.compatible[pool]
+	if byReqs == nil {
+		byReqs = map[string][]*cloud.InstanceType{}
+		st.compatible[pool] = byReqs
+	}
+	if types, ok := byReqs[key]; ok {
+		return types
+	}
+	types := pool.filterTypes(pool.InstanceTypes, reqs, vec{}, nil, "", "")
+	byReqs[key] = types
+	return types
+}
+
+// fitting keeps the types whose allocatable holds need (a new slice).
+func fitting(types []*cloud.InstanceType, need vec) []*cloud.InstanceType {
+	out := make([]*cloud.InstanceType, 0, len(types))
+	for _, it := range types {
+		if need.fits(allocVec(it)) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // cheapestZoneWithDaemons is the zone a new node for a pod needing need starts in: the first of zones (cheapest

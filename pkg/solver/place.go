@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -358,7 +359,7 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		if len(pr) > 0 {
 			reqs = n.reqs.Clone()
 			reqs.AddAll(pr)
-			cands = n.pool.filterTypes(n.candidates, reqs, vec{}, n.pinned, n.zone, n.ct)
+			cands = st.narrowed(n, reqs)
 		}
 		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largestType(cands))) {
 			continue
@@ -370,6 +371,41 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		}
 	}
 	return false
+}
+
+// narrowed is filterTypes of an open node's candidates under reqs, memoised per candidate list (shared by alike
+// nodes, see priceLists), requirements and pinned offering: the pods of a workload ask the same of many nodes.
+func (st *solve) narrowed(n *openNode, reqs scheduling.Requirements) []*cloud.InstanceType {
+	if len(n.candidates) == 0 {
+		return nil
+	}
+	zone, ct := "", ""
+	if n.pinned[corev1.LabelTopologyZone] {
+		zone = n.zone
+	}
+	if n.pinned[stevedorev1.LabelCapacityType] {
+		ct = n.ct
+	}
+	key := narrowKey{list: &n.candidates[0], n: len(n.candidates), pool: n.pool, reqs: reqs.Key(), zone: zone, ct: ct}
+	if out, ok := st.narrowMemo[key]; ok {
+		return out
+	}
+	out := n.pool.filterTypes(n.candidates, reqs, vec{}, n.pinned, n.zone, n.ct)
+	if st.narrowMemo == nil {
+		st.narrowMemo = map[narrowKey][]*cloud.InstanceType{}
+	}
+	st.narrowMemo[key] = out
+	return out
+}
+
+// narrowKey names a candidate list by its backing array and length (lists are interned, so alike nodes share
+// them; the memo's reference keeps the array from being reused), a NodePool, requirements and the pinned zone and
+// capacity type.
+type narrowKey struct {
+	list           **cloud.InstanceType
+	n              int
+	pool           *NodePoolOption
+	reqs, zone, ct string
 }
 
 // tryChoice tries the pod on the node narrowed to one choice (its candidates, zone, capacity type, pins and, for

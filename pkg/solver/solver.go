@@ -161,6 +161,10 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
+	// narrowMemo memoises narrowed.
+	narrowMemo map[narrowKey][]*cloud.InstanceType
+	// compatible memoises compatibleTypes per NodePool and requirements.
+	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
 	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
 	reservedUsed map[string]int
 	// prices shares the open nodes' price-ordered candidate lists (priceLists).

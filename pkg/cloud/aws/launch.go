@@ -140,7 +140,15 @@ func instanceTypeOrder(claim *stevedorev1.NodeClaim) []string {
 // (a fleet launches On-Demand Capacity Reservations and Capacity Blocks with different target capacity types).
 func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, reqs scheduling.Requirements,
 	skipReserved bool) ([]override, string, error) {
-	its, err := p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+	order := instanceTypeOrder(claim)
+	var only map[string]bool
+	if len(order) > 0 {
+		only = make(map[string]bool, len(order))
+		for _, name := range order {
+			only[name] = true
+		}
+	}
+	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs, only)
 	if err != nil {
 		return nil, "", err
 	}
@@ -149,7 +157,6 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 	for _, it := range its {
 		byName[it.Name] = it
 	}
-	order := instanceTypeOrder(claim)
 	if len(order) == 0 {
 		for _, it := range its {
 			if reqs.Compatible(it.Requirements, nil) == nil {

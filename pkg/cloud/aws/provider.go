@@ -246,6 +246,12 @@ func (p *Provider) withReservations(its []*cloud.InstanceType, reservations []Re
 }
 
 func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI) ([]*cloud.InstanceType, error) {
+	return p.copiedTypes(cat, nc, zones, amis, nil)
+}
+
+// copiedTypes returns copies, with their own offerings and this call's availability, of the node class's types
+// (those named in only, when only is not nil: a launch needs the few its NodeClaim lists, not the catalog).
+func (p *Provider) copiedTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI, only map[string]bool) ([]*cloud.InstanceType, error) {
 	model := cloud.OverheadModel{VMMemoryPercent: p.opts.VMMemoryOverheadPercent, Kubelet: nc.Spec.Kubelet, RootVolume: rootVolumeSize(nc)}
 	built, err := p.types.get(cat, model, zones, amis, func() ([]*cloud.InstanceType, error) {
 		var out []*cloud.InstanceType
@@ -268,11 +274,14 @@ func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass
 		return nil, err
 	}
 	// copies with their own offerings, whose availability is this call's
-	out := make([]*cloud.InstanceType, len(built))
-	for i, it := range built {
+	out := make([]*cloud.InstanceType, 0, len(built))
+	for _, it := range built {
+		if only != nil && !only[it.Name] {
+			continue
+		}
 		c := *it
 		c.Offerings = slices.Clone(it.Offerings)
-		out[i] = &c
+		out = append(out, &c)
 	}
 	p.unavailable.Apply(out)
 	return out, nil
