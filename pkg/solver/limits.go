@@ -136,13 +136,7 @@ func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceTyp
 	if n.pool.limitsFar(len(st.open)) {
 		return true
 	}
-	zone, ct := "", ""
-	if n.pinned[corev1.LabelTopologyZone] {
-		zone = n.zone
-	}
-	if n.pinned[stevedorev1.LabelCapacityType] {
-		ct = n.ct
-	}
+	zone, ct := n.pinnedOffering()
 	var best *cloud.InstanceType
 	bestPrice := math.Inf(1)
 	for _, it := range candidates {

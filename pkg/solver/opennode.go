@@ -118,18 +118,23 @@ func (n *openNode) refreshPrices() {
 	}
 	n.pricesDirty = false
 	n.cacheValid, n.growValid = false, false
-	zone, ct := "", ""
+	zone, ct := n.pinnedOffering()
+	lists := n.prices
+	if lists == nil {
+		lists = &priceLists{}
+	}
+	n.byPrice = lists.get(n.candidates, n.reqs, zone, ct)
+}
+
+// pinnedOffering is the zone and capacity type the node has pinned ("" for one it has not).
+func (n *openNode) pinnedOffering() (zone, ct string) {
 	if n.pinned[corev1.LabelTopologyZone] {
 		zone = n.zone
 	}
 	if n.pinned[stevedorev1.LabelCapacityType] {
 		ct = n.ct
 	}
-	lists := n.prices
-	if lists == nil {
-		lists = &priceLists{}
-	}
-	n.byPrice = lists.get(n.candidates, n.reqs, zone, ct)
+	return zone, ct
 }
 
 // cheapestOffering is the lowest price of an available offering reqs allow in zone and capacity type ct ("" for

@@ -379,13 +379,7 @@ func (st *solve) narrowed(n *openNode, reqs scheduling.Requirements) []*cloud.In
 	if len(n.candidates) == 0 {
 		return nil
 	}
-	zone, ct := "", ""
-	if n.pinned[corev1.LabelTopologyZone] {
-		zone = n.zone
-	}
-	if n.pinned[stevedorev1.LabelCapacityType] {
-		ct = n.ct
-	}
+	zone, ct := n.pinnedOffering()
 	key := narrowKey{list: &n.candidates[0], n: len(n.candidates), pool: n.pool, reqs: reqs.Key(), zone: zone, ct: ct}
 	if out, ok := st.narrowMemo[key]; ok {
 		return out
