@@ -235,13 +235,12 @@ func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) 
 }
 
 // withReservations adds the reserved offerings of the node class's reservations to its types (copies of their
-// own) and applies the unavailable-offerings cache to them.
+// own, whose other offerings already carry this call's availability), each unavailable while the
+// unavailable-offerings cache holds its reservation.
 func (p *Provider) withReservations(its []*cloud.InstanceType, reservations []Reservation) []*cloud.InstanceType {
-	if len(reservations) == 0 {
-		return its
+	if len(reservations) > 0 {
+		addReservedOfferings(its, reservations, p.opts.Clock.Now(), p.unavailable)
 	}
-	addReservedOfferings(its, reservations, p.opts.Clock.Now())
-	p.unavailable.Apply(its)
 	return its
 }
 

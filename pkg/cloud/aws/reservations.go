@@ -104,7 +104,7 @@ func (d *discovery) reservations(ctx context.Context, terms []stevedorev1.Capaci
 // addReservedOfferings gives each type the reserved offerings of the reservations for it: capacity type reserved,
 // priced at a ten-millionth of its cheapest on-demand offering, available while the reservation has room, is not
 // a Capacity Block about to end and has not just refused a launch (the unavailable-offerings cache).
-func addReservedOfferings(its []*cloud.InstanceType, reservations []Reservation, now time.Time) {
+func addReservedOfferings(its []*cloud.InstanceType, reservations []Reservation, now time.Time, unavailable *cloud.UnavailableOfferings) {
 	if len(reservations) == 0 {
 		return
 	}
@@ -124,9 +124,10 @@ func addReservedOfferings(its []*cloud.InstanceType, reservations []Reservation,
 			}
 		}
 		for _, r := range rs {
-			it.Offerings = append(it.Offerings, cloud.Offering{Zone: r.Zone, CapacityType: stevedorev1.CapacityTypeReserved,
-				Price: onDemand / reservedPriceDivisor, Available: r.Available > 0 && !r.Expiring(now),
-				ReservationID: r.ID, ReservationType: r.Type, ReservationCapacity: int(r.Available)})
+			o := cloud.Offering{Zone: r.Zone, CapacityType: stevedorev1.CapacityTypeReserved, Price: onDemand / reservedPriceDivisor,
+				ReservationID: r.ID, ReservationType: r.Type, ReservationCapacity: int(r.Available)}
+			o.Available = r.Available > 0 && !r.Expiring(now) && !unavailable.IsUnavailable(it.Name, o.Zone, o.CacheKey())
+			it.Offerings = append(it.Offerings, o)
 		}
 		it.AddCapacityType(stevedorev1.CapacityTypeReserved)
 	}
