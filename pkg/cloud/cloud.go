@@ -21,6 +21,9 @@ type Provider interface {
 	// Delete terminates the instance. It refuses instances without this cluster's ownership tag. Deleting an
 	// instance that is already gone is not an error.
 	Delete(ctx context.Context, instanceID string) error
+	// Reboot restarts the instance in place (same instance, same volumes); the node's pods stay bound. It refuses
+	// instances without this cluster's ownership tag.
+	Reboot(ctx context.Context, instanceID string) error
 	// Get returns the instance, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, instanceID string) (*Instance, error)
 	// List returns every live (not terminated) instance this cluster owns.

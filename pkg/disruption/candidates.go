@@ -49,6 +49,8 @@ type poolState struct {
 	pool *stevedorev1.NodePool
 	// total NodeClaims of the pool, and those being disrupted (deleted, or tainted by a running command).
 	total, disrupting int
+	// repairing counts the NodeClaims being disrupted because their node was unhealthy.
+	repairing int
 }
 
 // view reads candidates, NodePools and budget counts from the caches.
@@ -89,6 +91,9 @@ func (c *Controller) view() (*clusterView, error) {
 		node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
 		if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || hasDisruptedTaint(node)) {
 			ps.disrupting++
+			if claim.Status.DisruptionReason == ReasonUnhealthy {
+				ps.repairing++
+			}
 			continue
 		}
 		if node == nil || !provision.IsInitialized(claim) {

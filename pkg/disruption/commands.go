@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -119,6 +120,13 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	}
 	var errs []error
 	for _, cand := range cmd.Candidates {
+		if cmd.DrainTimeout > 0 {
+			deadline := c.opts.Clock.Now().Add(cmd.DrainTimeout).UTC().Format(time.RFC3339)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stevedorev1.AnnotationDrainDeadline, deadline)
+			if _, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, cand.Claim.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("bounding the drain of NodeClaim %s: %w", cand.Claim.Name, err))
+			}
+		}
 		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cand.Claim.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting NodeClaim %s: %w", cand.Claim.Name, err))

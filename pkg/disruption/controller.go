@@ -58,6 +58,8 @@ type Options struct {
 	Voluntary bool
 	// GCInterval separates garbage collection runs. Default 1m.
 	GCInterval time.Duration
+	// Repair turns node auto-repair on (nil: off).
+	Repair *RepairOptions
 }
 
 // Controller is the disruption loop.
@@ -71,7 +73,9 @@ type Controller struct {
 	protected map[string]time.Time
 	// blockedReported is the reason last reported in a DisruptionBlocked event, by node name.
 	blockedReported map[string]string
-	started         time.Time
+	// repairBlocked is whether repair last waited for a NodePool with too many unhealthy nodes, by name.
+	repairBlocked map[string]bool
+	started       time.Time
 
 	// simMu serialises simulations; model is the current pass's cluster model (nil until first needed).
 	simMu sync.Mutex
@@ -106,8 +110,13 @@ func New(opts Options) *Controller {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
+	if opts.Repair != nil {
+		r := *opts.Repair
+		r.defaults()
+		opts.Repair = &r
+	}
 	return &Controller{opts: opts, lastPodEvent: map[string]time.Time{}, protected: map[string]time.Time{},
-		blockedReported: map[string]string{}}
+		blockedReported: map[string]string{}, repairBlocked: map[string]bool{}}
 }
 
 // Register watches pods to know when each node last saw a pod arrive or leave (consolidateAfter counts from it).

@@ -51,7 +51,9 @@ type Command struct {
 	// ReplacementWait overrides how long replacements may take to become ready (nil: ReplacementTimeout; zero or
 	// less: do not wait).
 	ReplacementWait *time.Duration
-	evaluated       time.Duration
+	// DrainTimeout, when positive, bounds the drain of the command's nodes (their pods are deleted after it).
+	DrainTimeout time.Duration
+	evaluated    time.Duration
 }
 
 // Savings is the hourly price of the nodes removed minus that of their replacements.

@@ -136,6 +136,10 @@ func TestMethodsOfAPass(t *testing.T) {
 			t.Errorf("voluntary %v: methods = %v, want %v", voluntary, got, want)
 		}
 	}
+	h := newHarness(t, repairOn(harnessConfig{opts: func(o *Options) { o.Voluntary = false }}))
+	if got := h.c.methods(); len(got) != 2 || got[0].Name() != MethodRepair || got[1].Name() != MethodExpiration {
+		t.Errorf("with repair on, methods start %v; want repair, then expiration", got)
+	}
 }
 
 func TestMethodTraits(t *testing.T) {

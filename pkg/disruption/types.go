@@ -21,14 +21,31 @@ type Method interface {
 	Resimulate() bool
 }
 
-// methods returns the methods of a pass, in order: expiration always, the voluntary ones when enabled.
+// methods returns the methods of a pass, in order: repair when enabled, expiration always, the voluntary ones
+// when enabled.
 func (c *Controller) methods() []Method {
-	out := []Method{expiration{c}}
+	var out []Method
+	if c.opts.Repair != nil {
+		out = append(out, repair{c})
+	}
+	out = append(out, expiration{c})
 	if c.opts.Voluntary {
 		out = append(out, emptiness{c}, drift{c}, multiNodeConsolidation{c}, singleNodeConsolidation{c})
 	}
 	return out
 }
+
+// repair replaces (or first reboots) nodes unhealthy past their toleration (forceful: not budgeted, not
+// validated; bounded by RepairOptions.MaxUnhealthyPercent).
+type repair struct{ c *Controller }
+
+func (m repair) Name() string { return MethodRepair }
+func (m repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
+	return m.c.repair(ctx, v)
+}
+func (repair) Validated() bool                       { return false }
+func (repair) StillHolds(*Candidate, time.Time) bool { return true }
+func (repair) Resimulate() bool                      { return false }
 
 // expiration replaces every node past its NodeClaim's expireAfter (forceful: not budgeted, not validated).
 type expiration struct{ c *Controller }

@@ -40,6 +40,18 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"method"})
+	// NodesRepaired counts unhealthy nodes repaired, by NodePool, condition and action (reboot, replace).
+	NodesRepaired = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "node_repair", Name: "actions_total",
+		Help:           "Unhealthy nodes repaired, by NodePool, node condition and action (reboot, replace).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "condition", "action"})
+	// NodeRepairBlocked is 1 while repair waits for a NodePool with more unhealthy nodes than it may replace.
+	NodeRepairBlocked = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "node_repair", Name: "blocked",
+		Help:           "1 while node repair waits because more of the NodePool's nodes are unhealthy than it may replace at once.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool"})
 	// GarbageCollected counts instances and NodeClaims removed by garbage collection.
 	GarbageCollected = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: "garbage_collection", Name: "removed_total",
@@ -205,7 +217,7 @@ var registerOnce sync.Once
 // All returns every Stevedore metric.
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
-		GarbageCollected, InterruptionMessages, InterruptionActions, InterruptionLatency,
+		GarbageCollected, NodesRepaired, NodeRepairBlocked, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}

@@ -50,6 +50,8 @@ type Options struct {
 	DisableDisruption, SpotToSpotConsolidation        bool
 	DisruptionPollInterval, DisruptionValidationDelay time.Duration
 	GarbageCollectionInterval                         time.Duration
+	// Repair turns node auto-repair on (nil: off).
+	Repair *disruption.RepairOptions
 	// Env reads the process environment (AWS settings); nil means os.Getenv.
 	Env func(string) string
 }
@@ -183,6 +185,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		Recorder: host.Recorder, PollInterval: opts.DisruptionPollInterval,
 		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
 		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
+		Repair: opts.Repair,
 	})
 	if err := c.Disruption.Register(pods.Informer()); err != nil {
 		return nil, err

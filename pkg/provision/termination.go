@@ -162,6 +162,11 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 		grace = &d
 	}
 	expired := grace != nil && p.opts.Clock.Since(node.DeletionTimestamp.Time) > *grace
+	if claim != nil {
+		if deadline, err := time.Parse(time.RFC3339, claim.Annotations[stevedorev1.AnnotationDrainDeadline]); err == nil && !p.opts.Clock.Now().Before(deadline) {
+			expired = true
+		}
+	}
 	remaining, err := l.evictTier(ctx, node, expired)
 	if err != nil {
 		return false, err

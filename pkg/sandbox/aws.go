@@ -30,7 +30,8 @@ func (s *Sandbox) startAWS(ctx context.Context) error {
 	s.InterruptionQueueURL = emu.SQS.CreateQueue(s.opts.ClusterName + "-interruptions")
 	s.nodes = &nodeRegistrar{kube: s.Kube, delay: s.opts.LaunchDelay, region: emu.Region(), catalog: indexByName(cat),
 		ctx: ctx, timers: map[string]*time.Timer{}}
-	emu.SetHooks(awsemu.InstanceHooks{Running: s.nodes.instanceRunning, Terminated: s.nodes.instanceTerminated})
+	emu.SetHooks(awsemu.InstanceHooks{Running: s.nodes.instanceRunning, Terminated: s.nodes.instanceTerminated,
+		Rebooted: s.nodes.instanceRebooted})
 	return nil
 }
 

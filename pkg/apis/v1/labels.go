@@ -75,6 +75,9 @@ const (
 	AnnotationNodePoolHashVersion = "stevedore.dev/nodepool-hash-version"
 	AnnotationNodeClassHash       = "stevedore.dev/nodeclass-hash"
 	AnnotationNodeClaimPrice      = "stevedore.dev/price"
+	// AnnotationDrainDeadline on a NodeClaim (RFC 3339) ends the drain of its node: pods still there are deleted
+	// and the instance terminated, as after the terminationGracePeriod (node repair sets it).
+	AnnotationDrainDeadline = "stevedore.dev/drain-deadline"
 )
 
 // WellKnownLabels returns the node labels that every launched node carries and that Stevedore derives from the

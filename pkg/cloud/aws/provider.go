@@ -443,6 +443,22 @@ func (p *Provider) Delete(ctx context.Context, instanceID string) error {
 	return p.terminator.terminate(ctx, instanceID)
 }
 
+// Reboot restarts an instance this cluster owns (RebootInstances). An instance without the cluster's ownership
+// tag is refused.
+func (p *Provider) Reboot(ctx context.Context, instanceID string) error {
+	inst, err := p.Get(ctx, instanceID)
+	if err != nil {
+		return err
+	}
+	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != "owned" {
+		return fmt.Errorf("refusing to reboot %s: it lacks the tag %s=owned: %w", instanceID, OwnershipTag(p.opts.ClusterName), cloud.ErrNotOwned)
+	}
+	if _, err := p.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{instanceID}}); err != nil {
+		return fmt.Errorf("RebootInstances %s: %w", instanceID, err)
+	}
+	return nil
+}
+
 func isNotFoundErr(err error) bool {
 	return err != nil && (isNotFound(err) || errorsIs(err, cloud.ErrNotFound))
 }

@@ -23,6 +23,7 @@ const (
 	CallCreate        = "Create"
 	CallDelete        = "Delete"
 	CallGet           = "Get"
+	CallReboot        = "Reboot"
 	CallList          = "List"
 	CallInstanceTypes = "InstanceTypes"
 	CallIsDrifted     = "IsDrifted"
@@ -242,6 +243,20 @@ func (p *Provider) Delete(_ context.Context, instanceID string) error {
 	}
 	if inst := p.instances[instanceID]; inst != nil {
 		inst.State = cloud.StateTerminated
+	}
+	return nil
+}
+
+// Reboot records the reboot of a live instance; an unknown or terminated one is an error wrapping
+// cloud.ErrNotFound.
+func (p *Provider) Reboot(_ context.Context, instanceID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.record(CallReboot, instanceID); err != nil {
+		return err
+	}
+	if inst := p.instances[instanceID]; inst == nil || inst.State == cloud.StateTerminated {
+		return fmt.Errorf("%s: %w", instanceID, cloud.ErrNotFound)
 	}
 	return nil
 }

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/operator"
 )
 
@@ -95,6 +97,33 @@ type Args struct {
 	// GarbageCollectionInterval separates runs of the garbage collector (instances with no NodeClaim, NodeClaims
 	// with no instance). Default 1m.
 	GarbageCollectionInterval metav1.Duration `json:"garbageCollectionInterval,omitempty"`
+	// NodeRepair replaces nodes that stay unhealthy. Default on, with the default policies.
+	NodeRepair *NodeRepairArgs `json:"nodeRepair,omitempty"`
+}
+
+// NodeRepairArgs configure node auto-repair.
+type NodeRepairArgs struct {
+	// Enabled turns repair on or off. Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Policies replace the default policies (Ready False/Unknown 30m; AcceleratedHardwareReady False 10m;
+	// StorageReady, NetworkingReady False 30m; KernelReady, ContainerRuntimeReady False 30m, rebooted first).
+	Policies []RepairPolicyArgs `json:"policies,omitempty"`
+	// MaxUnhealthyPercent of a NodePool's nodes (rounded down, at least one) are repaired at once; while more
+	// are unhealthy, repair waits. Default 20.
+	MaxUnhealthyPercent int `json:"maxUnhealthyPercent,omitempty"`
+	// DrainTimeout bounds the drain of a node being repaired. Default 5m.
+	DrainTimeout metav1.Duration `json:"drainTimeout,omitempty"`
+	// RebootWait is how long a rebooted node has to recover before it is replaced. Default 10m.
+	RebootWait metav1.Duration `json:"rebootWait,omitempty"`
+}
+
+// RepairPolicyArgs is one repair policy: a node condition, its status, and how long it is tolerated.
+type RepairPolicyArgs struct {
+	ConditionType   string          `json:"conditionType"`
+	ConditionStatus string          `json:"conditionStatus"`
+	Toleration      metav1.Duration `json:"toleration"`
+	// Reboot restarts the instance once before replacing it (only where the kubelet still reports).
+	Reboot bool `json:"reboot,omitempty"`
 }
 
 // Defaults returns the arguments with every unset field defaulted, empty strings taken from env.
@@ -136,7 +165,89 @@ func (a Args) Defaults(env func(string) string) Args {
 	if a.MinValuesPolicy == "" {
 		a.MinValuesPolicy = MinValuesStrict
 	}
+	a.NodeRepair = a.NodeRepair.defaults()
 	return a
+}
+
+// defaults returns a defaulted copy (never nil).
+func (r *NodeRepairArgs) defaults() *NodeRepairArgs {
+	out := NodeRepairArgs{}
+	if r != nil {
+		out = *r
+		out.Policies = slices.Clone(r.Policies)
+	}
+	if out.Enabled == nil {
+		on := true
+		out.Enabled = &on
+	}
+	if len(out.Policies) == 0 {
+		for _, p := range disruption.DefaultRepairPolicies() {
+			out.Policies = append(out.Policies, RepairPolicyArgs{ConditionType: string(p.ConditionType),
+				ConditionStatus: string(p.Status), Toleration: metav1.Duration{Duration: p.Toleration}, Reboot: p.Reboot})
+		}
+	}
+	if out.MaxUnhealthyPercent == 0 {
+		out.MaxUnhealthyPercent = disruption.DefaultMaxUnhealthyPercent
+	}
+	if out.DrainTimeout.Duration == 0 {
+		out.DrainTimeout.Duration = disruption.DefaultRepairDrainTimeout
+	}
+	if out.RebootWait.Duration == 0 {
+		out.RebootWait.Duration = disruption.DefaultRebootWait
+	}
+	return &out
+}
+
+// validate reports the invalid fields of defaulted repair arguments.
+func (r *NodeRepairArgs) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.MaxUnhealthyPercent < 1 || r.MaxUnhealthyPercent > 100 {
+		errs = append(errs, field.Invalid(path.Child("maxUnhealthyPercent"), r.MaxUnhealthyPercent, "must be between 1 and 100"))
+	}
+	if r.DrainTimeout.Duration < 0 {
+		errs = append(errs, field.Invalid(path.Child("drainTimeout"), r.DrainTimeout.Duration.String(), "must be positive"))
+	}
+	if r.RebootWait.Duration < 0 {
+		errs = append(errs, field.Invalid(path.Child("rebootWait"), r.RebootWait.Duration.String(), "must be positive"))
+	}
+	seen := map[string]bool{}
+	for i, p := range r.Policies {
+		pp := path.Child("policies").Index(i)
+		if p.ConditionType == "" {
+			errs = append(errs, field.Required(pp.Child("conditionType"), "a node condition type, such as Ready or KernelReady"))
+		}
+		switch p.ConditionStatus {
+		case "True", "False", "Unknown":
+		default:
+			errs = append(errs, field.NotSupported(pp.Child("conditionStatus"), p.ConditionStatus, []string{"True", "False", "Unknown"}))
+		}
+		if p.ConditionType == "Ready" && p.ConditionStatus == "True" {
+			errs = append(errs, field.Invalid(pp.Child("conditionStatus"), p.ConditionStatus, "Ready True is a healthy node"))
+		}
+		if p.Toleration.Duration <= 0 {
+			errs = append(errs, field.Invalid(pp.Child("toleration"), p.Toleration.Duration.String(), "must be positive"))
+		}
+		key := p.ConditionType + "=" + p.ConditionStatus
+		if seen[key] {
+			errs = append(errs, field.Duplicate(pp, key))
+		}
+		seen[key] = true
+	}
+	return errs
+}
+
+// options converts defaulted, valid repair arguments (nil when repair is off).
+func (r *NodeRepairArgs) options() *disruption.RepairOptions {
+	if r == nil || r.Enabled == nil || !*r.Enabled {
+		return nil
+	}
+	out := &disruption.RepairOptions{MaxUnhealthyPercent: r.MaxUnhealthyPercent, DrainTimeout: r.DrainTimeout.Duration,
+		RebootWait: r.RebootWait.Duration}
+	for _, p := range r.Policies {
+		out.Policies = append(out.Policies, disruption.RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType),
+			Status: corev1.ConditionStatus(p.ConditionStatus), Toleration: p.Toleration.Duration, Reboot: p.Reboot})
+	}
+	return out
 }
 
 // Validate reports every invalid field of defaulted arguments, each error naming its field.
@@ -188,6 +299,7 @@ func (a Args) Validate() field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("minValuesPolicy"), a.MinValuesPolicy,
 			[]string{MinValuesStrict, MinValuesBestEffort}))
 	}
+	errs = append(errs, a.NodeRepair.validate(field.NewPath("nodeRepair"))...)
 	if q := a.InterruptionQueue; strings.Contains(q, "://") {
 		if u, err := url.Parse(q); err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 			errs = append(errs, field.Invalid(field.NewPath("interruptionQueue"), q, "must be an SQS queue URL or a queue name"))
@@ -228,6 +340,6 @@ func (a Args) operatorOptions(env func(string) string) operator.Options {
 		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
 		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
 		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
-		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Env: env,
+		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: a.NodeRepair.options(), Env: env,
 	}
 }

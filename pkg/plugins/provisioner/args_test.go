@@ -69,6 +69,29 @@ func TestDecodeArgs(t *testing.T) {
 		{name: "overhead percentage out of range", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 60}`, wantErr: "vmMemoryOverheadPercent"},
 		{name: "cluster name with a space", raw: `{"clusterName": "my cluster"}`, wantErr: "clusterName"},
 		{name: "not an object", raw: `[1, 2]`, wantErr: "Provisioner args"},
+		{name: "repair on by default with the default policies", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a Args) {
+			r := a.operatorOptions(nil).Repair
+			if r == nil || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout != 5*time.Minute || r.RebootWait != 10*time.Minute {
+				t.Errorf("repair options = %+v", r)
+			}
+		}},
+		{name: "repair off", raw: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`, check: func(t *testing.T, a Args) {
+			if r := a.operatorOptions(nil).Repair; r != nil {
+				t.Errorf("repair options = %+v, want nil", r)
+			}
+		}},
+		{name: "repair policies replace the defaults", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "2m"}, {"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "1m", "reboot": true}]}}`,
+			check: func(t *testing.T, a Args) {
+				r := a.operatorOptions(nil).Repair
+				if len(r.Policies) != 2 || r.Policies[0].Toleration != 2*time.Minute || !r.Policies[1].Reboot || r.Policies[1].ConditionType != "KernelReady" {
+					t.Errorf("policies = %+v", r.Policies)
+				}
+			}},
+		{name: "repair policy without a toleration", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "False"}]}}`, wantErr: "nodeRepair.policies[0].toleration"},
+		{name: "repair policy with an unknown status", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "Maybe", "toleration": "1m"}]}}`, wantErr: "nodeRepair.policies[0].conditionStatus"},
+		{name: "repair policy for a healthy node", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "True", "toleration": "1m"}]}}`, wantErr: "nodeRepair.policies[0].conditionStatus"},
+		{name: "repair policy twice", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "False", "toleration": "1m"}, {"conditionType": "Ready", "conditionStatus": "False", "toleration": "2m"}]}}`, wantErr: "nodeRepair.policies[1]"},
+		{name: "repair percentage out of range", raw: `{"clusterName": "c", "nodeRepair": {"maxUnhealthyPercent": 101}}`, wantErr: "nodeRepair.maxUnhealthyPercent"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

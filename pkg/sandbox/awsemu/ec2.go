@@ -20,6 +20,8 @@ import (
 type InstanceHooks struct {
 	Running    func(*Instance)
 	Terminated func(*Instance)
+	// Rebooted is called after RebootInstances restarted a running instance.
+	Rebooted func(*Instance)
 }
 
 // EC2 is the emulated EC2 service of one region.
@@ -127,6 +129,8 @@ func (e *EC2) handle(w http.ResponseWriter, q *query, form url.Values) {
 		resp, err = e.describeInstances(q)
 	case "TerminateInstances":
 		resp, err = e.terminateInstances(q)
+	case "RebootInstances":
+		resp, err = e.rebootInstances(q)
 	case "CreateTags":
 		resp, err = e.createTags(q)
 	case "CreateCapacityReservation":

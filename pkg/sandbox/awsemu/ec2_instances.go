@@ -91,6 +91,43 @@ func (e *EC2) terminateInstances(q *query) (any, *apiError) {
 	return resp, nil
 }
 
+// rebootInstances restarts running instances in place (EC2 refuses terminated ones; a pending or stopping one is
+// left as it is, as EC2 does).
+func (e *EC2) rebootInstances(q *query) (any, *apiError) {
+	ids := q.Strings("InstanceId")
+	if len(ids) == 0 {
+		return nil, invalid("MissingParameter", "InstanceId is required")
+	}
+	e.mu.Lock()
+	for _, id := range ids {
+		inst, ok := e.instances[id]
+		if !ok {
+			e.mu.Unlock()
+			return nil, invalid("InvalidInstanceID.NotFound", "the instance ID '%s' does not exist", id)
+		}
+		if inst.State == "terminated" {
+			e.mu.Unlock()
+			return nil, invalid("IncorrectState", "the instance '%s' is not in a state from which it can be rebooted", id)
+		}
+	}
+	var rebooted []*Instance
+	for _, id := range ids {
+		inst := e.instances[id]
+		if inst.State == "running" {
+			inst.Reboots++
+			rebooted = append(rebooted, inst.clone())
+		}
+	}
+	hook := e.hooks.Rebooted
+	e.mu.Unlock()
+	if hook != nil {
+		for _, inst := range rebooted {
+			hook(inst)
+		}
+	}
+	return &rebootInstancesResponse{RequestID: uuid.NewString(), Return: true}, nil
+}
+
 // beginTermination moves an instance to shutting-down, and to terminated after shuttingDownDuration. Caller
 // holds e.mu.
 func (e *EC2) beginTermination(inst *Instance, reason string) {

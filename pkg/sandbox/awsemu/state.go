@@ -88,6 +88,8 @@ type Instance struct {
 	ClientToken    string
 	// CapacityReservationID is the reservation the instance runs in ("" for none).
 	CapacityReservationID string
+	// Reboots counts RebootInstances calls on the instance.
+	Reboots int
 }
 
 // ProviderID is the Kubernetes provider ID of the instance's node.

@@ -83,6 +83,12 @@ type terminateInstancesResponse struct {
 	Instances []xmlStateChange `xml:"instancesSet>item"`
 }
 
+type rebootInstancesResponse struct {
+	XMLName   xml.Name `xml:"RebootInstancesResponse"`
+	RequestID string   `xml:"requestId"`
+	Return    bool     `xml:"return"`
+}
+
 type xmlOverrides struct {
 	InstanceType     string `xml:"instanceType,omitempty"`
 	SubnetID         string `xml:"subnetId,omitempty"`

@@ -32,6 +32,12 @@ func TestMain(m *testing.M) {
 		"disruptionPollInterval":    "1s",
 		"disruptionValidationDelay": "1s",
 		"garbageCollectionInterval": "2s",
+		// repair within seconds (repair_test.go); the simulated kubelets keep every other node healthy
+		"nodeRepair": map[string]any{"drainTimeout": "5s", "rebootWait": "20s", "policies": []map[string]any{
+			{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "10s"},
+			{"conditionType": "Ready", "conditionStatus": "False", "toleration": "10s"},
+			{"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "5s", "reboot": true},
+		}},
 	}}, func(s *sandbox.Sandbox) { sb = s })
 }
 

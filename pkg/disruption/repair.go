@@ -1,0 +1,305 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+)
+
+// MethodRepair replaces nodes that stay unhealthy (a pass's first method when repair is on).
+const MethodRepair = "repair"
+
+// ReasonUnhealthy is the disruption reason of repair (not a budget reason: repair is bounded by
+// RepairOptions.MaxUnhealthyPercent instead).
+const ReasonUnhealthy = "Unhealthy"
+
+// Event reasons of repair.
+const (
+	ReasonNodeRebooted      = "NodeRebooted"
+	ReasonNodeRepairBlocked = "NodeRepairBlocked"
+)
+
+// AnnotationRepairReboot on a NodeClaim is when repair rebooted its instance (RFC 3339). A node is rebooted at
+// most once: a fault that outlives the reboot, or comes back, replaces it.
+const AnnotationRepairReboot = "stevedore.dev/repair-rebooted-at"
+
+// RepairPolicy says when a node condition makes a node unhealthy.
+type RepairPolicy struct {
+	ConditionType corev1.NodeConditionType
+	Status        corev1.ConditionStatus
+	// Toleration is how long the condition may hold before the node is repaired.
+	Toleration time.Duration
+	// Reboot restarts the instance once before replacing it: for software faults a restart clears (a kernel
+	// deadlock, a hung container runtime), on a node whose kubelet still reports.
+	Reboot bool
+}
+
+// RepairOptions turn node auto-repair on.
+type RepairOptions struct {
+	// Policies, checked in order; DefaultRepairPolicies if empty.
+	Policies []RepairPolicy
+	// MaxUnhealthyPercent of a NodePool's nodes (rounded down, at least one) may be repaired at once; when more
+	// are unhealthy, repair waits (a zone or network outage is not fixed by replacing nodes). Default 20.
+	MaxUnhealthyPercent int
+	// DrainTimeout bounds the drain of a repaired node, after which its remaining pods are deleted. Default 5m.
+	DrainTimeout time.Duration
+	// RebootWait is how long a rebooted node has to become healthy before it is replaced. Default 10m.
+	RebootWait time.Duration
+}
+
+// Defaults of RepairOptions.
+const (
+	DefaultMaxUnhealthyPercent = 20
+	DefaultRepairDrainTimeout  = 5 * time.Minute
+	DefaultRebootWait          = 10 * time.Minute
+)
+
+// Node conditions of the EKS node monitoring agent (node-problem-detector style) that repair acts on.
+const (
+	ConditionAcceleratedHardwareReady corev1.NodeConditionType = "AcceleratedHardwareReady"
+	ConditionStorageReady             corev1.NodeConditionType = "StorageReady"
+	ConditionNetworkingReady          corev1.NodeConditionType = "NetworkingReady"
+	ConditionKernelReady              corev1.NodeConditionType = "KernelReady"
+	ConditionContainerRuntimeReady    corev1.NodeConditionType = "ContainerRuntimeReady"
+)
+
+// DefaultRepairPolicies are the kubelet's Ready condition and the EKS node monitoring agent's conditions, with
+// the toleration windows AWS's Karpenter provider uses; kernel and container-runtime faults reboot first.
+func DefaultRepairPolicies() []RepairPolicy {
+	return []RepairPolicy{
+		{ConditionType: corev1.NodeReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
+		{ConditionType: corev1.NodeReady, Status: corev1.ConditionUnknown, Toleration: 30 * time.Minute},
+		{ConditionType: ConditionAcceleratedHardwareReady, Status: corev1.ConditionFalse, Toleration: 10 * time.Minute},
+		{ConditionType: ConditionStorageReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
+		{ConditionType: ConditionNetworkingReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
+		{ConditionType: ConditionKernelReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute, Reboot: true},
+		{ConditionType: ConditionContainerRuntimeReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute, Reboot: true},
+	}
+}
+
+func (o *RepairOptions) defaults() {
+	if len(o.Policies) == 0 {
+		o.Policies = DefaultRepairPolicies()
+	}
+	if o.MaxUnhealthyPercent == 0 {
+		o.MaxUnhealthyPercent = DefaultMaxUnhealthyPercent
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultRepairDrainTimeout
+	}
+	if o.RebootWait == 0 {
+		o.RebootWait = DefaultRebootWait
+	}
+}
+
+// unhealthy is a node's fault: the condition a policy matches and since when.
+type unhealthy struct {
+	policy RepairPolicy
+	since  time.Time
+}
+
+// due is when the fault's toleration ends.
+func (u unhealthy) due() time.Time { return u.since.Add(u.policy.Toleration) }
+
+// fault returns the node's fault that ends its toleration first, or nil if no policy matches the node.
+func (o *RepairOptions) fault(node *corev1.Node) *unhealthy {
+	var out *unhealthy
+	for _, p := range o.Policies {
+		for _, cond := range node.Status.Conditions {
+			if cond.Type != p.ConditionType || cond.Status != p.Status {
+				continue
+			}
+			u := unhealthy{policy: p, since: cond.LastTransitionTime.Time}
+			if out == nil || u.due().Before(out.due()) {
+				out = &u
+			}
+		}
+	}
+	return out
+}
+
+// repairThreshold is how many of a NodePool's total nodes may be repaired at once: pct rounded down, at least one.
+func repairThreshold(total, pct int) int {
+	return max(1, total*pct/100)
+}
+
+// rebootedAt returns when repair rebooted the claim's instance, or the zero time.
+func rebootedAt(claim *stevedorev1.NodeClaim) time.Time {
+	t, err := time.Parse(time.RFC3339, claim.Annotations[AnnotationRepairReboot])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// nodeReachable reports whether the node's kubelet still reports (Ready is not Unknown).
+func nodeReachable(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionUnknown
+		}
+	}
+	return false
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// repair finds the nodes whose fault outlasted its toleration and replaces them, or reboots them first where
+// the policy says so. Per NodePool, at most repairThreshold nodes are repaired at once (those being replaced or
+// waiting after a reboot count), and none while more than that many are unhealthy. Repair is forceful otherwise:
+// budgets, do-not-disrupt and PodDisruptionBudgets do not hold it back beyond the bounded drain.
+func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, error) {
+	o := c.opts.Repair
+	logger := klog.FromContext(ctx)
+	type faulty struct {
+		cand  *Candidate
+		fault *unhealthy
+	}
+	byPool := map[string][]faulty{}
+	for _, cand := range v.candidates {
+		if f := o.fault(cand.Node); f != nil {
+			byPool[cand.NodePool.Name] = append(byPool[cand.NodePool.Name], faulty{cand, f})
+		}
+	}
+	poolNames := make([]string, 0, len(v.pools))
+	for name := range v.pools {
+		poolNames = append(poolNames, name)
+	}
+	sort.Strings(poolNames)
+	cmd := &Command{Reason: ReasonUnhealthy, Forceful: true}
+	anyReachable := false
+	for _, name := range poolNames {
+		ps := v.pools[name]
+		faults := byPool[name]
+		threshold := repairThreshold(ps.total, o.MaxUnhealthyPercent)
+		// nodes already being repaired: replaced (deleting) or rebooted and given time to recover
+		inFlight := ps.repairing
+		for _, f := range faults {
+			if at := rebootedAt(f.cand.Claim); !at.IsZero() && v.now.Before(at.Add(o.RebootWait)) {
+				inFlight++
+			}
+		}
+		unhealthyNodes := len(faults) + ps.repairing
+		blocked := unhealthyNodes > threshold
+		c.reportRepairBlocked(ctx, ps.pool, blocked, unhealthyNodes, ps.total, threshold)
+		if blocked || len(faults) == 0 {
+			continue
+		}
+		// longest overdue first; ties by name
+		sort.SliceStable(faults, func(i, j int) bool {
+			a, b := faults[i].fault.due(), faults[j].fault.due()
+			if !a.Equal(b) {
+				return a.Before(b)
+			}
+			return faults[i].cand.Node.Name < faults[j].cand.Node.Name
+		})
+		room := threshold - inFlight
+		for _, f := range faults {
+			if room <= 0 {
+				break
+			}
+			if v.now.Before(f.fault.due()) {
+				continue
+			}
+			at := rebootedAt(f.cand.Claim)
+			if !at.IsZero() && v.now.Before(at.Add(o.RebootWait)) {
+				continue // counted in flight: the reboot has time to clear the fault
+			}
+			if f.fault.policy.Reboot && at.IsZero() && nodeReachable(f.cand.Node) {
+				if err := c.reboot(ctx, f.cand, f.fault); err != nil {
+					logger.Error(err, "Rebooting an unhealthy node failed; it is replaced instead", "node", f.cand.Node.Name)
+				} else {
+					room--
+					continue
+				}
+			}
+			room--
+			metrics.NodesRepaired.WithLabelValues(name, string(f.fault.policy.ConditionType), "replace").Inc()
+			logger.Info("Node unhealthy past its toleration; replacing it", "node", f.cand.Node.Name, "nodepool", name,
+				"condition", f.fault.policy.ConditionType, "status", f.fault.policy.Status, "since", f.fault.since.UTC().Format(time.RFC3339))
+			cmd.Candidates = append(cmd.Candidates, f.cand)
+			anyReachable = anyReachable || nodeReady(f.cand.Node)
+		}
+	}
+	if len(cmd.Candidates) == 0 {
+		return nil, nil
+	}
+	// in the view's order, as every command
+	order := make(map[*Candidate]int, len(v.candidates))
+	for i, cand := range v.candidates {
+		order[cand] = i
+	}
+	sort.SliceStable(cmd.Candidates, func(i, j int) bool { return order[cmd.Candidates[i]] < order[cmd.Candidates[j]] })
+	cmd.DrainTimeout = o.DrainTimeout
+	// Replacements are best effort, as for expiry: pods that fit nowhere are provisioned again when evicted.
+	if r, err := c.simulate(ctx, cmd.Candidates); err == nil && len(r.Plan.Unschedulable) == 0 {
+		cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
+	}
+	if !anyReachable {
+		// The nodes' pods are not serving: waiting for replacements gains nothing, drain at once.
+		var zero time.Duration
+		cmd.ReplacementWait = &zero
+	}
+	return cmd, nil
+}
+
+// reboot restarts the candidate's instance and records it on its NodeClaim.
+func (c *Controller) reboot(ctx context.Context, cand *Candidate, f *unhealthy) error {
+	if c.opts.Cloud == nil || cand.Claim.Status.InstanceID == "" {
+		return fmt.Errorf("no instance to reboot")
+	}
+	// Record first: a reboot that happened but was not recorded would be repeated.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationRepairReboot, c.opts.Clock.Now().UTC().Format(time.RFC3339))
+	if _, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, cand.Claim.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("recording the reboot on NodeClaim %s: %w", cand.Claim.Name, err)
+	}
+	if err := c.opts.Cloud.Reboot(ctx, cand.Claim.Status.InstanceID); err != nil {
+		return err
+	}
+	metrics.NodesRepaired.WithLabelValues(cand.NodePool.Name, string(f.policy.ConditionType), "reboot").Inc()
+	klog.FromContext(ctx).Info("Node unhealthy past its toleration; rebooted its instance", "node", cand.Node.Name,
+		"instance", cand.Claim.Status.InstanceID, "condition", f.policy.ConditionType, "status", f.policy.Status,
+		"replacedIfStillUnhealthyAfter", c.opts.Repair.RebootWait)
+	c.event(cand, corev1.EventTypeNormal, ReasonNodeRebooted, fmt.Sprintf("%s has been %s since %s: instance %s rebooted; the node is replaced if it is still unhealthy in %s",
+		f.policy.ConditionType, f.policy.Status, f.since.UTC().Format(time.RFC3339), cand.Claim.Status.InstanceID, c.opts.Repair.RebootWait))
+	return nil
+}
+
+// reportRepairBlocked records a NodeRepairBlocked event on the NodePool when repair starts waiting for it, and
+// sets the blocked gauge.
+func (c *Controller) reportRepairBlocked(ctx context.Context, pool *stevedorev1.NodePool, blocked bool, unhealthyNodes, total, threshold int) {
+	gauge := 0.0
+	if blocked {
+		gauge = 1
+	}
+	metrics.NodeRepairBlocked.WithLabelValues(pool.Name).Set(gauge)
+	c.mu.Lock()
+	was := c.repairBlocked[pool.Name]
+	c.repairBlocked[pool.Name] = blocked
+	c.mu.Unlock()
+	if !blocked || was {
+		return
+	}
+	msg := fmt.Sprintf("%d of the NodePool's %d nodes are unhealthy, more than the %d repair may replace at once (%d%%): repair waits",
+		unhealthyNodes, total, threshold, c.opts.Repair.MaxUnhealthyPercent)
+	klog.FromContext(ctx).Info("Node repair blocked", "nodepool", pool.Name, "unhealthy", unhealthyNodes, "nodes", total, "threshold", threshold)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, ReasonNodeRepairBlocked, "Repair", "%s", msg)
+	}
+}
