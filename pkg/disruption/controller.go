@@ -233,8 +233,11 @@ func (c *Controller) isProtected(claim string, empty bool, now time.Time) bool {
 }
 
 // consolidatable reports whether consolidateAfter has passed since the node last saw a pod arrive or leave (and
-// since it initialized, and since this controller started watching).
+// since it initialized, and since this controller started watching). A static NodePool's nodes never are.
 func (c *Controller) consolidatable(cand *Candidate, now time.Time) bool {
+	if isStatic(cand) {
+		return false
+	}
 	after := cand.NodePool.Spec.Disruption.ConsolidateAfter
 	if after == nil || after.IsNever() {
 		return false

@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -114,19 +115,25 @@ func (b *budgets) take(cand *Candidate) bool {
 }
 
 // expiration replaces every node past its NodeClaim's expireAfter, budgets and do-not-disrupt notwithstanding.
+// A static NodePool's expired nodes are replaced one at a time within its budgets instead (staticReplacement).
 func (c *Controller) expiration(ctx context.Context, v *clusterView) (*Command, error) {
-	var expired []*Candidate
+	var expired, static []*Candidate
 	for _, cand := range v.candidates {
 		after := cand.Claim.Spec.ExpireAfter
 		if after == nil || after.IsNever() {
 			continue
 		}
-		if !v.now.Before(cand.Claim.CreationTimestamp.Add(*after.Duration)) {
+		if v.now.Before(cand.Claim.CreationTimestamp.Add(*after.Duration)) {
+			continue
+		}
+		if isStatic(cand) {
+			static = append(static, cand)
+		} else {
 			expired = append(expired, cand)
 		}
 	}
 	if len(expired) == 0 {
-		return nil, nil
+		return c.staticReplacement(ctx, v, static, ReasonExpired)
 	}
 	cmd := &Command{Reason: ReasonExpired, Forceful: true, Candidates: expired}
 	// Replacements are best effort: pods that fit nowhere are provisioned again when they are evicted.
@@ -179,8 +186,16 @@ func (c *Controller) drift(ctx context.Context, v *clusterView) (*Command, error
 			drifted = append(drifted, cand)
 		}
 	}
+	var static []*Candidate
+	drifted = slices.DeleteFunc(drifted, func(cand *Candidate) bool {
+		if isStatic(cand) {
+			static = append(static, cand)
+			return true
+		}
+		return false
+	})
 	if len(drifted) == 0 {
-		return nil, nil
+		return c.staticReplacement(ctx, v, static, stevedorev1.DisruptionReasonDrifted)
 	}
 	// All at once if their pods fit; else one at a time, the first whose pods fit.
 	if r, err := c.simulate(ctx, drifted); err == nil && len(r.Plan.Unschedulable) == 0 {
@@ -196,6 +211,31 @@ func (c *Controller) drift(ctx context.Context, v *clusterView) (*Command, error
 		}
 		klog.FromContext(ctx).V(1).Info("Drifted node cannot be replaced yet: some of its pods fit no node", "node", cand.Node.Name,
 			"pods", len(r.Plan.Unschedulable))
+	}
+	return nil, nil
+}
+
+// isStatic reports whether the candidate belongs to a static NodePool (spec.replicas set).
+func isStatic(cand *Candidate) bool { return cand.NodePool.Spec.Replicas != nil }
+
+// staticReplacement replaces the first of a static NodePool's candidates (drifted or expired) whose NodePool has
+// no node being disrupted and whose budget allows one: one node at a time, by a new node of the same NodePool
+// when limits.nodes leaves room for it (else the node goes first and the NodePool is refilled after). Its pods
+// reschedule wherever they fit.
+func (c *Controller) staticReplacement(ctx context.Context, v *clusterView, cands []*Candidate, reason stevedorev1.DisruptionReason) (*Command, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	b := c.budgets(ctx, v, reason)
+	for _, cand := range cands {
+		if v.pools[cand.NodePool.Name].disrupting > 0 || !b.take(cand) {
+			continue
+		}
+		replacements, err := c.opts.Provisioner.PlanStaticNodes(ctx, cand.NodePool, 1)
+		if err != nil {
+			klog.FromContext(ctx).V(1).Info("Static NodePool node goes before its replacement", "node", cand.Node.Name, "why", err.Error())
+		}
+		return &Command{Reason: reason, Candidates: []*Candidate{cand}, Replacements: replacements, Pods: len(cand.Pods)}, nil
 	}
 	return nil, nil
 }

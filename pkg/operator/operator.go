@@ -31,6 +31,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/report"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
+	"github.com/stevedore-dev/stevedore/pkg/staticpool"
 )
 
 // Options configure the controllers (the plugin's arguments, defaulted and validated).
@@ -205,6 +206,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
 		return nil, err
 	}
+	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),
+		Provisioner: c.Provisioner, Recorder: host.Recorder})
 	sf.Start(ctx.Done())
 	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
 	go func() {
@@ -223,6 +226,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		go c.Lifecycle.Run(ctx)
 		go status.Run(ctx)
 		go c.Disruption.Run(ctx)
+		go static.Run(ctx)
 		go reporter.Run(ctx)
 		if opts.InterruptionQueue != "" {
 			go interrupts.Run(ctx)

@@ -38,8 +38,8 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 	byName := map[string]*cloud.InstanceType{}
 	var options []solver.NodePoolOption
 	for _, np := range pools {
-		if np.DeletionTimestamp != nil {
-			continue
+		if np.DeletionTimestamp != nil || np.Spec.Replicas != nil {
+			continue // a static NodePool keeps its size whatever the pods
 		}
 		its, err := p.InstanceTypes(ctx, np)
 		if err != nil {
@@ -68,6 +68,12 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 
 // liveClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet.
 func (p *Provisioner) liveClaims() ([]*stevedorev1.NodeClaim, error) {
+	return p.NodeClaims()
+}
+
+// NodeClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet, so that a
+// controller counting them right after a launch does not launch again.
+func (p *Provisioner) NodeClaims() ([]*stevedorev1.NodeClaim, error) {
 	claims, err := p.opts.NodeClaims.List(labels.Everything())
 	if err != nil {
 		return nil, err

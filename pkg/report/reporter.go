@@ -128,12 +128,12 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 
 // writeStatus updates the NodePool's status when it changed.
 func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *state.Usage) error {
-	want := stevedorev1.NodePoolStatus{Nodes: u.Nodes, HourlyCost: strconv.FormatFloat(u.Cost, 'f', 4, 64), Resources: u.Resources.DeepCopy()}
+	want := stevedorev1.NodePoolStatus{Nodes: u.Nodes, ReadyNodes: u.ReadyNodes, HourlyCost: strconv.FormatFloat(u.Cost, 'f', 4, 64), Resources: u.Resources.DeepCopy()}
 	want.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
 	ready := r.readyCondition(np)
 	cur := meta.FindStatusCondition(np.Status.Conditions, stevedorev1.ConditionReady)
 	readySame := ready == nil || cur != nil && cur.Status == ready.Status && cur.Reason == ready.Reason && cur.Message == ready.Message
-	if np.Status.Nodes == want.Nodes && np.Status.HourlyCost == want.HourlyCost && apiequality.Semantic.DeepEqual(np.Status.Resources, want.Resources) &&
+	if np.Status.Nodes == want.Nodes && np.Status.ReadyNodes == want.ReadyNodes && np.Status.HourlyCost == want.HourlyCost && apiequality.Semantic.DeepEqual(np.Status.Resources, want.Resources) &&
 		readySame {
 		return nil
 	}
@@ -143,7 +143,7 @@ func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u 
 		if err != nil {
 			return err
 		}
-		cur.Status.Nodes, cur.Status.HourlyCost, cur.Status.Resources = want.Nodes, want.HourlyCost, want.Resources
+		cur.Status.Nodes, cur.Status.ReadyNodes, cur.Status.HourlyCost, cur.Status.Resources = want.Nodes, want.ReadyNodes, want.HourlyCost, want.Resources
 		if ready != nil {
 			ready.ObservedGeneration = cur.Generation
 			meta.SetStatusCondition(&cur.Status.Conditions, *ready)

@@ -67,7 +67,7 @@ func (st *solve) openFor(pl *placing) bool {
 		why = append(why, fmt.Sprintf("NodePool %s: %s", pool.NodePool.Name, reason))
 	}
 	if len(st.in.NodePools) == 0 {
-		st.reasons[pl.pod.UID] = "no NodePool exists"
+		st.reasons[pl.pod.UID] = "no NodePool may launch nodes for pods (none exists, or every one is static: spec.replicas)"
 	} else {
 		st.reasons[pl.pod.UID] = strings.Join(why, "; ")
 	}

@@ -113,6 +113,9 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		u["nodes"] = count
 	}
 	for _, np := range pools {
+		if np.Spec.Replicas != nil {
+			continue // a static NodePool does not provision for pods
+		}
 		model := cloud.DefaultOverheadModel()
 		model.VMMemoryPercent = in.VMMemoryOverheadPercent
 		if np.Spec.Template.Spec.NodeClassRef != nil {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -14,7 +15,9 @@ import (
 type Usage struct {
 	Resources corev1.ResourceList
 	Nodes     int64
-	Cost      float64
+	// ReadyNodes counts the NodeClaims whose node initialized (ready for pods).
+	ReadyNodes int64
+	Cost       float64
 }
 
 // NodePoolUsage sums, per NodePool, the usage of its NodeClaims that are not being deleted. It is the one count of
@@ -41,6 +44,9 @@ func NodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]*Usage {
 			u.Resources[name] = sum
 		}
 		u.Nodes++
+		if meta.IsStatusConditionTrue(c.Status.Conditions, stevedorev1.ConditionInitialized) {
+			u.ReadyNodes++
+		}
 		u.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
 		price, _ := strconv.ParseFloat(c.Status.Price, 64)
 		u.Cost += price

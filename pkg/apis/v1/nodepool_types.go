@@ -13,9 +13,12 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=nodepools,scope=Cluster,categories=stevedore,shortName=np
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.nodes
 // +kubebuilder:printcolumn:name="NodeClass",type=string,JSONPath=".spec.template.spec.nodeClassRef.name"
 // +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=".spec.weight"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.replicas"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=".status.nodes"
+// +kubebuilder:printcolumn:name="ReadyNodes",type=integer,JSONPath=".status.readyNodes"
 // +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=".status.resources.cpu"
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=".status.resources.memory"
 // +kubebuilder:printcolumn:name="Cost/h",type=string,JSONPath=".status.hourlyCost"
@@ -32,6 +35,9 @@ type NodePool struct {
 }
 
 // NodePoolSpec is what the user asks of a NodePool.
+// +kubebuilder:validation:XValidation:message="spec.replicas: a NodePool cannot change between static (replicas set) and dynamic (replicas unset); create a new NodePool",rule="has(self.replicas) == has(oldSelf.replicas)"
+// +kubebuilder:validation:XValidation:message="spec.limits: a static NodePool (spec.replicas set) takes only limits.nodes",rule="!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')"
+// +kubebuilder:validation:XValidation:message="spec.weight: a static NodePool (spec.replicas set) takes no weight: it does not provision for pods",rule="!has(self.replicas) || !has(self.weight)"
 type NodePoolSpec struct {
 	// Template describes every NodeClaim (and so every node) launched for this NodePool.
 	// +required
@@ -43,6 +49,7 @@ type NodePoolSpec struct {
 	Disruption Disruption `json:"disruption,omitempty"`
 
 	// Limits caps the total capacity of this NodePool's nodes: cpu, memory, nodes, or any resource name.
+	// +kubebuilder:validation:MaxProperties=50
 	// +optional
 	Limits Limits `json:"limits,omitempty"`
 
@@ -51,6 +58,16 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
+
+	// Replicas makes the NodePool static: it keeps exactly this many nodes whatever the pods (capacity held for
+	// latency-critical or licensed workloads). Its nodes are never consolidated; drift and expiry replace them
+	// one at a time within the disruption budgets, with limits.nodes as the ceiling during a replacement.
+	// Pending pods never make a static NodePool launch a node. Unset: the NodePool provisions for pods.
+	// Scale with `kubectl scale nodepool NAME --replicas=N`.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	Replicas *int64 `json:"replicas,omitempty"`
 }
 
 // Limits caps resources summed over a NodePool's nodes. The key "nodes" counts nodes.
@@ -252,9 +269,12 @@ type NodePoolStatus struct {
 	// Resources is the sum of the capacity of this NodePool's nodes (cpu, memory, pods, nodes).
 	// +optional
 	Resources corev1.ResourceList `json:"resources,omitempty"`
-	// Nodes is the number of NodeClaims of this NodePool.
+	// Nodes is the number of NodeClaims of this NodePool (not being deleted).
 	// +optional
 	Nodes int64 `json:"nodes,omitempty"`
+	// ReadyNodes is the number of those whose node is initialized and ready for pods.
+	// +optional
+	ReadyNodes int64 `json:"readyNodes,omitempty"`
 	// HourlyCost is the summed hourly price of this NodePool's nodes in USD.
 	// +optional
 	HourlyCost string `json:"hourlyCost,omitempty"`

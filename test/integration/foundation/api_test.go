@@ -72,6 +72,9 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"nodeClassRef of another group", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d, group: example.com}}}", "spec.template.spec.nodeClassRef.group"},
 		{"bad taint effect", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, taints: [{key: a, effect: Sometimes}]}}", "spec.template.spec.taints: effect must be"},
 		{"reserved template label", nodePools, "NodePool", "template: {metadata: {labels: {stevedore.dev/nodepool: x}}, spec: {nodeClassRef: {name: d}}}", "spec.template.metadata.labels"},
+		{"negative replicas", nodePools, "NodePool", validNodePoolSpec + "replicas: -1\n", "spec.replicas"},
+		{"static with a cpu limit", nodePools, "NodePool", validNodePoolSpec + "replicas: 2\nlimits: {cpu: 10}\n", "spec.limits: a static NodePool (spec.replicas set) takes only limits.nodes"},
+		{"static with a weight", nodePools, "NodePool", validNodePoolSpec + "replicas: 2\nweight: 10\n", "spec.weight: a static NodePool"},
 		{"no subnets", ec2NodeClasses, "EC2NodeClass", "role: NodeRole\n", "spec.subnetSelectorTerms"},
 		{"empty subnet term", ec2NodeClasses, "EC2NodeClass", "role: R\nsubnetSelectorTerms: [{}]\n", "set id or tags"},
 		{"subnet id and tags", ec2NodeClasses, "EC2NodeClass", "role: R\nsubnetSelectorTerms: [{id: subnet-1, tags: {a: b}}]\n", "id cannot be combined with tags"},
@@ -117,6 +120,54 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 				t.Fatalf("error %q does not mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAStaticNodePoolStaysStaticAndScales: replicas cannot be added or removed after creation, and the scale
+// subresource (kubectl scale) sets them.
+func TestAStaticNodePoolStaysStaticAndScales(t *testing.T) {
+	ctx := harness.Context(t)
+	pools := sb.Stevedore.StevedoreV1().NodePools()
+	three := int64(3)
+	static := harness.NewNodePool("static-api", "static-api", func(np *stevedorev1.NodePool) { np.Spec.Replicas = &three })
+	dynamicPool := harness.NewNodePool("dynamic-api", "dynamic-api")
+	for _, np := range []*stevedorev1.NodePool{static, dynamicPool} {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, harness.Req(stevedorev1.LabelInstanceType, "In", "no-such-type"))
+		if _, err := pools.Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pools.Delete(context.Background(), np.Name, metav1.DeleteOptions{}) })
+	}
+	cur, err := pools.Get(ctx, "static-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Replicas = nil
+	if _, err := pools.Update(ctx, cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.replicas: a NodePool cannot change between static") {
+		t.Errorf("static -> dynamic: error %v, want a refusal naming spec.replicas", err)
+	}
+	cur, err = pools.Get(ctx, "dynamic-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Replicas = &three
+	if _, err := pools.Update(ctx, cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.replicas: a NodePool cannot change between static") {
+		t.Errorf("dynamic -> static: error %v, want a refusal naming spec.replicas", err)
+	}
+	client := dynamic.NewForConfigOrDie(sb.RESTConfig)
+	scale, err := client.Resource(nodePools).Get(ctx, "static-api", metav1.GetOptions{}, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(scale.Object, int64(5), "spec", "replicas"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Resource(nodePools).Update(ctx, scale, metav1.UpdateOptions{}, "scale"); err != nil {
+		t.Fatalf("scaling through the scale subresource: %v", err)
+	}
+	cur, err = pools.Get(ctx, "static-api", metav1.GetOptions{})
+	if err != nil || cur.Spec.Replicas == nil || *cur.Spec.Replicas != 5 {
+		t.Fatalf("after scaling to 5: %v, replicas %v", err, cur.Spec.Replicas)
 	}
 }
 
