@@ -155,6 +155,9 @@ func (c *Controller) emptiness(ctx context.Context, v *clusterView) (*Command, e
 		if policy != stevedorev1.ConsolidationPolicyWhenEmpty && policy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized {
 			continue
 		}
+		if keeps, err := c.keepsRoom(ctx, cand); err != nil || keeps {
+			continue
+		}
 		if b.take(cand) {
 			cmd.Candidates = append(cmd.Candidates, cand)
 		}
@@ -163,6 +166,28 @@ func (c *Controller) emptiness(ctx context.Context, v *clusterView) (*Command, e
 		return nil, nil
 	}
 	return cmd, nil
+}
+
+// keepsRoom reports whether an empty node keeps room in the cluster model: for warm capacity (capacity buffers),
+// or for pods waiting for a place, that no other node has room for.
+func (c *Controller) keepsRoom(ctx context.Context, cand *Candidate) (bool, error) {
+	if !c.opts.Provisioner.HasWarmPods() {
+		return false, nil
+	}
+	m, err := c.cluster(ctx)
+	if err != nil {
+		return false, err
+	}
+	ni := m.Snapshot.NodeInfo(cand.Node.Name)
+	if ni == nil {
+		return false, nil
+	}
+	for _, pi := range ni.GetPods() {
+		if provision.Reschedulable(pi.GetPod()) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // drift replaces nodes that no longer match their NodePool or node class, within budgets.

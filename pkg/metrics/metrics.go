@@ -52,6 +52,13 @@ var (
 		Help:           "1 while node repair waits because more of the NodePool's nodes are unhealthy than it may replace at once.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"nodepool"})
+	// BufferChunks counts each capacity buffer's chunks by state: withRoom (room kept on a node), waiting (a node is
+	// coming up for them, or none can be launched).
+	BufferChunks = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "capacity_buffer", Name: "chunks",
+		Help:           "Chunks of each capacity buffer, by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name", "state"})
 	// GarbageCollected counts instances and NodeClaims removed by garbage collection.
 	GarbageCollected = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: "garbage_collection", Name: "removed_total",
@@ -217,7 +224,7 @@ var registerOnce sync.Once
 // All returns every Stevedore metric.
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
-		GarbageCollected, NodesRepaired, NodeRepairBlocked, InterruptionMessages, InterruptionActions, InterruptionLatency,
+		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/buffer"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
@@ -123,6 +124,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	pdbs.Informer()
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	claims, pools, classes := sf.Stevedore().V1().NodeClaims(), sf.Stevedore().V1().NodePools(), sf.Stevedore().V1().EC2NodeClasses()
+	buffers := sf.Stevedore().V1().CapacityBuffers()
 	claims.Informer()
 	pools.Informer()
 	classes.Informer()
@@ -206,6 +208,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
 		return nil, err
 	}
+	warm := buffer.New(buffer.Options{Kube: kube, Stevedore: stevedore, Buffers: buffers.Lister(), Provisioner: c.Provisioner,
+		Recorder: host.Recorder})
 	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),
 		Provisioner: c.Provisioner, Recorder: host.Recorder})
 	sf.Start(ctx.Done())
@@ -217,7 +221,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 			return
 		}
 		if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, pools.Informer().HasSynced, classes.Informer().HasSynced,
-			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced) {
+			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced,
+			buffers.Informer().HasSynced) {
 			return
 		}
 		logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region)
@@ -227,6 +232,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		go status.Run(ctx)
 		go c.Disruption.Run(ctx)
 		go static.Run(ctx)
+		go warm.Run(ctx)
 		go reporter.Run(ctx)
 		if opts.InterruptionQueue != "" {
 			go interrupts.Run(ctx)

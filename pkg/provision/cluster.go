@@ -33,7 +33,13 @@ type Cluster struct {
 // nodes being drained and pending pods not yet planned on a NodeClaim — are placed on the target nodes first, with
 // sim, so that the room they will take is not promised to another node's pods; those that fit no target keep no
 // room (the provisioner launches nodes for them). Displaced counts them.
+//
+// Warm pods (capacity buffers) are placed after them, so the room they keep is kept in every answer.
 func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
+	return p.cluster(ctx, sim, true)
+}
+
+func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, withWarm bool) (*Cluster, error) {
 	in, _, err := p.input(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -76,6 +82,9 @@ func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*
 		}
 	}
 	c.Displaced = len(displaced)
+	if withWarm {
+		displaced = append(displaced, p.warmPods()...)
+	}
 	if len(displaced) == 0 {
 		return c, nil
 	}

@@ -74,6 +74,8 @@ type Provisioner struct {
 	batcher *Batcher
 
 	simMu sync.Mutex // the simulator is not safe for concurrent use
+	// warm returns the warm pods (capacity buffers); guarded by mu.
+	warm func() []*corev1.Pod
 
 	mu sync.Mutex
 	// assigned maps a NodeClaim to the pods planned on it, podClaim the reverse.

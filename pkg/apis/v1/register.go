@@ -29,6 +29,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodePool{}, &NodePoolList{},
 		&EC2NodeClass{}, &EC2NodeClassList{},
 		&NodeClaim{}, &NodeClaimList{},
+		&CapacityBuffer{}, &CapacityBufferList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -171,6 +171,31 @@ func TestAStaticNodePoolStaysStaticAndScales(t *testing.T) {
 	}
 }
 
+func TestInvalidCapacityBuffersAreRefused(t *testing.T) {
+	buffers := schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "capacitybuffers"}
+	for i, tc := range []struct{ name, spec, want string }{
+		{"neither reference", "replicas: 2\n", "spec: set exactly one of podTemplateRef and scalableRef"},
+		{"both references", "podTemplateRef: {name: a}\nscalableRef: {kind: Deployment, name: b}\nreplicas: 2\n", "spec: set exactly one of podTemplateRef and scalableRef"},
+		{"no count", "podTemplateRef: {name: a}\n", "spec: set replicas, percentage or limits"},
+		{"percentage of a template", "podTemplateRef: {name: a}\npercentage: 10\n", "spec.percentage: a percentage of a workload's replicas needs scalableRef"},
+		{"unknown workload kind", "scalableRef: {kind: CronJob, name: b}\nreplicas: 1\n", "spec.scalableRef.kind"},
+		{"negative replicas", "podTemplateRef: {name: a}\nreplicas: -1\n", "spec.replicas"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stevedore.dev/v1", "kind": "CapacityBuffer",
+				"metadata": map[string]any{"name": fmt.Sprintf("invalid-%d", i), "namespace": "default"}, "spec": spec}}
+			_, err := dynamic.NewForConfigOrDie(sb.RESTConfig).Resource(buffers).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{})
+			if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want Invalid mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestEveryExampleAppliesAndDefaultsAreFilled(t *testing.T) {
 	ctx := harness.Context(t)
 	files, err := filepath.Glob("../../../manifests/examples/*.yaml")
@@ -192,6 +217,14 @@ func TestEveryExampleAppliesAndDefaultsAreFilled(t *testing.T) {
 				}
 				t.Cleanup(func() {
 					_ = sb.Stevedore.StevedoreV1().NodePools().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+				})
+			case *stevedorev1.CapacityBuffer:
+				o.Name = "example-" + o.Name
+				if _, err := sb.Stevedore.StevedoreV1().CapacityBuffers(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Errorf("%s: %s: %v", f, manifest.Name(o), err)
+				}
+				t.Cleanup(func() {
+					_ = sb.Stevedore.StevedoreV1().CapacityBuffers(o.Namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
 				})
 			case *stevedorev1.EC2NodeClass:
 				o.Name = "example-" + o.Name

@@ -41,6 +41,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=stevedore.dev, Version=v1
+	case v1.SchemeGroupVersion.WithResource("capacitybuffers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().CapacityBuffers().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("ec2nodeclasses"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().EC2NodeClasses().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("nodeclaims"):

@@ -6,6 +6,14 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 package v1
 
+// CapacityBufferListerExpansion allows custom methods to be added to
+// CapacityBufferLister.
+type CapacityBufferListerExpansion interface{}
+
+// CapacityBufferNamespaceListerExpansion allows custom methods to be added to
+// CapacityBufferNamespaceLister.
+type CapacityBufferNamespaceListerExpansion interface{}
+
 // EC2NodeClassListerExpansion allows custom methods to be added to
 // EC2NodeClassLister.
 type EC2NodeClassListerExpansion interface{}

@@ -12,6 +12,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// CapacityBuffers returns a CapacityBufferInformer.
+	CapacityBuffers() TypedCapacityBufferInformer
 	// EC2NodeClasses returns a EC2NodeClassInformer.
 	EC2NodeClasses() TypedEC2NodeClassInformer
 	// NodeClaims returns a NodeClaimInformer.
@@ -29,6 +31,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// CapacityBuffers returns a TypedCapacityBufferInformer.
+func (v *version) CapacityBuffers() TypedCapacityBufferInformer {
+	return &capacityBufferInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // EC2NodeClasses returns a TypedEC2NodeClassInformer.

@@ -16,6 +16,7 @@ import (
 
 type StevedoreV1Interface interface {
 	RESTClient() rest.Interface
+	CapacityBuffersGetter
 	EC2NodeClassesGetter
 	NodeClaimsGetter
 	NodePoolsGetter
@@ -24,6 +25,10 @@ type StevedoreV1Interface interface {
 // StevedoreV1Client is used to interact with features provided by the stevedore.dev group.
 type StevedoreV1Client struct {
 	restClient rest.Interface
+}
+
+func (c *StevedoreV1Client) CapacityBuffers(namespace string) CapacityBufferInterface {
+	return newCapacityBuffers(c, namespace)
 }
 
 func (c *StevedoreV1Client) EC2NodeClasses() EC2NodeClassInterface {

@@ -6,6 +6,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 package v1
 
+type CapacityBufferExpansion interface{}
+
 type EC2NodeClassExpansion interface{}
 
 type NodeClaimExpansion interface{}

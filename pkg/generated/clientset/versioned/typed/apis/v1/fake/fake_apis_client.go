@@ -16,6 +16,10 @@ type FakeStevedoreV1 struct {
 	*testing.Fake
 }
 
+func (c *FakeStevedoreV1) CapacityBuffers(namespace string) v1.CapacityBufferInterface {
+	return newFakeCapacityBuffers(c, namespace)
+}
+
 func (c *FakeStevedoreV1) EC2NodeClasses() v1.EC2NodeClassInterface {
 	return newFakeEC2NodeClasses(c)
 }

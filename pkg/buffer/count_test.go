@@ -1,0 +1,44 @@
+package buffer
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+func TestCount(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	chunk := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	limits := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		spec     stevedorev1.CapacityBufferSpec
+		workload int32
+		want     int
+	}{
+		{"replicas", stevedorev1.CapacityBufferSpec{Replicas: i32(4)}, 0, 4},
+		{"zero replicas", stevedorev1.CapacityBufferSpec{Replicas: i32(0)}, 0, 0},
+		{"20% of 10", stevedorev1.CapacityBufferSpec{Percentage: i32(20)}, 10, 2},
+		{"20% of 11 rounds up", stevedorev1.CapacityBufferSpec{Percentage: i32(20)}, 11, 3},
+		{"1% of 3 is at least one", stevedorev1.CapacityBufferSpec{Percentage: i32(1)}, 3, 1},
+		{"a percentage of nothing", stevedorev1.CapacityBufferSpec{Percentage: i32(50)}, 0, 0},
+		{"replicas and percentage: the smaller", stevedorev1.CapacityBufferSpec{Replicas: i32(3), Percentage: i32(50)}, 10, 3},
+		{"limits alone: as many as fit (cpu 2.2 / 0.5)", stevedorev1.CapacityBufferSpec{Limits: limits("cpu", "2200m")}, 0, 4},
+		{"limits cap replicas (memory 3Gi / 1Gi)", stevedorev1.CapacityBufferSpec{Replicas: i32(10), Limits: limits("memory", "3Gi")}, 0, 3},
+		{"the tightest limit wins", stevedorev1.CapacityBufferSpec{Limits: limits("cpu", "10", "memory", "2Gi")}, 0, 2},
+		{"a limit on a resource the chunk does not ask for", stevedorev1.CapacityBufferSpec{Replicas: i32(2), Limits: limits("nvidia.com/gpu", "1")}, 0, 2},
+	} {
+		if got := Count(tc.spec, chunk, tc.workload); got != tc.want {
+			t.Errorf("%s: Count = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+)
+
+// SetWarmPods gives the provisioner the pods of warm capacity (capacity buffers): virtual pods no node runs, for
+// which room is kept. Disruption's cluster model places them before it answers what may go (so the room they
+// keep is not consolidated away); provisioning for real pods ignores them (real pods take that room first).
+func (p *Provisioner) SetWarmPods(pods func() []*corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.warm = pods
+}
+
+// HasWarmPods reports whether there is warm capacity to keep room for.
+func (p *Provisioner) HasWarmPods() bool { return len(p.warmPods()) > 0 }
+
+func (p *Provisioner) warmPods() []*corev1.Pod {
+	p.mu.Lock()
+	f := p.warm
+	p.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// WarmPlan is where warm capacity goes.
+type WarmPlan struct {
+	// Placed are the UIDs of the pods that have room on ready or in-flight nodes.
+	Placed map[string]bool
+	// Launched are the NodeClaims created for the others.
+	Launched []*stevedorev1.NodeClaim
+	// Unschedulable says why a pod has no room and no node can be launched for it, by pod UID.
+	Unschedulable map[string]string
+}
+
+// ProvisionWarm keeps room for warm pods: those that fit the room left on the nodes (after the pods waiting for a
+// place took theirs) count as placed; nodes are launched for the others, carrying no pod, so that pending pods
+// may be nominated to them and later solves see their room free.
+func (p *Provisioner) ProvisionWarm(ctx context.Context, pods []*corev1.Pod) (*WarmPlan, error) {
+	out := &WarmPlan{Placed: map[string]bool{}, Unschedulable: map[string]string{}}
+	if len(pods) == 0 {
+		return out, nil
+	}
+	p.simMu.Lock()
+	defer p.simMu.Unlock()
+	c, err := p.cluster(ctx, p.opts.Simulator, false)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
+		InFlight: c.Targets, Region: c.Region})
+	if err != nil {
+		return nil, fmt.Errorf("planning %d warm pods: %w", len(pods), err)
+	}
+	for _, placed := range plan.InFlight {
+		for _, pod := range placed {
+			out.Placed[string(pod.UID)] = true
+		}
+	}
+	for uid, why := range plan.Unschedulable {
+		out.Unschedulable[string(uid)] = why
+	}
+	if len(plan.NewNodes) == 0 {
+		return out, nil
+	}
+	for _, pn := range plan.NewNodes {
+		pn.Pods = nil // the room stays free for real pods; the next pass finds the warm pods a place on it
+	}
+	for _, cl := range p.CreateNodeClaims(ctx, plan.NewNodes, nil) {
+		if cl != nil {
+			out.Launched = append(out.Launched, cl)
+		}
+	}
+	return out, nil
+}
