@@ -59,6 +59,18 @@ var (
 		Help:           "Chunks of each capacity buffer, by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "name", "state"})
+	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set.
+	PodDeletionCostPatches = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "deletion_cost", Name: "pod_patches_total",
+		Help:           "Pods whose controller.kubernetes.io/pod-deletion-cost Stevedore set, steering scale-in to the nodes consolidation removes first.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// PodsEvicted counts the pods termination evicted (or deleted when the drain's time was up).
+	PodsEvicted = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "termination", Name: "pods_evicted_total",
+		Help:           "Pods evicted by the drain of nodes being terminated (or deleted when the drain's time was up).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// GarbageCollected counts instances and NodeClaims removed by garbage collection.
 	GarbageCollected = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: "garbage_collection", Name: "removed_total",
@@ -224,7 +236,7 @@ var registerOnce sync.Once
 // All returns every Stevedore metric.
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
-		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, InterruptionMessages, InterruptionActions, InterruptionLatency,
+		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}

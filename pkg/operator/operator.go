@@ -25,6 +25,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/buffer"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
@@ -54,6 +55,8 @@ type Options struct {
 	GarbageCollectionInterval                         time.Duration
 	// Repair turns node auto-repair on (nil: off).
 	Repair *disruption.RepairOptions
+	// PodDeletionCost steers scale-in to the nodes consolidation removes first.
+	PodDeletionCost bool
 	// Env reads the process environment (AWS settings); nil means os.Getenv.
 	Env func(string) string
 }
@@ -210,6 +213,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	}
 	warm := buffer.New(buffer.Options{Kube: kube, Stevedore: stevedore, Buffers: buffers.Lister(), Provisioner: c.Provisioner,
 		Recorder: host.Recorder})
+	costs := deletioncost.New(deletioncost.Options{Kube: kube, Pods: pods.Lister(), Nodes: nodes.Lister(), NodeClaims: claims.Lister(),
+		NodePools: nodePools})
 	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),
 		Provisioner: c.Provisioner, Recorder: host.Recorder})
 	sf.Start(ctx.Done())
@@ -233,6 +238,9 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		go c.Disruption.Run(ctx)
 		go static.Run(ctx)
 		go warm.Run(ctx)
+		if opts.PodDeletionCost {
+			go costs.Run(ctx)
+		}
 		go reporter.Run(ctx)
 		if opts.InterruptionQueue != "" {
 			go interrupts.Run(ctx)

@@ -336,12 +336,16 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 			if err != nil && !apierrors.IsNotFound(err) {
 				return 0, err
 			}
+			if err == nil {
+				metrics.PodsEvicted.Inc()
+			}
 			continue
 		}
 		err := p.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
 		switch {
 		case err == nil:
+			metrics.PodsEvicted.Inc()
 			p.event(pod, corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted: node %s is being terminated", node.Name)
 		case apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):

@@ -99,6 +99,10 @@ type Args struct {
 	GarbageCollectionInterval metav1.Duration `json:"garbageCollectionInterval,omitempty"`
 	// NodeRepair replaces nodes that stay unhealthy. Default on, with the default policies.
 	NodeRepair *NodeRepairArgs `json:"nodeRepair,omitempty"`
+	// PodDeletionCost sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods of Stevedore's nodes,
+	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
+	// of leaving consolidation pods to evict. Pods whose cost the user set are left alone. Default true.
+	PodDeletionCost *bool `json:"podDeletionCost,omitempty"`
 }
 
 // NodeRepairArgs configure node auto-repair.
@@ -166,6 +170,10 @@ func (a Args) Defaults(env func(string) string) Args {
 		a.MinValuesPolicy = MinValuesStrict
 	}
 	a.NodeRepair = a.NodeRepair.defaults()
+	if a.PodDeletionCost == nil {
+		on := true
+		a.PodDeletionCost = &on
+	}
 	return a
 }
 
@@ -340,6 +348,6 @@ func (a Args) operatorOptions(env func(string) string) operator.Options {
 		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
 		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
 		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
-		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: a.NodeRepair.options(), Env: env,
+		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: a.NodeRepair.options(), PodDeletionCost: *a.PodDeletionCost, Env: env,
 	}
 }

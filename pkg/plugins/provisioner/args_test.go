@@ -75,6 +75,15 @@ func TestDecodeArgs(t *testing.T) {
 				t.Errorf("repair options = %+v", r)
 			}
 		}},
+		{name: "pod deletion cost on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a Args) {
+			if !a.operatorOptions(nil).PodDeletionCost {
+				t.Error("pod deletion cost steering is off by default")
+			}
+			off, err := DecodeArgs(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "podDeletionCost": false}`)}, nil)
+			if err != nil || off.operatorOptions(nil).PodDeletionCost {
+				t.Errorf("podDeletionCost: false gives %v (err %v)", off.operatorOptions(nil).PodDeletionCost, err)
+			}
+		}},
 		{name: "repair off", raw: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`, check: func(t *testing.T, a Args) {
 			if r := a.operatorOptions(nil).Repair; r != nil {
 				t.Errorf("repair options = %+v, want nil", r)

@@ -1,0 +1,209 @@
+// Package deletioncost steers scale-in: it ranks the nodes Stevedore launched in the order consolidation would
+// remove them and sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods they run, lowest on the
+// node to go first. When a Deployment scales in, the ReplicaSet controller deletes the pods with the lowest cost
+// first, so scale-in empties whole nodes, and consolidation deletes them instead of evicting pods.
+package deletioncost
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+)
+
+const (
+	// AnnotationDeletionCost is the ReplicaSet controller's annotation: pods with a lower cost are deleted first.
+	AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+	// AnnotationManaged records the cost Stevedore set. A pod whose cost differs from it (or that had a cost
+	// before Stevedore set one) is the user's: Stevedore leaves it alone.
+	AnnotationManaged = "stevedore.dev/pod-deletion-cost"
+)
+
+// Defaults.
+const (
+	DefaultInterval = 10 * time.Second
+	// patchWorkers bound the concurrent pod patches.
+	patchWorkers = 4
+)
+
+// Options configure the controller.
+type Options struct {
+	Kube       kubernetes.Interface
+	Pods       corelisters.PodLister
+	Nodes      corelisters.NodeLister
+	NodeClaims listers.NodeClaimLister
+	NodePools  listers.NodePoolLister
+	Clock      clock.Clock
+	// Interval separates passes. Default DefaultInterval.
+	Interval time.Duration
+}
+
+// Controller keeps the deletion costs of the pods on Stevedore's nodes in the order consolidation removes nodes.
+type Controller struct {
+	opts Options
+}
+
+// New returns a controller.
+func New(opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	return &Controller{opts: opts}
+}
+
+// Run reconciles every Interval until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("deletioncost")
+	ctx = klog.NewContext(ctx, logger)
+	for ctx.Err() == nil {
+		if n, err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Setting pod deletion costs failed", "patched", n)
+		} else if n > 0 {
+			logger.V(2).Info("Pod deletion costs set", "patched", n)
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.opts.Clock.After(c.opts.Interval):
+		}
+	}
+}
+
+// rankedNode is a node with what orders it.
+type rankedNode struct {
+	name      string
+	leaving   bool // being disrupted: its pods go anyway
+	static    bool // of a static NodePool: never consolidated
+	pods      int
+	requested float64 // requested CPU share of the allocatable
+}
+
+// rank orders nodes the way consolidation removes them: those being disrupted first, then the fewest
+// reschedulable pods, the least requested CPU, and by name; static NodePools' nodes last.
+func rank(nodes []rankedNode) {
+	sort.SliceStable(nodes, func(i, j int) bool {
+		a, b := nodes[i], nodes[j]
+		switch {
+		case a.leaving != b.leaving:
+			return a.leaving
+		case a.static != b.static:
+			return !a.static
+		case a.pods != b.pods:
+			return a.pods < b.pods
+		case a.requested != b.requested:
+			return a.requested < b.requested
+		}
+		return a.name < b.name
+	})
+}
+
+// Reconcile ranks the nodes and patches the pods whose cost changed. It returns how many pods it patched.
+func (c *Controller) Reconcile(ctx context.Context) (int, error) {
+	claims, err := c.opts.NodeClaims.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	pods, err := c.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && provision.Reschedulable(p) {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	var nodes []rankedNode
+	for _, cl := range claims {
+		if cl.Status.NodeName == "" || !provision.IsInitialized(cl) {
+			continue
+		}
+		node, err := c.opts.Nodes.Get(cl.Status.NodeName)
+		if err != nil {
+			continue
+		}
+		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]),
+			leaving: cl.DeletionTimestamp != nil || node.DeletionTimestamp != nil || cl.Status.DisruptionReason != ""}
+		if np, err := c.opts.NodePools.Get(cl.Labels[stevedorev1.LabelNodePool]); err == nil && np.Spec.Replicas != nil {
+			rn.static = true
+		}
+		if alloc := node.Status.Allocatable.Cpu().MilliValue(); alloc > 0 {
+			var req int64
+			for _, p := range byNode[node.Name] {
+				for _, ctr := range p.Spec.Containers {
+					req += ctr.Resources.Requests.Cpu().MilliValue()
+				}
+			}
+			rn.requested = float64(req) / float64(alloc)
+		}
+		nodes = append(nodes, rn)
+	}
+	rank(nodes)
+	type patch struct {
+		pod  *corev1.Pod
+		cost string
+	}
+	var patches []patch
+	for i, n := range nodes {
+		cost := strconv.Itoa(i + 1)
+		for _, p := range byNode[n.name] {
+			if !ownedByReplicaSet(p) {
+				continue
+			}
+			cur, has := p.Annotations[AnnotationDeletionCost]
+			managed, ours := p.Annotations[AnnotationManaged]
+			if has && (!ours || cur != managed) {
+				continue // the user's
+			}
+			if cur != cost {
+				patches = append(patches, patch{p, cost})
+			}
+		}
+	}
+	errs := make([]error, len(patches))
+	workqueue.ParallelizeUntil(ctx, patchWorkers, len(patches), func(i int) {
+		p := patches[i]
+		body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, AnnotationDeletionCost, p.cost, AnnotationManaged, p.cost)
+		_, err := c.opts.Kube.CoreV1().Pods(p.pod.Namespace).Patch(ctx, p.pod.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs[i] = fmt.Errorf("pod %s/%s: %w", p.pod.Namespace, p.pod.Name, err)
+		}
+	})
+	patched := 0
+	for _, err := range errs {
+		if err != nil {
+			return patched, err
+		}
+		patched++
+	}
+	metrics.PodDeletionCostPatches.Add(float64(patched))
+	return patched, nil
+}
+
+func ownedByReplicaSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "ReplicaSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
