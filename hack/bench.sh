@@ -5,8 +5,9 @@
 #    repeated solves gave identical plans);
 #  - interruption messages handled per second;
 #  - in the sandbox with --launch-delay 0: scale-out of 1000 and 5000 pods through the real scheduler binary,
-#    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods, and churn (20
-#    scale changes).
+#    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
+#    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
+#    changes).
 # BENCH_INPUT points at the benchmark input (default ../shared/bench/karpenter-400); BENCH_OUT at the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,8 +51,10 @@ run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env 
   go test -count=1 -run '^$' -bench 'BenchmarkScaleOut(1000|5000)$' -benchtime 1x -timeout 60m ./test/bench/
 run "plugin overhead: plain pods on existing nodes, with and without Stevedore's plugins" env STEVEDORE_BIN="$PWD/bin/scheduler" \
   go test -count=1 -run '^$' -bench BenchmarkPluginOverhead -benchtime 1x -timeout 30m ./test/bench/
-run "consolidation 1000 -> 700 pods, default plugin arguments" go test -count=1 -run '^$' \
-  -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 60m ./test/bench/
+run "consolidation 1000 -> 700 pods, with pod-deletion-cost steering (default) and without" go test -count=1 -run '^$' \
+  -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 90m ./test/bench/
+run "burst of 20 pods, nodes 30 s to come up, with a CapacityBuffer of 20 chunks and without" go test -count=1 -run '^$' \
+  -bench BenchmarkBurstTimeToBind -benchtime 1x -timeout 30m ./test/bench/
 run "churn: 20 scale changes, default plugin arguments" go test -count=1 -run '^$' -bench BenchmarkChurn20 \
   -benchtime 1x -timeout 60m ./test/bench/
 

@@ -19,6 +19,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
@@ -38,15 +39,32 @@ var podSizes = []struct{ cpu, mem string }{{"100m", "128Mi"}, {"250m", "512Mi"},
 // default plugin arguments, scales them to 700, and measures how long consolidation takes until the fleet's cost
 // stops falling, and the final cost against the fractional lower bound for the 700 pods and against what
 // provisioning the 700 pods from scratch costs. Run it with -benchtime 1x.
+//
+// It runs twice: with pod-deletion-cost steering (the default) and without (podDeletionCost: false), and reports the
+// pods the drains evicted in each, and the final cost.
 func BenchmarkConsolidation1000To700(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		runConsolidation(b)
+	for _, steered := range []bool{true, false} {
+		name := "steered"
+		if !steered {
+			name = "unsteered"
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runConsolidation(b, steered)
+			}
+		})
 	}
 }
 
-func runConsolidation(b *testing.B) {
+func runConsolidation(b *testing.B, steered bool) {
 	ctx := context.Background()
-	sb := startSandbox(b, true) // cleanup registered first, run last: the namespace goes first; the NodePool with the sandbox
+	// cleanup registered first, run last: the namespace goes first; the NodePool with the sandbox
+	sb, err := sandbox.Start(ctx, sandbox.Options{WithScheduler: true, LaunchDelay: 0,
+		PluginArgs: map[string]any{"podDeletionCost": steered}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Stop)
 	ns := harness.Namespace(b, sb)
 	harness.NodeClass(b, sb)
 	// not harness.NodePool: it goes with the sandbox, not node by node
@@ -60,6 +78,24 @@ func runConsolidation(b *testing.B) {
 	for i := range podSizes {
 		harness.WaitRunning(b, sb, ns, fmt.Sprintf("app-%d", i), 200)
 	}
+	if steered { // steady state: every pod's deletion cost is set before the scale-in
+		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				if _, ok := p.Annotations[deletioncost.AnnotationDeletionCost]; !ok {
+					return false, nil
+				}
+			}
+			return len(pods.Items) == 1000, nil
+		})
+		if err != nil {
+			b.Fatalf("waiting for every pod's deletion cost: %v", err)
+		}
+	}
+	evictedBefore := harness.Metric(b, "stevedore_termination_pods_evicted_total", nil)
 	before, beforeCost := fleet(b, sb)
 	start := time.Now()
 	profileSelf(b, "STEVEDORE_PROFILE")
@@ -91,12 +127,15 @@ func runConsolidation(b *testing.B) {
 	}
 	lower, fresh := bounds(b, np, 140)
 	took := lastFall.Sub(start)
+	evicted := harness.Metric(b, "stevedore_termination_pods_evicted_total", nil) - evictedBefore
+	b.ReportMetric(evicted, "pods-evicted")
+	b.ReportMetric(cost, "final-$/h")
 	b.ReportMetric(took.Seconds(), "s-until-cost-stops-falling")
 	b.ReportMetric(cost/lower, "cost/lower-bound")
 	b.ReportMetric(cost/fresh, "cost/fresh-plan")
-	b.Logf("1000 pods on %d nodes ($%.4f/h) -> %d pods: %d nodes ($%.4f/h) after %s; lower bound $%.4f/h (ratio %.3f), "+
-		"provisioning the %d pods from scratch $%.4f/h (ratio %.3f)", len(before), beforeCost, pods, len(after), cost,
-		took.Round(time.Second), lower, cost/lower, pods, fresh, cost/fresh)
+	b.Logf("steered %v: 1000 pods on %d nodes ($%.4f/h) -> %d pods: %d nodes ($%.4f/h) after %s, %.0f pods evicted; lower bound $%.4f/h (ratio %.3f), "+
+		"provisioning the %d pods from scratch $%.4f/h (ratio %.3f)", steered, len(before), beforeCost, pods, len(after), cost,
+		took.Round(time.Second), evicted, lower, cost/lower, pods, fresh, cost/fresh)
 }
 
 // profileSelf writes a CPU profile of this process (the sandbox, and its scheduler when in-process) over the next
