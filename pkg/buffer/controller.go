@@ -29,6 +29,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // DefaultInterval separates passes.
@@ -51,8 +52,10 @@ type Options struct {
 	Stevedore   versioned.Interface
 	Buffers     listers.CapacityBufferLister
 	Provisioner *provision.Provisioner
-	Recorder    events.EventRecorder
-	Clock       clock.Clock
+	// Simulator answers where chunks fit (the buffer's own, not the live provisioning path's).
+	Simulator *simulation.Simulator
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
 }
@@ -135,7 +138,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	c.mu.Lock()
 	c.pods = all
 	c.mu.Unlock()
-	plan, err := c.opts.Provisioner.ProvisionWarm(ctx, all)
+	plan, err := c.opts.Provisioner.ProvisionWarm(ctx, c.opts.Simulator, all)
 	if err != nil {
 		return err
 	}

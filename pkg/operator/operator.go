@@ -211,8 +211,12 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
 		return nil, err
 	}
+	bufferSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	if err != nil {
+		return nil, err
+	}
 	warm := buffer.New(buffer.Options{Kube: kube, Stevedore: stevedore, Buffers: buffers.Lister(), Provisioner: c.Provisioner,
-		Recorder: host.Recorder})
+		Simulator: bufferSim, Recorder: host.Recorder})
 	costs := deletioncost.New(deletioncost.Options{Kube: kube, Pods: pods.Lister(), Nodes: nodes.Lister(), NodeClaims: claims.Lister(),
 		NodePools: nodePools})
 	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),

@@ -8,6 +8,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // SetWarmPods gives the provisioner the pods of warm capacity (capacity buffers): virtual pods no node runs, for
@@ -44,19 +45,18 @@ type WarmPlan struct {
 
 // ProvisionWarm keeps room for warm pods: those that fit the room left on the nodes (after the pods waiting for a
 // place took theirs) count as placed; nodes are launched for the others, carrying no pod, so that pending pods
-// may be nominated to them and later solves see their room free.
-func (p *Provisioner) ProvisionWarm(ctx context.Context, pods []*corev1.Pod) (*WarmPlan, error) {
+// may be nominated to them and later solves see their room free. sim is the caller's own simulator (not the live
+// path's, which provisioning for real pods must not wait for).
+func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, pods []*corev1.Pod) (*WarmPlan, error) {
 	out := &WarmPlan{Placed: map[string]bool{}, Unschedulable: map[string]string{}}
 	if len(pods) == 0 {
 		return out, nil
 	}
-	p.simMu.Lock()
-	defer p.simMu.Unlock()
-	c, err := p.cluster(ctx, p.opts.Simulator, false)
+	c, err := p.cluster(ctx, sim, false)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
+	plan, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
 		InFlight: c.Targets, Region: c.Region})
 	if err != nil {
 		return nil, fmt.Errorf("planning %d warm pods: %w", len(pods), err)
