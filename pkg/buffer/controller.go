@@ -18,11 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
@@ -55,7 +55,6 @@ type Options struct {
 	// Simulator answers where chunks fit (the buffer's own, not the live provisioning path's).
 	Simulator *simulation.Simulator
 	Recorder  events.EventRecorder
-	Clock     clock.Clock
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
 }
@@ -70,9 +69,6 @@ type Controller struct {
 
 // New returns a controller and gives the provisioner its chunks as warm pods.
 func New(opts Options) *Controller {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
@@ -87,15 +83,11 @@ func New(opts Options) *Controller {
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("capacitybuffer")
 	ctx = klog.NewContext(ctx, logger)
-	for ctx.Err() == nil {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Keeping warm capacity failed")
 		}
-		select {
-		case <-ctx.Done():
-		case <-c.opts.Clock.After(c.opts.Interval):
-		}
-	}
+	}, c.opts.Interval)
 }
 
 // Pods returns the chunks of every buffer as virtual pods, as the last pass computed them (buffers in

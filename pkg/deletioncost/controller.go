@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
@@ -50,7 +50,6 @@ type Options struct {
 	Nodes      corelisters.NodeLister
 	NodeClaims listers.NodeClaimLister
 	NodePools  listers.NodePoolLister
-	Clock      clock.Clock
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
 }
@@ -62,9 +61,6 @@ type Controller struct {
 
 // New returns a controller.
 func New(opts Options) *Controller {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
@@ -75,17 +71,13 @@ func New(opts Options) *Controller {
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("deletioncost")
 	ctx = klog.NewContext(ctx, logger)
-	for ctx.Err() == nil {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if n, err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Setting pod deletion costs failed", "patched", n)
 		} else if n > 0 {
 			logger.V(2).Info("Pod deletion costs set", "patched", n)
 		}
-		select {
-		case <-ctx.Done():
-		case <-c.opts.Clock.After(c.opts.Interval):
-		}
-	}
+	}, c.opts.Interval)
 }
 
 // rankedNode is a node with what orders it.

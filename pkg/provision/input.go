@@ -24,12 +24,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
-	var daemonSets []*corev1.Pod
-	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
-		for _, ds := range dss {
-			daemonSets = append(daemonSets, solver.DaemonSetPod(ds))
-		}
-	}
+	daemonSets := p.daemonSetPods()
 	claims, err := p.liveClaims()
 	if err != nil {
 		return solver.Input{}, nil, err
@@ -64,6 +59,17 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 	}
 	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
 		Region: p.opts.Region}, claimByNode, nil
+}
+
+// daemonSetPods returns one pod per DaemonSet of the cluster, as the solver counts them on new nodes.
+func (p *Provisioner) daemonSetPods() []*corev1.Pod {
+	var out []*corev1.Pod
+	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
+		for _, ds := range dss {
+			out = append(out, solver.DaemonSetPod(ds))
+		}
+	}
+	return out
 }
 
 // liveClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet.

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -30,12 +29,7 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	if err != nil {
 		return nil, fmt.Errorf("NodePool %s: %w", np.Name, err)
 	}
-	var daemonSets []*corev1.Pod
-	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
-		for _, ds := range dss {
-			daemonSets = append(daemonSets, solver.DaemonSetPod(ds))
-		}
-	}
+	daemonSets := p.daemonSetPods()
 	claims, err := p.liveClaims()
 	if err != nil {
 		return nil, err

@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
@@ -42,7 +42,6 @@ type Options struct {
 	Pods        corelisters.PodLister
 	Provisioner *provision.Provisioner
 	Recorder    events.EventRecorder
-	Clock       clock.Clock
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
 }
@@ -56,9 +55,6 @@ type Controller struct {
 
 // New returns a controller.
 func New(opts Options) *Controller {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
@@ -69,15 +65,11 @@ func New(opts Options) *Controller {
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("staticpool")
 	ctx = klog.NewContext(ctx, logger)
-	for ctx.Err() == nil {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Keeping static NodePools at their size failed")
 		}
-		select {
-		case <-ctx.Done():
-		case <-c.opts.Clock.After(c.opts.Interval):
-		}
-	}
+	}, c.opts.Interval)
 }
 
 // Reconcile brings every static NodePool to its replicas, in name order.
