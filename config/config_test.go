@@ -26,7 +26,8 @@ func TestInstalledConfigurationIsThisOne(t *testing.T) {
 
 // TestTheInstalledRBACIsMinimal reads the ClusterRole the manifests install and refuses what Stevedore never
 // needs: wildcards, Secrets and ConfigMaps, RBAC or impersonation powers, and writing pods beyond deleting them
-// (the API server's own tests with the ServiceAccount's token, in test/e2e, prove the rules suffice).
+// and patching their pod-deletion-cost annotation (the API server's own tests with the ServiceAccount's token, in
+// test/e2e, prove the rules suffice).
 func TestTheInstalledRBACIsMinimal(t *testing.T) {
 	raw, err := os.ReadFile("../manifests/deploy/rbac.yaml")
 	if err != nil {
@@ -63,8 +64,8 @@ func TestTheInstalledRBACIsMinimal(t *testing.T) {
 			}
 			if res == "pods" {
 				for _, v := range r.Verbs {
-					if v != "get" && v != "list" && v != "watch" && v != "delete" {
-						t.Errorf("rule %d lets Stevedore %s pods; it only reads and deletes them (binding is kube-scheduler's role)", i, v)
+					if v != "get" && v != "list" && v != "watch" && v != "delete" && v != "patch" {
+						t.Errorf("rule %d lets Stevedore %s pods; it only reads, deletes and annotates them (binding is kube-scheduler's role)", i, v)
 					}
 				}
 			}
