@@ -256,7 +256,7 @@ func (c *Controller) staticReplacement(ctx context.Context, v *clusterView, cand
 		if v.pools[cand.NodePool.Name].disrupting > 0 || !b.take(cand) {
 			continue
 		}
-		replacements, err := c.opts.Provisioner.PlanStaticNodes(ctx, cand.NodePool, 1)
+		replacements, err := c.opts.Provisioner.PlanStaticNodes(ctx, cand.NodePool, 1, cand.Node.Name)
 		if err != nil {
 			klog.FromContext(ctx).V(1).Info("Static NodePool node goes before its replacement", "node", cand.Node.Name, "why", err.Error())
 		}

@@ -18,10 +18,11 @@ import (
 const labelStaticPlaceholder = "stevedore.dev/static-node"
 
 // PlanStaticNodes plans n new nodes of a static NodePool: the cheapest types its requirements and its DaemonSets
-// allow, one node per placeholder pod that asks for nothing and tolerates every taint, spread over the zones, with
-// the NodePool's limits.nodes holding. The planned nodes carry no pod. Fewer than n come back when the limits or the offerings
-// stop them; the error then says why.
-func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int) ([]*solver.PlannedNode, error) {
+// allow, one node per placeholder pod that asks for nothing and tolerates every taint, spread over the zones
+// together with the NodePool's nodes that stay (all but those being deleted and those named in leaving), with the
+// NodePool's limits.nodes holding. The planned nodes carry no pod. Fewer than n come back when the limits or the
+// offerings stop them; the error then says why.
+func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -43,9 +44,27 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	for i := range placeholders {
 		placeholders[i] = staticPlaceholder(np.Name, i)
 	}
+	// the nodes that stay, each with a placeholder, so that the new ones even out the zones
+	snap := simulation.NewSnapshot()
+	gone := map[string]bool{}
+	for _, name := range leaving {
+		gone[name] = true
+	}
+	for _, cl := range claims {
+		if cl.Labels[stevedorev1.LabelNodePool] != np.Name || cl.DeletionTimestamp != nil || cl.Status.Zone == "" ||
+			cl.Status.NodeName != "" && gone[cl.Status.NodeName] {
+			continue
+		}
+		name := "static-" + cl.Name
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelTopologyZone: cl.Status.Zone, corev1.LabelHostname: name, stevedorev1.LabelNodePool: np.Name}}}
+		held := staticPlaceholder(np.Name, 0)
+		held.Name, held.UID, held.Spec.NodeName = name, types.UID("static/"+name), name
+		snap.AddNode(node, held)
+	}
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: placeholders,
-		NodePools: []solver.NodePoolOption{opt}, Snapshot: simulation.NewSnapshot(), Region: p.opts.Region})
+		NodePools: []solver.NodePoolOption{opt}, Snapshot: snap, Region: p.opts.Region})
 	p.simMu.Unlock()
 	if err != nil {
 		return nil, err

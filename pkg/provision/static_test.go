@@ -25,11 +25,14 @@ func TestPlanStaticNodes(t *testing.T) {
 		return w.Obj()
 	}
 	existing := test.NodeClaim("static-a", "static").Launched("a", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	existing2 := test.NodeClaim("static-a2", "static").Launched("a2", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	inB := test.NodeClaim("static-b", "static").Launched("b", "m5.large", "us-east-1b", "on-demand", "0.096").Obj()
 	cases := []struct {
 		name      string
 		pool      *stevedorev1.NodePool
 		objs      []runtime.Object
 		n         int
+		leaving   []string
 		wantZone  map[string]int // nil: only count wantNodes
 		wantNodes int
 		wantErr   string
@@ -39,6 +42,10 @@ func TestPlanStaticNodes(t *testing.T) {
 		{name: "limits.nodes holds: one left of two", pool: static(3, "2"), objs: []runtime.Object{existing}, n: 2,
 			wantNodes: 1, wantErr: "1 of 2 nodes of NodePool static cannot be planned"},
 		{name: "nothing asked", pool: static(3, ""), n: 0, wantZone: map[string]int{}},
+		{name: "two nodes in us-east-1a stay: the new ones go to us-east-1b", pool: static(4, ""), objs: []runtime.Object{existing, existing2},
+			n: 2, wantZone: map[string]int{"us-east-1b": 2}},
+		{name: "replacing the node in us-east-1a: its replacement goes back there", pool: static(3, ""),
+			objs: []runtime.Object{existing, inB}, n: 1, leaving: []string{"a"}, wantZone: map[string]int{"us-east-1a": 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +66,7 @@ func TestPlanStaticNodes(t *testing.T) {
 			p := New(Options{ClusterName: "test", Region: testRegion, Kube: kubefake.NewClientset(), Stevedore: stevedorefake.NewSimpleClientset(),
 				Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: cp,
 				Simulator: sim})
-			nodes, err := p.PlanStaticNodes(ctx, tc.pool, tc.n)
+			nodes, err := p.PlanStaticNodes(ctx, tc.pool, tc.n, tc.leaving...)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("error %v, want %q", err, tc.wantErr)
 			}

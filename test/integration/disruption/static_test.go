@@ -39,6 +39,21 @@ func waitStaticNodes(t *testing.T, pool string, n int) map[string]bool {
 	return names
 }
 
+// wantOneNodePerZone checks that the NodePool's live nodes are in as many zones as there are nodes (three or fewer
+// nodes over the sandbox's three zones).
+func wantOneNodePerZone(t *testing.T, pool, when string) {
+	t.Helper()
+	zones := map[string]int{}
+	for _, c := range harness.LiveNodeClaimsOf(t, sb, pool) {
+		zones[c.Status.Zone]++
+	}
+	for z, n := range zones {
+		if n > 1 {
+			t.Errorf("%s: %d nodes of NodePool %s in %s (%v), want them spread one per zone", when, n, pool, z, zones)
+		}
+	}
+}
+
 func setReplicas(t *testing.T, pool string, n int64) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -65,6 +80,7 @@ func TestAStaticNodePoolHoldsItsSize(t *testing.T) {
 		np.Spec.Disruption.Budgets = []stevedorev1.Budget{{Nodes: "100%"}}
 	})
 	first := waitStaticNodes(t, "static", 3)
+	wantOneNodePerZone(t, "static", "launched")
 	disrupting := watchDisrupting(t, "static")
 
 	// drift: a new template label changes the NodePool's hash under every node
@@ -96,6 +112,7 @@ func TestAStaticNodePoolHoldsItsSize(t *testing.T) {
 		t.Errorf("at most %d nodes were being disrupted at once; static NodePools replace one at a time (0: none seen)", got)
 	}
 	second := waitStaticNodes(t, "static", 3)
+	wantOneNodePerZone(t, "static", "after the drift replacements")
 
 	// a NodeClaim deleted by hand comes back
 	var victim string
@@ -107,6 +124,7 @@ func TestAStaticNodePoolHoldsItsSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := waitStaticNodes(t, "static", 3)
+	wantOneNodePerZone(t, "static", "after a NodeClaim was deleted")
 	if third[victim] {
 		t.Fatalf("the deleted NodeClaim %s is still there", victim)
 	}
