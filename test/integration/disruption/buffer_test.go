@@ -111,3 +111,34 @@ func TestACapacityBufferMakesABurstBindWithoutALaunch(t *testing.T) {
 		t.Errorf("chunks with room = %v, want 4", g)
 	}
 }
+
+// TestACapacityBufferFollowsItsWorkload keeps 50% of a Deployment's replicas warm: 2 chunks for 4 replicas, 3 once
+// it has 6, each chunk shaped like the Deployment's pods.
+func TestACapacityBufferFollowsItsWorkload(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	ctx := harness.Context(t)
+	harness.NodePool(t, sb, "warm-workload", "warm-workload")
+	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "api", 4, "500m", "512Mi"), "warm-workload")
+	harness.WaitRunning(t, sb, ns, "api", 4)
+	half := int32(50)
+	buf := &stevedorev1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec: stevedorev1.CapacityBufferSpec{ScalableRef: &stevedorev1.ScalableReference{APIGroup: "apps", Kind: "Deployment", Name: "api"},
+			Percentage: &half}}
+	if _, err := sb.Stevedore.StevedoreV1().CapacityBuffers(ns).Create(ctx, buf, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sb.Stevedore.StevedoreV1().CapacityBuffers(ns).Delete(context.Background(), "api", metav1.DeleteOptions{})
+	})
+	if b := waitBufferReady(t, ns, "api"); b.Status.Replicas != 2 {
+		t.Fatalf("status.replicas = %d for 50%% of 4, want 2", b.Status.Replicas)
+	}
+	harness.Scale(t, sb, ns, "api", 6)
+	harness.EventuallyWithin(t, 2*time.Minute, "3 chunks with room for 50% of 6 replicas", func(ctx context.Context) (bool, error) {
+		b, err := sb.Stevedore.StevedoreV1().CapacityBuffers(ns).Get(ctx, "api", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return b.Status.Replicas == 3 && meta.IsStatusConditionTrue(b.Status.Conditions, stevedorev1.ConditionReady), nil
+	})
+}
