@@ -122,8 +122,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	for _, cand := range cmd.Candidates {
 		if cmd.DrainTimeout > 0 {
 			deadline := c.opts.Clock.Now().Add(cmd.DrainTimeout).UTC().Format(time.RFC3339)
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stevedorev1.AnnotationDrainDeadline, deadline)
-			if _, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, cand.Claim.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.annotateClaim(ctx, cand.Claim.Name, stevedorev1.AnnotationDrainDeadline, deadline); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("bounding the drain of NodeClaim %s: %w", cand.Claim.Name, err))
 			}
 		}
@@ -290,6 +289,13 @@ func (c *Controller) updateClaimStatus(ctx context.Context, name string, mutate 
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
+	return err
+}
+
+// annotateClaim sets one annotation on a NodeClaim (a merge patch).
+func (c *Controller) annotateClaim(ctx context.Context, name, key, value string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	_, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -188,32 +186,15 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 		ps := v.pools[name]
 		faults := byPool[name]
 		threshold := repairThreshold(ps.total, o.MaxUnhealthyPercent)
-		// nodes already being repaired: replaced (deleting) or rebooted and given time to recover
-		inFlight := ps.repairing
-		for _, f := range faults {
-			if at := rebootedAt(f.cand.Claim); !at.IsZero() && v.now.Before(at.Add(o.RebootWait)) {
-				inFlight++
-			}
-		}
+		// The unhealthy nodes (rebooted ones within their wait among them) and those being replaced: when they are
+		// within the threshold, every one may be repaired, so repairs in flight never exceed it either.
 		unhealthyNodes := len(faults) + ps.repairing
 		blocked := unhealthyNodes > threshold
 		c.reportRepairBlocked(ctx, ps.pool, blocked, unhealthyNodes, ps.total, threshold)
-		if blocked || len(faults) == 0 {
+		if blocked {
 			continue
 		}
-		// longest overdue first; ties by name
-		sort.SliceStable(faults, func(i, j int) bool {
-			a, b := faults[i].fault.due(), faults[j].fault.due()
-			if !a.Equal(b) {
-				return a.Before(b)
-			}
-			return faults[i].cand.Node.Name < faults[j].cand.Node.Name
-		})
-		room := threshold - inFlight
 		for _, f := range faults {
-			if room <= 0 {
-				break
-			}
 			if v.now.Before(f.fault.due()) {
 				continue
 			}
@@ -222,14 +203,12 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 				continue // counted in flight: the reboot has time to clear the fault
 			}
 			if f.fault.policy.Reboot && at.IsZero() && nodeReachable(f.cand.Node) {
-				if err := c.reboot(ctx, f.cand, f.fault); err != nil {
-					logger.Error(err, "Rebooting an unhealthy node failed; it is replaced instead", "node", f.cand.Node.Name)
-				} else {
-					room--
+				err := c.reboot(ctx, f.cand, f.fault)
+				if err == nil {
 					continue
 				}
+				logger.Error(err, "Rebooting an unhealthy node failed; it is replaced instead", "node", f.cand.Node.Name)
 			}
-			room--
 			metrics.NodesRepaired.WithLabelValues(name, string(f.fault.policy.ConditionType), "replace").Inc()
 			logger.Info("Node unhealthy past its toleration; replacing it", "node", f.cand.Node.Name, "nodepool", name,
 				"condition", f.fault.policy.ConditionType, "status", f.fault.policy.Status, "since", f.fault.since.UTC().Format(time.RFC3339))
@@ -265,8 +244,7 @@ func (c *Controller) reboot(ctx context.Context, cand *Candidate, f *unhealthy) 
 		return fmt.Errorf("no instance to reboot")
 	}
 	// Record first: a reboot that happened but was not recorded would be repeated.
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationRepairReboot, c.opts.Clock.Now().UTC().Format(time.RFC3339))
-	if _, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, cand.Claim.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if err := c.annotateClaim(ctx, cand.Claim.Name, AnnotationRepairReboot, c.opts.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		return fmt.Errorf("recording the reboot on NodeClaim %s: %w", cand.Claim.Name, err)
 	}
 	if err := c.opts.Cloud.Reboot(ctx, cand.Claim.Status.InstanceID); err != nil {
