@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
@@ -181,13 +182,21 @@ func (c *Controller) writeStatus(ctx context.Context, b *stevedorev1.CapacityBuf
 	if b.Status.Replicas == replicas && cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
 		return nil
 	}
-	next := b.DeepCopy()
-	next.Status.Replicas = replicas
-	cond.ObservedGeneration = b.Generation
-	meta.SetStatusCondition(&next.Status.Conditions, cond)
-	_, err := c.opts.Stevedore.StevedoreV1().CapacityBuffers(b.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone, or changed: the next pass writes it
+	client := c.opts.Stevedore.StevedoreV1().CapacityBuffers(b.Namespace)
+	// the cache may not show this controller's last write yet: on a conflict, read the buffer again
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		next, err := client.Get(ctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next.Status.Replicas = replicas
+		cond.ObservedGeneration = next.Generation
+		meta.SetStatusCondition(&next.Status.Conditions, cond)
+		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // gone
 	}
 	if err == nil && (cur == nil || cur.Reason != cond.Reason) && c.opts.Recorder != nil {
 		eventType := corev1.EventTypeNormal
