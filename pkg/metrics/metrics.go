@@ -146,6 +146,34 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.05, 2, 14),
 		StabilityLevel: metrics.ALPHA,
 	})
+	// PodsReadyNodeWait times pods from the moment a node that can take them is ready (the node planned for them
+	// initialized, or the plan made when it already was) to their binding: the time a pod waits on Stevedore's
+	// bookkeeping rather than on EC2.
+	PodsReadyNodeWait = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "ready_node_wait_seconds",
+		Help:           "Time from the node planned for a pod being ready (initialized) to the pod's binding.",
+		Buckets:        metrics.ExponentialBuckets(0.01, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	// PodsParkedOnReadyNode is the number of pods planned on a node that is ready which are neither bound nor being
+	// bound: each should bind within moments; a lasting non-zero value is a pod the scheduler is not retrying.
+	PodsParkedOnReadyNode = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "parked_on_ready_node",
+		Help:           "Pods planned on a ready (initialized) node that are neither bound nor being bound.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// PodsParkedOnReadyNodeOldest is how long the longest-parked of those pods has waited.
+	PodsParkedOnReadyNodeOldest = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "parked_on_ready_node_oldest_seconds",
+		Help:           "How long the longest-waiting pod planned on a ready node has waited since the node was ready (0 when none).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// PodsWoken counts pods Stevedore put back in the scheduler's active queue, by the reason that held them.
+	PodsWoken = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "pods", Name: "woken_total",
+		Help:           "Pods moved back to the scheduler's active queue because what held them cleared, by what cleared.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 	// BatchPods is the number of pods in each solved provisioning batch.
 	BatchPods = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace: namespace, Subsystem: "provisioning", Name: "batch_pods",
@@ -237,7 +265,8 @@ var registerOnce sync.Once
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
-		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration, BatchPods,
+		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
+		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}
 }

@@ -96,6 +96,9 @@ type Host struct {
 	Leadership    *state.Leadership
 	// OnInitialized is called with a node's name once it finished initializing.
 	OnInitialized func(node string)
+	// Queue is the scheduler's scheduling queue (the framework Handle): pods the provisioner held back are put
+	// back in it when what held them clears.
+	Queue provision.SchedulingQueue
 }
 
 // Controllers are Stevedore's controllers, built and wired.
@@ -162,6 +165,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
 		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
 		NodeClaims: claims.Lister(), NodePools: nodePools, Cloud: provider, Simulator: sim, Recorder: host.Recorder,
+		Queue: host.Queue,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Lister().Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -172,12 +176,19 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	c.Lifecycle = provision.NewLifecycle(c.Provisioner, provision.LifecycleOptions{
 		RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: host.OnInitialized,
 	})
-	if err := c.Lifecycle.Register(claims.Informer(), nodes.Informer()); err != nil {
+	if err := c.Lifecycle.Register(ctx, claims.Informer(), nodes.Informer(), pods.Informer()); err != nil {
 		return nil, err
 	}
 	if _, err := pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Provisioner.NodePoolsChanged() },
-		UpdateFunc: func(any, any) { c.Provisioner.NodePoolsChanged() },
+		AddFunc: func(any) { c.Provisioner.NodePoolsChanged(ctx) },
+		// a spec change only: the status, rewritten every few seconds, changes nothing a pod could use
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okOld := oldObj.(*stevedorev1.NodePool)
+			n, okNew := newObj.(*stevedorev1.NodePool)
+			if !okOld || !okNew || o.Generation != n.Generation {
+				c.Provisioner.NodePoolsChanged(ctx)
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}

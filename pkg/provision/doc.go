@@ -4,4 +4,53 @@
 // (noderoom.go). The NodeClaim lifecycle launches the instance, registers and initializes its node, and lets a
 // NodeClaim that never registers go (lifecycle.go); termination drains and terminates whatever deleted a NodeClaim
 // (termination.go). cluster.go answers disruption's "what if these nodes went away".
+//
+// # Pods held back, and what wakes them
+//
+// The scheduler parks a pod it could not place in its unschedulable pool and retries it only when a cluster event
+// one of the rejecting plugins registered for may help (its queueing hint says Queue), or at its periodic flush
+// (five minutes). Every reason the Provisioner plugin holds a pod back for Stevedore's own state therefore comes
+// with the change that clears it and how the pod is put back in the active queue: a queueing hint on a cluster
+// event the queue sees, or SchedulingQueue.Activate from the place where the state changes (wakeup.go; the
+// stevedore_pods_woken_total counter, by reason). wakeup_test.go drives the real scheduling queue through each
+// row; hints_test.go in the plugin's package drives its queueing hints.
+//
+//	where        | the pod is held because                         | cleared by                                  | woken by
+//	-------------+-------------------------------------------------+---------------------------------------------+------------------------------------------
+//	Filter       | room on the node is kept for pods planned there | a planned pod there binds                   | Activate, PlannedPodBound (PostBind)
+//	             | and not bound yet (RoomRefused)                 | a planned pod there is deleted              | Activate, PlannedPodGone (pod informer)
+//	             |                                                 | a planned pod there is planned elsewhere    | Activate, PlannedPodGone (assign)
+//	             |                                                 | a planned pod there finds no room and is    | Activate, PlannedPodGone (Consider)
+//	             |                                                 |   planned again                             |
+//	Filter,      | the pod is planned on another NodeClaim, whose  | its node registers, loses a taint, is       | hint on Node Add/UpdateNodeTaint/
+//	PreFilter    | node is still coming                            |   labelled initialized                      |   UpdateNodeLabel of a Stevedore node
+//	             |                                                 | its NodeClaim goes (launch failed, deleted, | Activate, PlanDropped (ForgetClaim)
+//	             |                                                 |   never registered)                         |
+//	             |                                                 | the launched type cannot hold it            | Activate, PlanDropped (releaseOverflow)
+//	PreFilter    | the pod is planned nowhere and the only nodes   | a node initializes                          | hint on UpdateNodeLabel of a Stevedore node
+//	             | left are initializing for others                | the pod is planned on one of them           | Activate, PlannedOnExistingNode (nominate)
+//	Filter (the  | the room of the pods nominated to the node      | a pod nominated there binds or is deleted   | Activate, PlannedPodBound/PlannedPodGone
+//	scheduler's  | (the scheduler adds them itself)                |                                             |
+//	NodeResourcesFit)                                              |                                             |
+//	PostFilter   | batched: waiting for the solve                  | planned on a node that exists already       | Activate, PlannedOnExistingNode (nominate)
+//	             |                                                 | planned on a new node                       | hint on Node Add of that node
+//	             |                                                 | the solve failed                            | pending-pod sweep batches it again
+//	PostFilter   | waiting for its NodeClaim to launch             | the launch names the node, the Node         | hint on Node Add of a Stevedore node
+//	             |                                                 |   registers                                 |
+//	PostFilter   | nominated to a node not registered yet          | the node registers, is untainted            | hint on Node Add/UpdateNodeTaint
+//	             |                                                 | the node finishes initializing              | Activate, NodeInitialized; hint on
+//	             |                                                 |                                             |   UpdateNodeLabel
+//	PostFilter   | no NodePool can launch a node for it (cached a  | a NodePool is added or changed, a NodeClaim | Activate, NodePoolsChanged
+//	             | minute; preemption runs)                        |   goes away (limits)                        |
+//	Filter       | Stevedore is starting: the node is coming up    | the provisioner adopts the plan the pods'   | Activate, Started (AdoptNominations)
+//	             | and the pods planned on it are not known yet    |   nominations record                        |
+//	any (planned | its planned node has been ready for replanAfter | (the plan no longer holds: its room or its   | Activate, StalePlan (pending-pod sweep):
+//	on a ready   | and it is still not bound                       |   spread taken by pods put there instead)   |   the pod is planned again
+//	node)        |                                                 |                                             |
+//	Permit       | its node is initializing (Wait)                 | the node initializes                        | WaitingPod.Allow (not a queue: the pod
+//	             |                                                 |                                             |   is in its binding cycle)
+//	any          | a bound pod on a Stevedore node held its room   | that pod is deleted                         | hint on AssignedPod Delete
+//
+// Events that cannot help (another node registering, a pod planned elsewhere binding, a node of another
+// provisioner changing) leave the pod parked: the hints answer QueueSkip and nothing calls Activate.
 package provision

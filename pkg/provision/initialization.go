@@ -40,6 +40,7 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 	if l.opts.OnInitialized != nil {
 		l.opts.OnInitialized(node.Name)
 	}
+	l.prov.ClaimInitialized(ctx, claim.Name)
 	return 0, nil
 }
 

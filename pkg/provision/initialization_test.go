@@ -33,7 +33,7 @@ func TestNotInitialized(t *testing.T) {
 		{name: "cloud provider uninitialized taint",
 			node: test.Node("n1").Taint("node.cloudprovider.kubernetes.io/uninitialized", "true", corev1.TaintEffectNoSchedule).Obj(),
 			want: "node has taint node.cloudprovider.kubernetes.io/uninitialized"},
-		{name: "unregistered taint", node: test.Node("n1").Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoExecute).Obj(),
+		{name: "unregistered taint", node: test.Node("n1").Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj(),
 			want: "node has taint " + stevedorev1.TaintUnregistered},
 		{name: "startup taint still there", node: test.Node("n1").Taint("example.com/cni-not-ready", "", corev1.TaintEffectNoSchedule).Obj(),
 			want: "startup taint example.com/cni-not-ready is still on the node"},

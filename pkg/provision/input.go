@@ -53,7 +53,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 		options = append(options, opt)
 	}
 	solver.SortNodePools(options)
-	snap, inflight, claimByNode, err := p.clusterSnapshot(claims, byName)
+	snap, inflight, claimByNode, err := p.clusterSnapshot(ctx, claims, byName)
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
@@ -105,7 +105,7 @@ func (p *Provisioner) NodeClaims() ([]*stevedorev1.NodeClaim, error) {
 
 // clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
 // yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
-func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
+func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
 	nodes, err := p.opts.Nodes.List(labels.Everything())
 	if err != nil {
 		return nil, nil, nil, err
@@ -124,6 +124,7 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 	for node, ps := range binding {
 		byNode[node] = append(byNode[node], ps...)
 	}
+	p.adoptNominations(ctx, pods, claims)
 	inflightNodes := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
 		if c.DeletionTimestamp != nil || IsInitialized(c) {
@@ -170,6 +171,26 @@ func (p *Provisioner) clusterSnapshot(claims []*stevedorev1.NodeClaim, its map[s
 		claimByNode[name] = c
 	}
 	return snap, inflight, claimByNode, nil
+}
+
+// typesFor returns the known instance types by name, with those of a NodeClaim's NodePool loaded first when this
+// process has not loaded them yet (after a restart, a NodeClaim launched by the previous leader registers before
+// any solve): a node's labels and its DaemonSets depend on its instance type.
+func (p *Provisioner) typesFor(ctx context.Context, claim *stevedorev1.NodeClaim) map[string]*cloud.InstanceType {
+	its := p.knownTypes()
+	name := claim.Status.InstanceType
+	if name == "" || its[name] != nil {
+		return its
+	}
+	np, err := p.opts.NodePools.Get(claim.Labels[stevedorev1.LabelNodePool])
+	if err != nil {
+		return its
+	}
+	if _, err := p.InstanceTypes(ctx, np); err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot load the NodePool's instance types", "nodepool", np.Name, "err", err)
+		return its
+	}
+	return p.knownTypes()
 }
 
 // knownTypes returns every instance type the NodePools' caches hold, by name.

@@ -36,7 +36,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			// the cloud marked the offerings it tried unavailable: plan the pods again on what is left, not on
 			// the instance types cached before the launch
 			p.OfferingsChanged()
-			p.ForgetClaim(claim.Name)
+			p.ForgetClaim(ctx, claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		case errors.As(err, &notReady), errors.As(err, &config):
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "%v", err)
@@ -46,7 +46,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			}
 			if p.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.RegistrationTimeout {
 				logger.Info("NodeClaim could not launch before the registration timeout; deleting it", "err", err)
-				p.ForgetClaim(claim.Name)
+				p.ForgetClaim(ctx, claim.Name)
 				return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 			}
 			return 0, err
@@ -59,7 +59,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			return 0, fmt.Errorf("launching: %w", err)
 		}
 	}
-	its := p.knownTypes()
+	its := p.typesFor(ctx, &stevedorev1.NodeClaim{ObjectMeta: claim.ObjectMeta, Status: stevedorev1.NodeClaimStatus{InstanceType: inst.Type}})
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := client(p).Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
@@ -132,13 +132,14 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 		}
 		klog.FromContext(ctx).Info("Launched instance type cannot hold a planned pod; provisioning it again", "pod", klog.KObj(pod), "type", claim.Status.InstanceType)
 		l.prov.forgetPod(pod.UID)
+		l.prov.wake(ctx, WakePlanDropped, []*corev1.Pod{pod})
 	}
 }
 
 // daemonSetOverhead returns the DaemonSet pods that would run on the claim's node, as the scheduler's Filter
 // plugins decide on the node the claim becomes.
 func (l *Lifecycle) daemonSetOverhead(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod {
-	return l.prov.daemonsOn(ctx, ClaimNode(claim, l.prov.knownTypes(), l.prov.opts.Region))
+	return l.prov.daemonsOn(ctx, ClaimNode(claim, l.prov.typesFor(ctx, claim), l.prov.opts.Region))
 }
 
 func launchTime(claim *stevedorev1.NodeClaim) time.Time {

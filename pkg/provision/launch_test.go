@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -46,7 +47,7 @@ func TestLaunchRecordsInstance(t *testing.T) {
 	big := test.Pod("big").Req("cpu", "3").Pending().Obj() // more than an m5.large holds
 	h := newLifecycleHarness(t, claim, web, big)
 	h.warmTypes()
-	h.prov.assign("c1", []*corev1.Pod{web, big})
+	h.prov.assign(context.Background(), "c1", []*corev1.Pod{web, big})
 
 	after, err := h.life.launch(h.ctx, claim)
 	if err != nil {
@@ -190,7 +191,7 @@ func TestLaunchFailures(t *testing.T) {
 			web := test.Pod("web").Req("cpu", "500m").Pending().Obj()
 			h := newLifecycleHarness(t, claim, web)
 			h.warmTypes()
-			h.prov.assign("c1", []*corev1.Pod{web})
+			h.prov.assign(context.Background(), "c1", []*corev1.Pod{web})
 			tc.setup(h.cloud)
 
 			after, err := h.life.launch(h.ctx, claim)

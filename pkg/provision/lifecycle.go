@@ -54,8 +54,9 @@ func NewLifecycle(prov *Provisioner, opts LifecycleOptions) *Lifecycle {
 }
 
 // Register adds event handlers: NodeClaim changes and the Nodes of NodeClaims enqueue the NodeClaim; deleted
-// Stevedore nodes enqueue their termination.
-func (l *Lifecycle) Register(claims, nodes cache.SharedIndexInformer) error {
+// Stevedore nodes enqueue their termination; a deleted NodeClaim's pods, and a deleted pod's room, go back to
+// provisioning.
+func (l *Lifecycle) Register(ctx context.Context, claims, nodes, pods cache.SharedIndexInformer) error {
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.enqueueClaim(obj) },
 		UpdateFunc: func(_, obj any) { l.enqueueClaim(obj) },
@@ -64,8 +65,20 @@ func (l *Lifecycle) Register(claims, nodes cache.SharedIndexInformer) error {
 				obj = tomb.Obj
 			}
 			if c, ok := obj.(*stevedorev1.NodeClaim); ok {
-				l.prov.ForgetClaim(c.Name)
-				l.prov.NodePoolsChanged() // room under a NodePool's limits
+				l.prov.ForgetClaim(ctx, c.Name)
+				l.prov.NodePoolsChanged(ctx) // room under a NodePool's limits
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				l.prov.PodDeleted(ctx, pod)
 			}
 		},
 	}); err != nil {
@@ -155,7 +168,7 @@ func (l *Lifecycle) process(ctx context.Context) {
 func (l *Lifecycle) reconcile(ctx context.Context, name string) (time.Duration, error) {
 	claim, err := l.prov.opts.NodeClaims.Get(name)
 	if apierrors.IsNotFound(err) {
-		l.prov.ForgetClaim(name)
+		l.prov.ForgetClaim(ctx, name)
 		return 0, nil
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"reflect"
 	"sort"
 	"strings"
@@ -75,7 +76,7 @@ func TestReconcileDispatch(t *testing.T) {
 			if tc.node != nil {
 				h.add(tc.node)
 			}
-			h.prov.assign("c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
+			h.prov.assign(context.Background(), "c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
 			h.sd.ClearActions()
 			h.kube.ClearActions()
 

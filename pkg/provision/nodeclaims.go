@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,9 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 		stevedorev1.AnnotationNodePoolHashVersion: NodePoolHashVersion}
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
+	}
+	if planned := plannedPodsAnnotation(pn.Pods); planned != "" {
+		annotations[stevedorev1.AnnotationPlannedPods] = planned
 	}
 	for k, v := range np.Spec.Template.ObjectMeta.Annotations {
 		annotations[k] = v
@@ -170,4 +174,14 @@ func ParsePrice(s string) float64 {
 
 func claimString(c *stevedorev1.NodeClaim) string {
 	return fmt.Sprintf("%s (%s %s %s)", c.Name, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType)
+}
+
+// plannedPodsAnnotation lists pods as AnnotationPlannedPods does: "namespace/name", sorted, comma-separated.
+func plannedPodsAnnotation(pods []*corev1.Pod) string {
+	keys := make([]string, 0, len(pods))
+	for _, p := range pods {
+		keys = append(keys, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }

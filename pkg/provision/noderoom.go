@@ -149,9 +149,13 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 	if node == nil {
 		return solver.Requests{}, nil, ""
 	}
+	if refuse := p.startingRefusal(pod, node); refuse != "" {
+		return solver.Requests{}, nil, refuse
+	}
 	var planned []*corev1.Pod
 	p.mu.Lock()
-	if claim, ok := p.claimOfNode[node.Name]; ok {
+	claim, ours := p.claimOfNode[node.Name]
+	if ours {
 		// also once the pods planned here are all bound: the room left is not the pod's to take, its own node is
 		// coming (a burst's pod of a hostname affinity target that bound on the first node up stranded its
 		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
@@ -160,15 +164,21 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 			p.mu.Unlock()
 			return solver.Requests{}, nil, refuse
 		}
-		for uid, q := range p.assigned[claim] {
-			if uid == pod.UID || p.nominated[uid] == node.Name {
-				continue // the pod itself; a nominated pod the scheduler counts itself
-			}
-			planned = append(planned, q)
-		}
+		// the pod itself, and pods being bound (the scheduler counts them on the node it reserved, and their room
+		// here is free when that is another node), are not kept for
+		planned = p.waitingOnLocked(claim, pod.UID)
 	}
 	p.mu.Unlock()
+	var counted map[types.UID]bool
+	if len(planned) > 0 {
+		// nominated pods the scheduler adds to the node itself; any other is kept for here, also one this
+		// provisioner nominated whose nomination the scheduler has not seen yet
+		counted = p.schedulerCounts(pod, node.Name)
+	}
 	for _, q := range planned {
+		if counted[q.UID] {
+			continue
+		}
 		// a planned pod that was deleted (evicted from a node being replaced) leaves its room to the pod that
 		// replaces it
 		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {

@@ -1,12 +1,14 @@
 package provision
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -46,7 +48,7 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newLifecycleHarness(t)
 			for claim, pods := range tc.plan {
-				h.prov.assign(claim, pods)
+				h.prov.assign(context.Background(), claim, pods)
 			}
 			h.prov.mu.Lock()
 			for node, claim := range tc.nodes {
@@ -100,7 +102,7 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 			h.add(initialized(test.NodeClaim("c-up", "default").Obj()))
 			p := pod()
 			if tc.plannedOn != "" {
-				h.prov.assign(tc.plannedOn, []*corev1.Pod{p})
+				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
 			}
 			h.prov.mu.Lock()
 			h.prov.claimOfNode["own"], h.prov.claimOfNode["up"], h.prov.claimOfNode["coming"] = "c-own", "c-up", "c-coming"
@@ -129,4 +131,67 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 			t.Errorf("NodesFor = %v, want every node", sets.List(names))
 		}
 	})
+}
+
+// nominatedQueue is a SchedulingQueue whose nominator holds the given pods on a node.
+type nominatedQueue map[string][]*corev1.Pod
+
+func (q nominatedQueue) Activate(klog.Logger, map[string]*corev1.Pod) {}
+
+func (q nominatedQueue) NominatedPodsForNode(node string) []fwk.PodInfo {
+	var out []fwk.PodInfo
+	for _, p := range q[node] {
+		pi, _ := framework.NewPodInfo(p)
+		out = append(out, pi)
+	}
+	return out
+}
+
+func TestKeptRoomCountsEachPlannedPodOnce(t *testing.T) {
+	pending := func(name string) *corev1.Pod { return test.Pod(name).Pending().Req("cpu", "1").Obj() }
+	tests := []struct {
+		name string
+		// the other planned pod "other" is reserved (binding) to reservedOn, nominated in the scheduler's queue
+		// to queued, and nominated by this provisioner to provisionerNominated
+		reservedOn, queued, provisionerNominated string
+		otherPriority                            int32
+		wantKept                                 int64 // millicores kept for others on n1
+	}{
+		{name: "a planned pod nobody counts is kept for", wantKept: 1000},
+		{name: "a planned pod the scheduler counts as nominated is not", queued: "n1", provisionerNominated: "n1", wantKept: 0},
+		{name: "a planned pod nominated by the provisioner but not yet in the scheduler's queue is kept for",
+			provisionerNominated: "n1", wantKept: 1000},
+		{name: "a nominated pod of lower priority is kept for (the scheduler does not add it for this pod)",
+			queued: "n1", provisionerNominated: "n1", otherPriority: -1, wantKept: 1000},
+		{name: "a planned pod being bound here is counted by the scheduler's cache, not kept for", reservedOn: "n1", wantKept: 0},
+		{name: "a planned pod being bound elsewhere leaves its room", reservedOn: "n2", wantKept: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			waiter, other := pending("waiter"), pending("other")
+			other.Spec.Priority = &tc.otherPriority
+			h := newLifecycleHarness(t, waiter, other)
+			h.prov.assign(context.Background(), "c1", []*corev1.Pod{waiter, other})
+			h.prov.mu.Lock()
+			h.prov.claimOfNode["n1"] = "c1"
+			if tc.provisionerNominated != "" {
+				h.prov.nominated[other.UID] = tc.provisionerNominated
+			}
+			h.prov.mu.Unlock()
+			q := nominatedQueue{}
+			if tc.queued != "" {
+				q[tc.queued] = []*corev1.Pod{other}
+			}
+			h.prov.opts.Queue = q
+			if tc.reservedOn != "" {
+				h.prov.PodReserved(other, tc.reservedOn)
+			}
+			ni := framework.NewNodeInfo()
+			ni.SetNode(test.Node("n1").Obj())
+			kept, names, refuse := h.prov.KeptRoom(waiter, ni)
+			if refuse != "" || kept.MilliCPU != tc.wantKept {
+				t.Errorf("KeptRoom = %d millicores for %v (refuse %q), want %d", kept.MilliCPU, names, refuse, tc.wantKept)
+			}
+		})
+	}
 }

@@ -48,6 +48,11 @@ func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim
 		p.event(pod, corev1.EventTypeNormal, ReasonNominated, "Nominate", "nominated to node %s, launched for it as %s",
 			node, claimString(claim))
 	}
+	// a node that has registered already brings no Node event for these pods: wake them (those not nominated
+	// too: they were planned there, and the scheduler places them by its own rules)
+	if _, err := p.opts.Nodes.Get(node); err == nil {
+		p.wake(ctx, WakePlannedOnExistingNode, pods)
+	}
 }
 
 // NominateAssigned nominates a NodeClaim's planned pods to its node once it has a name.

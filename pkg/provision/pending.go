@@ -54,7 +54,13 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 			delete(p.unprovisionable, uid)
 		}
 	}
+	for uid := range p.plannedAt {
+		if !live[uid] {
+			delete(p.plannedAt, uid)
+		}
+	}
 	p.mu.Unlock()
+	p.reviewParked(ctx)
 }
 
 // failedScheduling reports whether the scheduler tried the pod and found no node.

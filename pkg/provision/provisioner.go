@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,9 @@ type Options struct {
 	Simulator     *simulation.Simulator
 	Recorder      events.EventRecorder
 	Clock         clock.WithDelayedExecution
+	// Queue is the scheduler's scheduling queue: pods held back are put back in it when what held them clears.
+	// Nil in unit tests that drive the provisioner alone.
+	Queue SchedulingQueue
 }
 
 // Provisioner decides which nodes to launch for pods no node fits. It is shared by every scheduler profile of the
@@ -99,6 +103,14 @@ type Provisioner struct {
 	nominated map[types.UID]string
 	// claimOfNode names the NodeClaim of each node pods were nominated to.
 	claimOfNode map[string]string
+	// plannedAt is when each planned pod was planned on its NodeClaim; readyAt when this process saw a NodeClaim's
+	// node initialize (the pods' wait for a ready node is measured from the later of the two).
+	plannedAt map[types.UID]time.Time
+	readyAt   map[string]time.Time
+	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
+	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
+	started     atomic.Bool
+	heldAtStart map[types.UID]*corev1.Pod
 
 	typesMu sync.Mutex
 	types   map[string]cachedTypes // by NodePool name
@@ -132,6 +144,9 @@ func New(opts Options) *Provisioner {
 		binding:         map[types.UID]bindingPod{},
 		nominated:       map[types.UID]string{},
 		claimOfNode:     map[string]string{},
+		plannedAt:       map[types.UID]time.Time{},
+		readyAt:         map[string]time.Time{},
+		heldAtStart:     map[types.UID]*corev1.Pod{},
 		types:           map[string]cachedTypes{},
 	}
 }
@@ -178,7 +193,7 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, roomTaken f
 	}
 	if nn := pod.Status.NominatedNodeName; nn != "" {
 		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
-			p.assign(claim.Name, []*corev1.Pod{pod})
+			p.assign(ctx, claim.Name, []*corev1.Pod{pod})
 			p.mu.Lock()
 			p.nominated[pod.UID] = nn
 			p.mu.Unlock()
@@ -221,6 +236,8 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, roo
 		klog.FromContext(ctx).V(1).Info("Planned node has no room left for the pod; provisioning it again", "pod", klog.KObj(pod),
 			"node", claim.Status.NodeName, "nodeclaim", claim.Name)
 		p.forgetPod(pod.UID)
+		// the room kept for it on that node is free: the pods planned there may take it
+		p.wake(ctx, WakePlannedPodGone, p.waitingOn(claim.Name, ""))
 		return Decision{}, false
 	}
 	if claim.Status.NodeName != "" && p.isNominated(pod.UID, claim.Status.NodeName) {
@@ -240,41 +257,61 @@ func (p *Provisioner) claimForNode(nodeName string) *stevedorev1.NodeClaim {
 	return nil
 }
 
-func (p *Provisioner) assign(claim string, pods []*corev1.Pod) {
+// assign plans pods on a NodeClaim. A pod planned elsewhere before leaves its room there to the pods planned there.
+func (p *Provisioner) assign(ctx context.Context, claim string, pods []*corev1.Pod) {
+	now := p.opts.Clock.Now()
+	moved := map[string]bool{}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	set := p.assigned[claim]
 	if set == nil {
 		set = map[types.UID]*corev1.Pod{}
 		p.assigned[claim] = set
 	}
 	for _, pod := range pods {
-		if prev, ok := p.podClaim[pod.UID]; ok && prev != claim {
+		prev, ok := p.podClaim[pod.UID]
+		if ok && prev != claim {
 			delete(p.assigned[prev], pod.UID)
+			moved[prev] = true
+		}
+		if !ok || prev != claim {
+			p.plannedAt[pod.UID] = now
 		}
 		set[pod.UID] = pod
 		p.podClaim[pod.UID] = claim
 	}
+	var waiting []*corev1.Pod
+	for prev := range moved {
+		waiting = append(waiting, p.waitingOnLocked(prev, "")...)
+	}
+	p.mu.Unlock()
+	p.wake(ctx, WakePlannedPodGone, waiting)
 }
 
-func (p *Provisioner) forgetPod(uid types.UID) {
+// forgetPod drops a pod's plan and returns the NodeClaim it was planned on ("" if none).
+func (p *Provisioner) forgetPod(uid types.UID) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if claim, ok := p.podClaim[uid]; ok {
+	claim, ok := p.podClaim[uid]
+	if ok {
 		delete(p.assigned[claim], uid)
 		delete(p.podClaim, uid)
 	}
 	delete(p.nominated, uid)
+	delete(p.plannedAt, uid)
+	return claim
 }
 
-// ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again.
-func (p *Provisioner) ForgetClaim(name string) {
+// ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again, at once.
+func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.created, name)
-	for uid := range p.assigned[name] {
+	delete(p.readyAt, name)
+	var pods []*corev1.Pod
+	for uid, pod := range p.assigned[name] {
 		delete(p.podClaim, uid)
 		delete(p.nominated, uid)
+		delete(p.plannedAt, uid)
+		pods = append(pods, pod)
 	}
 	delete(p.assigned, name)
 	for node, claim := range p.claimOfNode {
@@ -282,6 +319,15 @@ func (p *Provisioner) ForgetClaim(name string) {
 			delete(p.claimOfNode, node)
 		}
 	}
+	p.mu.Unlock()
+	p.wake(ctx, WakePlanDropped, pods)
+}
+
+// PlannedClaim names the NodeClaim a pod is planned on ("" when none).
+func (p *Provisioner) PlannedClaim(uid types.UID) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.podClaim[uid]
 }
 
 // AssignedPods returns the pods planned on a NodeClaim.
@@ -316,12 +362,14 @@ func (p *Provisioner) PodUnreserved(uid types.UID) {
 	delete(p.binding, uid)
 }
 
-// PodBound is called when a pod is bound (PostBind): its planned slot on a NodeClaim is released. A pod whose
-// binding fails keeps its slot. The pod keeps counting on its node until the cache shows it bound, so that neither
-// the node's room nor the pod is counted twice meanwhile.
-func (p *Provisioner) PodBound(uid types.UID) {
+// PodBound is called when a pod is bound to node (PostBind): its planned slot on a NodeClaim is released, and the
+// other pods planned there, which may have been refused for the room kept for it, are woken. A pod whose binding
+// fails keeps its slot. The pod keeps counting on its node until the cache shows it bound, so that neither the
+// node's room nor the pod is counted twice meanwhile.
+func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) {
 	now := p.opts.Clock.Now()
 	p.mu.Lock()
+	plannedAt := p.plannedAt[uid]
 	if b, ok := p.binding[uid]; ok {
 		b.boundAt = now
 		p.binding[uid] = b
@@ -336,7 +384,12 @@ func (p *Provisioner) PodBound(uid types.UID) {
 		}
 	}
 	p.mu.Unlock()
-	p.forgetPod(uid)
+	claim := p.forgetPod(uid)
+	if claim == "" {
+		return
+	}
+	p.observeReadyWait(claim, plannedAt, node)
+	p.wake(ctx, WakePlannedPodBound, p.waitingOn(claim, ""))
 }
 
 func (p *Provisioner) isBinding(uid types.UID) bool {
@@ -367,21 +420,28 @@ func (p *Provisioner) bindingPods() map[string][]*corev1.Pod {
 }
 
 type unprovisionable struct {
+	pod    *corev1.Pod
 	reason string
 	at     time.Time
 }
 
-// NodePoolsChanged forgets why pods were unprovisionable, so they are tried again (a NodePool or its limits
-// changed, or a NodeClaim went away and freed room under them).
-func (p *Provisioner) NodePoolsChanged() {
+// NodePoolsChanged forgets why pods were unprovisionable and wakes them, so they are tried again (a NodePool or
+// its limits changed, or a NodeClaim went away and freed room under them).
+func (p *Provisioner) NodePoolsChanged(ctx context.Context) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	pods := make([]*corev1.Pod, 0, len(p.unprovisionable))
+	for _, u := range p.unprovisionable {
+		pods = append(pods, u.pod)
+	}
 	p.unprovisionable = map[types.UID]unprovisionable{}
+	p.mu.Unlock()
+	p.wake(ctx, WakeNodePoolsChanged, pods)
 }
 
 // Run solves the batches as they close, until ctx ends.
 func (p *Provisioner) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	p.AdoptNominations(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -446,7 +506,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
-		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "total", p.opts.Clock.Since(start))
+		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts, "total", p.opts.Clock.Since(start))
 	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
 	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
 	for node, placed := range plan.InFlight {
@@ -455,7 +515,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			continue
 		}
 		placed = p.stillPending(placed)
-		p.assign(claim.Name, placed)
+		p.assign(ctx, claim.Name, placed)
 		if claim.Status.NodeName != "" {
 			p.nominate(ctx, claim, placed)
 		}
@@ -479,7 +539,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			continue
 		}
 		p.mu.Lock()
-		p.unprovisionable[pod.UID] = unprovisionable{reason: reason, at: p.opts.Clock.Now()}
+		p.unprovisionable[pod.UID] = unprovisionable{pod: pod, reason: reason, at: p.opts.Clock.Now()}
 		p.mu.Unlock()
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 	}
@@ -510,7 +570,7 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 		p.mu.Lock()
 		p.created[claim.Name] = claim
 		p.mu.Unlock()
-		p.assign(claim.Name, pn.Pods)
+		p.assign(ctx, claim.Name, pn.Pods)
 		created[i] = claim
 		reason := "provisioning"
 		if len(annotations) > 0 {

@@ -28,7 +28,7 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationLapse, "Register",
 				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
-			p.ForgetClaim(claim.Name)
+			p.ForgetClaim(ctx, claim.Name)
 			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		}
 		return l.opts.RegistrationTimeout - waited + time.Second, nil
@@ -73,7 +73,7 @@ func (l *Lifecycle) nodeOf(claim *stevedorev1.NodeClaim) *corev1.Node {
 // syncNode gives a registered Node its NodeClaim's labels (and the well-known labels of the launched type), the
 // termination finalizer and the NodeClaim as owner, and removes the unregistered taint.
 func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node) error {
-	its := l.prov.knownTypes()
+	its := l.prov.typesFor(ctx, claim)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := l.prov.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {

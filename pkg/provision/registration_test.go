@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := launchedClaim().Obj()
 			node := test.Node(tc.node).ProviderID(n1ProviderID).
-				Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoExecute).
+				Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).
 				Taint("dedicated", "batch", corev1.TaintEffectNoSchedule). // registered with it already: not doubled
 				Taint("example.com/agent", "", corev1.TaintEffectNoSchedule).
 				Finalizers("example.com/keep").Obj()
@@ -92,7 +93,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 
 func TestRegisterIsIdempotent(t *testing.T) {
 	claim := launchedClaim().Obj()
-	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoExecute).Obj()
+	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
 	h := newLifecycleHarness(t, claim, node)
 	for i := 0; i < 2; i++ {
 		if _, err := h.life.register(h.ctx, claim); err != nil {
@@ -141,7 +142,7 @@ func TestRegisterWaitsForNode(t *testing.T) {
 			for _, n := range tc.nodes {
 				h.add(n)
 			}
-			h.prov.assign("c1", []*corev1.Pod{web})
+			h.prov.assign(context.Background(), "c1", []*corev1.Pod{web})
 			h.clock.Step(tc.elapsed)
 
 			after, err := h.life.register(h.ctx, claim)
@@ -202,5 +203,31 @@ func TestRegistrationTimeoutTerminatesInstance(t *testing.T) {
 	}
 	if got := h.claim(); got != nil {
 		t.Errorf("NodeClaim still there with finalizers %q", got.Finalizers)
+	}
+}
+
+// TestRegisterAfterARestartKnowsTheInstanceType: a process that took over leadership registers a node launched by
+// the previous leader before it ever solved (its instance-type cache is empty): the node still gets its instance
+// type's labels, and the DaemonSets selecting on them keep their room on it.
+func TestRegisterAfterARestartKnowsTheInstanceType(t *testing.T) {
+	claim := launchedClaim().Obj()
+	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
+	agent := test.DaemonSet("amd64-agent").NodeSelector(corev1.LabelArchStable, "amd64").Req("cpu", "500m").Obj()
+	agent.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	h := newLifecycleHarness(t, test.NodePool("default").Obj(), claim, node, agent)
+	if _, err := h.life.register(h.ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	got := h.node("n1")
+	for _, key := range []string{stevedorev1.LabelInstanceFamily, corev1.LabelArchStable, stevedorev1.LabelInstanceCPU} {
+		if got.Labels[key] == "" {
+			t.Errorf("node lacks label %s after registration: %v", key, got.Labels)
+		}
+	}
+	h.prov.daemons.mu.Lock()
+	expected := h.prov.daemons.byNode["n1"]
+	h.prov.daemons.mu.Unlock()
+	if len(expected) != 1 {
+		t.Errorf("DaemonSet pods expected on n1: %d, want the amd64 agent", len(expected))
 	}
 }

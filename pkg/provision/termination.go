@@ -38,7 +38,7 @@ func client(p *Provisioner) typedv1.NodeClaimInterface {
 // terminated, then its finalizer removed.
 func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	p := l.prov
-	p.ForgetClaim(claim.Name)
+	p.ForgetClaim(ctx, claim.Name)
 	if !hasTerminationFinalizer(claim.Finalizers) {
 		return 0, nil
 	}

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -473,7 +474,7 @@ func TestTerminateClaim(t *testing.T) {
 			if tc.cloudErr != nil {
 				h.cloud.FailNext(fake.CallDelete, tc.cloudErr)
 			}
-			h.prov.assign("c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
+			h.prov.assign(context.Background(), "c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
 			h.prov.ExpectDaemons("n1", []*corev1.Pod{daemonOnN1("logs").Obj()})
 			h.kube.ClearActions()
 

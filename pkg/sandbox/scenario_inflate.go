@@ -92,6 +92,9 @@ func inflateScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-34s %7.1fs %6d %6d %10s\n", r.phase, r.took.Seconds(), r.state.running, r.state.ready, fmt.Sprintf("$%.4f", r.state.cost))
 	}
+	if line := waitsLine(); line != "" {
+		fmt.Fprintf(out, "\n%s\n", line)
+	}
 	fmt.Fprintln(out)
 	return nil
 }

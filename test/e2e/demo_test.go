@@ -8,7 +8,8 @@ import (
 
 // TestDemoTellsTheStory runs what `make demo` runs (with a shorter launch delay): the inflate scenario must pass,
 // print every launch and removal, progress lines without terminal escape codes (the output is not a terminal),
-// and a summary table whose last row, checked by the scenario against the cluster, is an empty fleet.
+// a summary table whose last row, checked by the scenario against the cluster, is an empty fleet, and how long pods
+// waited after their node was ready, none parked at the end.
 func TestDemoTellsTheStory(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
 	out, err := run(t, nil, scheduler, "sandbox", "--scenario", "inflate", "--launch-delay", "500ms",
@@ -20,7 +21,7 @@ func TestDemoTellsTheStory(t *testing.T) {
 	for _, want := range []string{
 		"kubectl scale deployment inflate --replicas 10", "Launched instance: i-", "pods pending 10",
 		"scale-up done", "Removing node", "scale to 0 (all nodes removed) done",
-		"phase", "cost/h", "scenario inflate passed",
+		"phase", "cost/h", "scenario inflate passed", "parked on a ready node now: 0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo output lacks %q", want)

@@ -1,5 +1,7 @@
 package v1
 
+import corev1 "k8s.io/api/core/v1"
+
 // Labels that workloads select on. They keep Karpenter's spelling so that pod specs written for Karpenter
 // schedule unchanged on Stevedore's nodes.
 const (
@@ -60,6 +62,15 @@ func AcceleratorResources() []string {
 	return []string{ResourceNVIDIAGPU, ResourceAMDGPU, ResourceHabanaGaudi, ResourceAWSNeuron, ResourceAWSNeuronCore, ResourceEFA}
 }
 
+// UnregisteredTaint is the taint a node of Stevedore's registers with, removed once Stevedore has synced the node.
+// Its effect is NoSchedule, not NoExecute (Karpenter's choice for its own key): the node carries no pod yet, so
+// NoExecute would keep nothing more off it, but kube-controller-manager's taint-eviction controller acts on
+// NoExecute taints from its own view of the node, and a pod the scheduler bound just after the taint went could
+// be deleted by a controller that had not seen the node's update yet.
+func UnregisteredTaint() corev1.Taint {
+	return corev1.Taint{Key: TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+}
+
 // Ownership and lifecycle keys are Stevedore's own, so that a cluster that also runs Karpenter never confuses
 // the two.
 const (
@@ -74,7 +85,10 @@ const (
 	// AnnotationNodePoolHashVersion is the version of the hash function that computed AnnotationNodePoolHash.
 	AnnotationNodePoolHashVersion = "stevedore.dev/nodepool-hash-version"
 	AnnotationNodeClassHash       = "stevedore.dev/nodeclass-hash"
-	AnnotationNodeClaimPrice      = "stevedore.dev/price"
+	// AnnotationPlannedPods on a NodeClaim lists the pods it was created for ("namespace/name", comma-separated): a
+	// scheduler that takes over (a restart, a new leader) reads the plan back from it.
+	AnnotationPlannedPods    = "stevedore.dev/planned-pods"
+	AnnotationNodeClaimPrice = "stevedore.dev/price"
 	// AnnotationDrainDeadline on a NodeClaim (RFC 3339) ends the drain of its node: pods still there are deleted
 	// and the instance terminated, as after the terminationGracePeriod (node repair sets it).
 	AnnotationDrainDeadline = "stevedore.dev/drain-deadline"

@@ -44,6 +44,7 @@ var (
 	_ fwk.PermitPlugin      = &Provisioner{}
 	_ fwk.PostBindPlugin    = &Provisioner{}
 	_ fwk.EnqueueExtensions = &Provisioner{}
+	_ fwk.SignPlugin        = &Provisioner{}
 )
 
 // Options are what the hosting process gives the plugin.
@@ -128,6 +129,16 @@ func (p *Provisioner) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
 
+// SignPod signs a pod with the NodeClaim it is planned on: PreFilter and Filter answer the same for pods of one
+// workload planned on the same NodeClaim, and differently for others. Without a signature from every filtering
+// plugin, the scheduler turns off opportunistic batching for the whole profile.
+func (p *Provisioner) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if isDaemonSetPod(pod) {
+		return []fwk.SignFragment{{Key: Name, Value: "daemonset"}}, nil
+	}
+	return []fwk.SignFragment{{Key: Name, Value: "planned:" + p.shared.prov.PlannedClaim(pod.UID)}}, nil
+}
+
 // PreFilterExtensions returns nil: PreFilter keeps no state for Filter to update.
 func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
@@ -167,8 +178,8 @@ func (p *Provisioner) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 }
 
 // PostBind releases the slot planned for the pod on a launching node: it is bound now.
-func (p *Provisioner) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	p.shared.prov.PodBound(pod.UID)
+func (p *Provisioner) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	p.shared.prov.PodBound(ctx, pod.UID, nodeName)
 	metrics.PodsBoundDuration.Observe(time.Since(pod.CreationTimestamp.Time).Seconds())
 }
 

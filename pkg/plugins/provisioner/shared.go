@@ -42,7 +42,7 @@ func (s *Shared) init(ctx context.Context, h fwk.Handle, args Args) error {
 func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
 	controllers, err := operator.New(ctx, operator.Host{KubeConfig: h.KubeConfig(), ClientSet: h.ClientSet(),
 		Informers: h.SharedInformerFactory(), Recorder: h.EventRecorder(), SchedulerName: h.ProfileName(),
-		Leadership: s.opts.Leadership, OnInitialized: s.allowWaiting}, args.operatorOptions(s.opts.Env))
+		Leadership: s.opts.Leadership, OnInitialized: s.allowWaiting, Queue: h}, args.operatorOptions(s.opts.Env))
 	if err != nil {
 		return err
 	}

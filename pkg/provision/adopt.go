@@ -1,0 +1,142 @@
+package provision
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// adoptNominations plans on their NodeClaim the pending pods of this scheduler that a NodeClaim still coming up was
+// launched for: after a restart or a change of leader, the plan made before lives on only in the pods'
+// status.nominatedNodeName and in the NodeClaims' planned-pods annotation (a nomination wins; of two NodeClaims
+// listing a pod, the newer). Without it the first solve would see those nodes empty, and the scheduler would put
+// other pods into their room; the planned pods would then find no room, or a spread broken by the pods put in
+// their place, and get nodes of their own. The pods adopted from the annotation are nominated to their node once
+// it has a name.
+func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, claims []*stevedorev1.NodeClaim) {
+	var coming []*stevedorev1.NodeClaim
+	claimOfNode := map[string]*stevedorev1.NodeClaim{}
+	for _, c := range claims {
+		if c.DeletionTimestamp == nil && !IsInitialized(c) {
+			coming = append(coming, c)
+			if c.Status.NodeName != "" {
+				claimOfNode[c.Status.NodeName] = c
+			}
+		}
+	}
+	if len(coming) == 0 {
+		return
+	}
+	// oldest first, so that a newer NodeClaim listing the same pod (planned again) wins
+	sort.Slice(coming, func(i, j int) bool {
+		if !coming[i].CreationTimestamp.Equal(&coming[j].CreationTimestamp) {
+			return coming[i].CreationTimestamp.Before(&coming[j].CreationTimestamp)
+		}
+		return coming[i].Name < coming[j].Name
+	})
+	pending := map[string]*corev1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Spec.SchedulerName == p.opts.SchedulerName {
+			pending[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	planOf := map[string]*stevedorev1.NodeClaim{} // by pod key
+	nominated := map[string]bool{}
+	for _, c := range coming {
+		for _, key := range strings.Split(c.Annotations[stevedorev1.AnnotationPlannedPods], ",") {
+			if pending[key] != nil {
+				planOf[key] = c
+			}
+		}
+	}
+	for key, pod := range pending {
+		if c := claimOfNode[pod.Status.NominatedNodeName]; c != nil {
+			planOf[key], nominated[key] = c, true
+		}
+	}
+	keys := make([]string, 0, len(planOf))
+	for key := range planOf {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	adopted, toNominate := map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}
+	p.mu.Lock()
+	for _, key := range keys {
+		pod, c := pending[key], planOf[key]
+		if _, planned := p.podClaim[pod.UID]; planned || p.solving[pod.UID] {
+			continue
+		}
+		if _, binding := p.binding[pod.UID]; binding {
+			continue
+		}
+		adopted[c.Name] = append(adopted[c.Name], pod)
+		if nominated[key] {
+			p.nominated[pod.UID] = c.Status.NodeName
+			p.claimOfNode[c.Status.NodeName] = c.Name
+		} else if c.Status.NodeName != "" {
+			toNominate[c.Name] = append(toNominate[c.Name], pod)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range coming {
+		if ps := adopted[c.Name]; len(ps) > 0 {
+			p.assign(ctx, c.Name, ps)
+			klog.FromContext(ctx).V(1).Info("Adopted the pods planned on a node coming up", "nodeclaim", c.Name, "pods", len(ps))
+		}
+		if ps := toNominate[c.Name]; len(ps) > 0 {
+			p.nominate(ctx, c, ps)
+		}
+	}
+}
+
+// AdoptNominations adopts the nominations found in the cluster (see adoptNominations); the provisioner runs it when
+// it starts, before its first solve. Until it has, the nodes still coming up are refused to every pod
+// (startingRefusal): the room they keep for the pods planned on them is not known yet. The pods refused meanwhile
+// are woken.
+func (p *Provisioner) AdoptNominations(ctx context.Context) {
+	if pods, err := p.opts.Pods.List(labels.Everything()); err == nil {
+		if claims, err := p.NodeClaims(); err == nil {
+			p.adoptNominations(ctx, pods, claims)
+		}
+	}
+	p.mu.Lock()
+	p.started.Store(true)
+	held := make([]*corev1.Pod, 0, len(p.heldAtStart))
+	for _, pod := range p.heldAtStart {
+		held = append(held, pod)
+	}
+	p.heldAtStart = map[types.UID]*corev1.Pod{}
+	p.mu.Unlock()
+	p.wake(ctx, WakeStarted, held)
+}
+
+// startingRefusal says why node cannot take pod while the provisioner has not adopted the previous leader's plan
+// ("" when it can): a node Stevedore launched that is not initialized yet keeps room for pods this process does
+// not know of yet.
+func (p *Provisioner) startingRefusal(pod *corev1.Pod, node *corev1.Node) string {
+	if p.started.Load() {
+		return ""
+	}
+	if _, ours := node.Labels[stevedorev1.LabelNodePool]; !ours {
+		return ""
+	}
+	if name := node.Labels[stevedorev1.LabelNodeClaim]; name != "" {
+		if c, err := p.opts.NodeClaims.Get(name); err == nil && IsInitialized(c) {
+			return ""
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started.Load() {
+		return ""
+	}
+	p.heldAtStart[pod.UID] = pod
+	return "Stevedore is starting: the pods planned on this node, which is still coming up, are not known yet"
+}

@@ -1,0 +1,236 @@
+package provision
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+)
+
+// SchedulingQueue is what the provisioner uses of kube-scheduler's scheduling queue (the framework's Handle
+// implements it): Activate moves pods the provisioner held back to the active queue once what held them cleared
+// (a pod the queue has in flight is retried when its cycle ends), and NominatedPodsForNode names the pods the
+// scheduler itself counts on a node.
+type SchedulingQueue interface {
+	Activate(logger klog.Logger, pods map[string]*corev1.Pod)
+	NominatedPodsForNode(nodeName string) []fwk.PodInfo
+}
+
+// Why pods are woken (the reason label of stevedore_pods_woken_total); the package documentation lists, for each
+// refusal, which of these clears it.
+const (
+	// WakePlannedPodBound: a pod planned on the same node bound (or its reservation moved it elsewhere), so the
+	// room kept for it is the scheduler's to count now.
+	WakePlannedPodBound = "PlannedPodBound"
+	// WakePlannedPodGone: a pod planned on the same node was deleted or planned elsewhere: its room is free.
+	WakePlannedPodGone = "PlannedPodGone"
+	// WakePlanDropped: the pod's NodeClaim went away (launch failed, deleted, never registered): plan it again.
+	WakePlanDropped = "PlanDropped"
+	// WakePlannedOnExistingNode: the pod was planned on a node that has already registered, so no Node event
+	// will come for it.
+	WakePlannedOnExistingNode = "PlannedOnExistingNode"
+	// WakeNodeInitialized: the node planned for the pod finished initializing.
+	WakeNodeInitialized = "NodeInitialized"
+	// WakeNodePoolsChanged: a NodePool changed or a NodeClaim went away, so a pod no NodePool could take may fit.
+	WakeNodePoolsChanged = "NodePoolsChanged"
+	// WakeStarted: the provisioner adopted the previous leader's plan, so the nodes still coming up may be used.
+	WakeStarted = "Started"
+	// WakeStalePlan: the pod waited replanAfter on the ready node planned for it, which no longer takes it: it is
+	// planned again.
+	WakeStalePlan = "StalePlan"
+)
+
+// wake puts pods back in the scheduler's active queue because what held them back cleared.
+func (p *Provisioner) wake(ctx context.Context, reason string, pods []*corev1.Pod) {
+	if p.opts.Queue == nil || len(pods) == 0 {
+		return
+	}
+	byKey := make(map[string]*corev1.Pod, len(pods))
+	for _, pod := range pods {
+		byKey[pod.Namespace+"/"+pod.Name] = pod
+	}
+	logger := klog.FromContext(ctx)
+	if loggerV := logger.V(4); loggerV.Enabled() {
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		loggerV.Info("Waking pods", "reason", reason, "pods", keys)
+	}
+	p.opts.Queue.Activate(logger, byKey)
+	metrics.PodsWoken.WithLabelValues(reason).Add(float64(len(byKey)))
+}
+
+// waitingOn returns the pods planned on a NodeClaim that are neither bound nor being bound, but the one given.
+func (p *Provisioner) waitingOn(claim string, except types.UID) []*corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitingOnLocked(claim, except)
+}
+
+func (p *Provisioner) waitingOnLocked(claim string, except types.UID) []*corev1.Pod {
+	var out []*corev1.Pod
+	for uid, pod := range p.assigned[claim] {
+		if _, binding := p.binding[uid]; binding || uid == except {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// PodDeleted drops the plan of a deleted pod and wakes the pods planned on the same node: the room kept for it is
+// free.
+func (p *Provisioner) PodDeleted(ctx context.Context, pod *corev1.Pod) {
+	p.mu.Lock()
+	delete(p.binding, pod.UID)
+	p.mu.Unlock()
+	if claim := p.forgetPod(pod.UID); claim != "" {
+		p.wake(ctx, WakePlannedPodGone, p.waitingOn(claim, ""))
+	}
+}
+
+// schedulerCounts returns the pods the scheduler adds to node when it evaluates pod there: those nominated to it
+// with a priority at least pod's. Without a queue (unit tests), the pods this provisioner nominated there.
+func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	if p.opts.Queue == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for uid, n := range p.nominated {
+			if n == node {
+				out[uid] = true
+			}
+		}
+		return out
+	}
+	prio := corev1helpers.PodPriority(pod)
+	for _, pi := range p.opts.Queue.NominatedPodsForNode(node) {
+		if q := pi.GetPod(); corev1helpers.PodPriority(q) >= prio {
+			out[q.UID] = true
+		}
+	}
+	return out
+}
+
+// ClaimInitialized records that a NodeClaim's node finished initializing and wakes the pods planned on it.
+func (p *Provisioner) ClaimInitialized(ctx context.Context, claim string) {
+	p.mu.Lock()
+	if _, ok := p.readyAt[claim]; !ok {
+		p.readyAt[claim] = p.opts.Clock.Now()
+	}
+	waiting := p.waitingOnLocked(claim, "")
+	p.mu.Unlock()
+	p.wake(ctx, WakeNodeInitialized, waiting)
+}
+
+// readySince returns when a NodeClaim's node became ready for pods: when this process saw it initialize, else the
+// Initialized condition's time; zero when it is not initialized.
+func (p *Provisioner) readySince(claim string) time.Time {
+	p.mu.Lock()
+	at, ok := p.readyAt[claim]
+	p.mu.Unlock()
+	if ok {
+		return at
+	}
+	c, err := p.opts.NodeClaims.Get(claim)
+	if err != nil || !IsInitialized(c) {
+		return time.Time{}
+	}
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == stevedorev1.ConditionInitialized {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// observeReadyWait records, for a pod bound to the node planned for it, how long it waited after that node was
+// ready (or after it was planned there, when the node already was).
+func (p *Provisioner) observeReadyWait(claim string, plannedAt time.Time, node string) {
+	c, err := p.opts.NodeClaims.Get(claim)
+	if err != nil || c.Status.NodeName != node {
+		return
+	}
+	ready := p.readySince(claim)
+	if ready.IsZero() {
+		return
+	}
+	if plannedAt.After(ready) {
+		ready = plannedAt
+	}
+	metrics.PodsReadyNodeWait.Observe(p.opts.Clock.Since(ready).Seconds())
+}
+
+// replanAfter is how long a pod may wait on the ready node planned for it before it is planned again: the node
+// can take it no more (its room or its spread taken by pods put there in its stead) or never will for a reason
+// the plan did not see; a pod the node can take binds within moments of its being ready.
+const replanAfter = 30 * time.Second
+
+// parkedPod is a pod planned on a ready node that is neither bound nor being bound, and how long it has waited
+// since the later of the node being ready and the plan.
+type parkedPod struct {
+	pod       *corev1.Pod
+	claim     string
+	plannedAt time.Time
+	wait      time.Duration
+}
+
+// parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
+func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
+	var all []parkedPod
+	p.mu.Lock()
+	for claim, pods := range p.assigned {
+		for uid, pod := range pods {
+			if _, binding := p.binding[uid]; !binding {
+				all = append(all, parkedPod{pod: pod, claim: claim, plannedAt: p.plannedAt[uid]})
+			}
+		}
+	}
+	p.mu.Unlock()
+	out := all[:0]
+	for _, pp := range all {
+		ready := p.readySince(pp.claim)
+		if ready.IsZero() {
+			continue
+		}
+		cur, err := p.opts.Pods.Pods(pp.pod.Namespace).Get(pp.pod.Name)
+		if err != nil || cur.UID != pp.pod.UID || cur.Spec.NodeName != "" || cur.DeletionTimestamp != nil {
+			continue
+		}
+		if pp.plannedAt.After(ready) {
+			ready = pp.plannedAt
+		}
+		pp.wait = p.opts.Clock.Since(ready)
+		out = append(out, pp)
+	}
+	return out
+}
+
+// reviewParked reports the pods parked on ready nodes (gauges) and plans again those parked longer than replanAfter.
+func (p *Provisioner) reviewParked(ctx context.Context) {
+	parked := p.parkedOnReadyNodes()
+	oldest := time.Duration(0)
+	var stale []*corev1.Pod
+	for _, pp := range parked {
+		oldest = max(oldest, pp.wait)
+		if pp.wait > replanAfter {
+			klog.FromContext(ctx).Info("Pod waited too long on the ready node planned for it; planning it again", "pod", klog.KObj(pp.pod),
+				"nodeclaim", pp.claim, "waited", pp.wait.Round(time.Second))
+			p.forgetPod(pp.pod.UID)
+			stale = append(stale, pp.pod)
+		}
+	}
+	metrics.PodsParkedOnReadyNode.Set(float64(len(parked) - len(stale)))
+	metrics.PodsParkedOnReadyNodeOldest.Set(oldest.Seconds())
+	p.wake(ctx, WakeStalePlan, stale)
+}

@@ -1,0 +1,267 @@
+package provision
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/test"
+)
+
+// parkedQueue is kube-scheduler's real scheduling queue holding pods as unschedulable, rejected by the
+// Provisioner plugin, as a scheduling cycle that failed leaves them.
+type parkedQueue struct {
+	t *testing.T
+	*internalqueue.PriorityQueue
+}
+
+func lessByTimestamp(a, b fwk.QueuedEntityInfo) bool {
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// park adds pods to the queue and moves them through a failed scheduling cycle into the unschedulable pool.
+func (q *parkedQueue) park(logger klog.Logger, pods ...*corev1.Pod) {
+	q.t.Helper()
+	for _, pod := range pods {
+		q.Add(q.t.Context(), pod)
+		entity, err := q.Pop(logger)
+		if err != nil {
+			q.t.Fatal(err)
+		}
+		pInfo := entity.(*framework.QueuedPodInfo)
+		pInfo.UnschedulablePlugins = sets.New("Provisioner")
+		if err := q.AddUnschedulablePodIfNotPresent(logger, pInfo, q.SchedulingCycle()); err != nil {
+			q.t.Fatal(err)
+		}
+	}
+	if got := names(q.UnschedulablePods()); len(got) != len(pods) {
+		q.t.Fatalf("parked %v, want %d pods", got, len(pods))
+	}
+}
+
+func names(pods []*corev1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
+	node := func(name string) *corev1.Node {
+		return test.Node(name).Labels(stevedorev1.LabelNodePool, "default").Obj()
+	}
+	launched := func(name, node string) *stevedorev1.NodeClaim {
+		return test.NodeClaim(name, "default").Launched(node, "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	}
+	initialized := func(c *stevedorev1.NodeClaim) *stevedorev1.NodeClaim {
+		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue})
+		return c
+	}
+	pending := func(name string) *corev1.Pod { return test.Pod(name).Pending().Req("cpu", "1").Obj() }
+	tests := []struct {
+		name string
+		// objects in the listers: nodes, NodeClaims, pods
+		objects []*corev1.Node
+		claims  []*stevedorev1.NodeClaim
+		// plan maps NodeClaims to the pods planned on them (the first pod of c1 is the one parked, "waiter")
+		plan map[string][]*corev1.Pod
+		// act changes the provisioner's state as the event named does
+		act  func(h *lifecycleHarness, pods map[string]*corev1.Pod)
+		want []string // pods back in the active queue; the others stay parked
+	}{
+		{name: "a pod planned on the same node binds: the room kept for it is the scheduler's to count",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
+			},
+			want: []string{"waiter"}},
+		{name: "a pod planned on another node binds: nothing changes here",
+			objects: []*corev1.Node{node("n1"), node("n2")},
+			claims:  []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), initialized(launched("c2", "n2"))},
+			plan:    map[string][]*corev1.Pod{"c1": {pending("waiter")}, "c2": {pending("elsewhere")}},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.PodBound(h.ctx, pods["elsewhere"].UID, "n2")
+			},
+			want: nil},
+		{name: "a pod planned on the same node is deleted: its room is free",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("gone")}},
+			act:  func(h *lifecycleHarness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.ctx, pods["gone"]) },
+			want: []string{"waiter"}},
+		{name: "a pod planned on the same node is planned elsewhere: its room is free",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), launched("c2", "n2")},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("moved")}},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.assign(h.ctx, "c2", []*corev1.Pod{pods["moved"]})
+			},
+			want: []string{"waiter"}},
+		{name: "the pod's NodeClaim goes away: it is planned again",
+			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
+			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
+			act:    func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.ctx, "c1") },
+			want:   []string{"waiter"}},
+		{name: "the pod is planned on a node that has registered already",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
+			plan: map[string][]*corev1.Pod{},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.assign(h.ctx, "c1", []*corev1.Pod{pods["waiter"]})
+				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
+			},
+			want: []string{"waiter"}},
+		{name: "the pod is nominated to a node not registered yet: its Node event will wake it",
+			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
+			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
+			},
+			want: nil},
+		{name: "the node planned for the pod finishes initializing",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
+			act:  func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c1") },
+			want: []string{"waiter"}},
+		{name: "another node finishes initializing",
+			objects: []*corev1.Node{node("n1"), node("n2")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1"), launched("c2", "n2")},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
+			act:  func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c2") },
+			want: nil},
+		{name: "a pod no NodePool could take, after the NodePools change",
+			plan: map[string][]*corev1.Pod{},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.mu.Lock()
+				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.clock.Now()}
+				h.prov.mu.Unlock()
+				h.prov.NodePoolsChanged(h.ctx)
+			},
+			want: []string{"waiter"}},
+		{name: "the pod's planned node has no room for it: the others planned there are woken, the pod is planned again",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("crowded")}},
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) bool { return true })
+				if d.Kind != Batched {
+					h.t.Errorf("crowded pod: decision %v, want batched", d.Kind)
+				}
+			},
+			want: []string{"waiter"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			for _, n := range tc.objects {
+				objs = append(objs, n)
+			}
+			for _, c := range tc.claims {
+				objs = append(objs, c)
+			}
+			pods := map[string]*corev1.Pod{"waiter": pending("waiter")}
+			for _, planned := range tc.plan {
+				for _, p := range planned {
+					pods[p.Name] = p
+				}
+			}
+			for _, p := range pods {
+				objs = append(objs, p)
+			}
+			h := newLifecycleHarness(t, objs...)
+			schedmetrics.Register()
+			q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
+			h.prov.opts.Queue = q
+			for claim, planned := range tc.plan {
+				h.prov.assign(h.ctx, claim, planned)
+			}
+			q.park(klog.FromContext(h.ctx), pods["waiter"])
+			tc.act(h, pods)
+			if got := names(q.PodsInActiveQ()); !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Errorf("active queue holds %v, want %v (parked: %v)", got, tc.want, names(q.UnschedulablePods()))
+			}
+		})
+	}
+}
+
+// TestNodesComingUpWaitForTheAdoptedPlan: until the provisioner has adopted the previous leader's plan, the nodes
+// Stevedore is bringing up are refused to every pod; initialized ones and others are not; the pods refused are
+// woken once it has.
+func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
+	coming := test.Node("coming").Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelNodeClaim, "c1").Obj()
+	unsynced := test.Node("unsynced").Labels(stevedorev1.LabelNodePool, "default").Obj()
+	up := test.Node("up").Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelNodeClaim, "c2").Obj()
+	plain := test.Node("plain").Obj()
+	c1 := test.NodeClaim("c1", "default").Launched("coming", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	c2 := test.NodeClaim("c2", "default").Launched("up", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	c2.Status.Conditions = append(c2.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue})
+	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
+	h := newLifecycleHarness(t, c1, c2, waiter)
+	schedmetrics.Register()
+	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
+	h.prov.opts.Queue = q
+	refused := func(node *corev1.Node) bool {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(node)
+		return h.prov.RoomRefused(waiter, ni) != ""
+	}
+	for _, tc := range []struct {
+		node *corev1.Node
+		want bool
+	}{{coming, true}, {unsynced, true}, {up, false}, {plain, false}} {
+		if got := refused(tc.node); got != tc.want {
+			t.Errorf("before the plan is adopted, node %s refused: %v, want %v", tc.node.Name, got, tc.want)
+		}
+	}
+	q.park(klog.FromContext(h.ctx), waiter)
+	h.prov.AdoptNominations(h.ctx)
+	if got := names(q.PodsInActiveQ()); !slices.Equal(got, []string{"waiter"}) {
+		t.Errorf("after the plan is adopted the active queue holds %v, want [waiter]", got)
+	}
+	if refused(coming) || refused(unsynced) {
+		t.Error("after the plan is adopted, nodes coming up are still refused to a pod planned nowhere")
+	}
+}
+
+// TestAPodParkedOnItsReadyNodeIsPlannedAgain: a pod planned on a node that has been ready for replanAfter and
+// still has not taken it (its spread broken by pods put there in its stead, its room taken) is planned again and
+// woken; before that it only shows in the gauges.
+func TestAPodParkedOnItsReadyNodeIsPlannedAgain(t *testing.T) {
+	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
+	h := newLifecycleHarness(t, claim, test.Node("n1").Obj(), waiter)
+	schedmetrics.Register()
+	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
+	h.prov.opts.Queue = q
+	h.prov.assign(h.ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.ClaimInitialized(h.ctx, "c1")
+	q.park(klog.FromContext(h.ctx), waiter)
+
+	h.clock.Step(replanAfter / 2)
+	h.prov.reviewParked(h.ctx)
+	if h.prov.PlannedClaim(waiter.UID) != "c1" || len(q.PodsInActiveQ()) != 0 {
+		t.Fatalf("after %s the pod is planned on %q and woken %v; want still planned on c1, parked", replanAfter/2,
+			h.prov.PlannedClaim(waiter.UID), names(q.PodsInActiveQ()))
+	}
+	if got, err := testutil.GetGaugeMetricValue(metrics.PodsParkedOnReadyNode); err != nil || got != 1 {
+		t.Errorf("parked gauge %v (%v), want 1", got, err)
+	}
+	h.clock.Step(replanAfter)
+	h.prov.reviewParked(h.ctx)
+	if got := h.prov.PlannedClaim(waiter.UID); got != "" {
+		t.Errorf("after %s the pod is still planned on %q", replanAfter*3/2, got)
+	}
+	if got := names(q.PodsInActiveQ()); !slices.Equal(got, []string{"waiter"}) {
+		t.Errorf("active queue %v, want [waiter]", got)
+	}
+}
