@@ -1,21 +1,30 @@
 package solver
 
 import (
+	"context"
 	"hash/fnv"
 	"maps"
 	"math"
+	"math/rand/v2"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 )
 
 // maxRepairRounds bounds how many times a solve is started over with the pods greedy placement stranded first;
 // a batch of at most smallBatch pods that still strands a pod (or breaks a constraint) is then tried in up to
-// smallBatchRestarts other orders, drawn from a seed the batch's pods decide.
+// smallBatchRestarts other orders, drawn from a seed the batch's pods decide. The restarts stop once staleRestarts
+// in a row found nothing better (a count, so the plan stays the same run to run), and after restartTimeCap
+// whatever the count: a batch whose pods cannot all be placed together (a spread whose domains cannot all be
+// reached) would otherwise hold every other pending pod of the cluster for the length of 256 full solves.
 const (
 	maxRepairRounds    = 3
 	smallBatch         = 24
 	smallBatchRestarts = 256
+	staleRestarts      = 16
+	restartTimeCap     = 2 * time.Second
 )
 
 // attempt is one way to run the greedy placement: an order, and companions (see repairOrder).
@@ -186,4 +195,33 @@ func repairOrder(order []*corev1.Pod, unschedulable map[types.UID]string) ([]*co
 		emit(p)
 	}
 	return out, companions
+}
+
+// restart tries a small batch in other orders, then also with other choices of node at random (a randomised
+// greedy): a small batch costs milliseconds per attempt, and a hard combination of constraints may need a node
+// greedy never picks. try runs an attempt and reports whether it beat the best so far; done reports whether no
+// attempt can do better. The restarts stop as the constants above say.
+func restart(ctx context.Context, pods, order []*corev1.Pod, done func() bool, try func(attempt) (bool, error)) error {
+	rng := rand.New(rand.NewPCG(batchSeed(pods), 0))
+	deadline := time.Now().Add(restartTimeCap)
+	for i, stale := 0, 0; i < smallBatchRestarts && !done() && stale < staleRestarts; i++ {
+		if time.Now().After(deadline) {
+			klog.FromContext(ctx).V(2).Info("Solver restarts stopped by their time cap", "pods", len(pods), "restarts", i)
+			return nil
+		}
+		shuffled := append([]*corev1.Pod(nil), order...)
+		rng.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+		a := attempt{order: shuffled}
+		if i >= smallBatchRestarts/4 {
+			a.seed = rng.Uint64()
+		}
+		improved, err := try(a)
+		if err != nil {
+			return err
+		}
+		if stale++; improved {
+			stale = 0
+		}
+	}
+	return nil
 }

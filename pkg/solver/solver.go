@@ -133,6 +133,9 @@ type Plan struct {
 	Cost float64
 	// Duration of the solve.
 	Duration time.Duration
+	// Attempts is how many times the greedy placement ran: once, plus the repair rounds and restarts of a batch
+	// it left pods unschedulable in.
+	Attempts int
 }
 
 // PlannedNode is a node to launch.
@@ -268,7 +271,9 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 // breaks a constraint), repair rounds and restarts (repair.go); it returns the best attempt, placed in the
 // snapshot.
 func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod, phantoms []*corev1.Node) (*solve, error) {
+	attempts := 0
 	run := func(a attempt) (*solve, error) {
+		attempts++
 		st := s.newSolve(ctx, in)
 		st.companions, st.phantoms = a.companions, phantoms
 		if a.seed != 0 {
@@ -330,19 +335,13 @@ func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod
 			}
 		}
 		if len(pods) <= smallBatch {
-			// other orders, then also other choices of node at random (a randomised greedy): a small batch costs
-			// milliseconds per attempt, and a hard combination of constraints may need a node greedy never picks
-			rng := rand.New(rand.NewPCG(batchSeed(pods), 0))
-			for i := 0; i < smallBatchRestarts && bestScore.bad > floor; i++ {
-				shuffled := append([]*corev1.Pod(nil), order...)
-				rng.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
-				a := attempt{order: shuffled}
-				if i >= smallBatchRestarts/4 {
-					a.seed = rng.Uint64()
-				}
-				if err := try(a); err != nil {
-					return nil, err
-				}
+			err := restart(ctx, pods, order, func() bool { return bestScore.bad <= floor }, func(a attempt) (bool, error) {
+				before := bestScore
+				err := try(a)
+				return bestScore.better(before), err
+			})
+			if err != nil {
+				return nil, err
 			}
 		}
 		if !sameAttempt(last, best) {
@@ -352,6 +351,7 @@ func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod
 			}
 		}
 	}
+	st.plan.Attempts = attempts
 	return st, nil
 }
 

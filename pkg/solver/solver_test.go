@@ -342,3 +342,34 @@ func TestFitsLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestABatchThatCannotBePlacedWholeStopsSearchingWhenNothingImproves: a zone spread that ignores its own node
+// affinity counts every zone the NodePool launches into as a domain, so with maxSkew 1 and two zones allowed only
+// two of five replicas have a node. Each replica alone fits, so the solver searches other orders: it must stop
+// once the restarts stop improving, not try all of them (each restart is a whole greedy solve).
+func TestABatchThatCannotBePlacedWholeStopsSearchingWhenNothingImproves(t *testing.T) {
+	ignore := corev1.NodeInclusionPolicyIgnore
+	pods := replicas("spread", 5, "1", "1Gi", func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1a", "us-east-1b"}}}}}}}}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.DoNotSchedule, NodeAffinityPolicy: &ignore,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}
+	})
+	objs := append([]runtime.Object{testPool("default", 0)}, pods...)
+	plan, _, _ := solveObjects(t, objs...)
+	if len(plan.Unschedulable) != 3 {
+		t.Fatalf("%d pods unschedulable, want 3 (two zones of many hold one replica each): %v", len(plan.Unschedulable), plan.Unschedulable)
+	}
+	// the first greedy run, one run per stranded pod alone, the first again, up to maxRepairRounds repairs, the
+	// restarts until staleRestarts in a row found nothing better, and the best attempt run again
+	if most := 1 + 3 + 1 + maxRepairRounds + staleRestarts + 1; plan.Attempts > most {
+		t.Errorf("the solver ran the greedy placement %d times, want at most %d", plan.Attempts, most)
+	}
+	again, _, _ := solveObjects(t, objs...)
+	if again.Attempts != plan.Attempts || len(again.NewNodes) != len(plan.NewNodes) {
+		t.Errorf("a second solve ran %d attempts for %d nodes, the first %d for %d", again.Attempts, len(again.NewNodes),
+			plan.Attempts, len(plan.NewNodes))
+	}
+}
