@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration demo bench generate verify verify-generated verify-catalog lint tools clean image catalog
+.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog
 
 all: build
 
@@ -32,11 +32,23 @@ $(BIN)/golangci-lint: hack/lint/go.mod
 $(BIN)/helm: hack/helm/go.mod
 	cd hack/helm && $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
-## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes
+## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
+## pods deleted on their way to a new node, repeated
 test: build $(BIN)/kubectl $(BIN)/helm
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
+	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
+	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
+
+REGISTRATION_HUNT := TestBarePodsBoundToNewNodesAreNeverEvicted
+
+## soak: 200 randomized bursts against a sandbox (make test runs 10); prints the slowest wait for a ready node
+SOAK_BURSTS ?= 200
+soak:
+	set -o pipefail; STEVEDORE_BURSTS=$(SOAK_BURSTS) CGO_ENABLED=0 $(GO) test -count=1 -timeout 600m -v \
+	  -run TestRandomBurstsBindAsSoonAsTheirNodesAreReady ./test/integration/bursts/ 2>&1 | \
+	  grep -E --line-buffered '^\s*(--- |bursts_test.go:[0-9]+: ([0-9]+ bursts|slowest|seed [0-9]+: ))|^(ok|FAIL|PASS)'
 
 ## unit: unit tests only
 unit:

@@ -390,7 +390,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 // the node.
 func (p *Provider) bootstrap(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass) Bootstrap {
 	labels := kubeletLabels(claim.Labels)
-	taints := []corev1.Taint{{Key: stevedorev1.TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoExecute}}
+	taints := []corev1.Taint{stevedorev1.UnregisteredTaint()}
 	taints = append(taints, claim.Spec.Taints...)
 	taints = append(taints, claim.Spec.StartupTaints...)
 	ud := ""

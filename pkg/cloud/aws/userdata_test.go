@@ -21,7 +21,7 @@ func testBootstrap() Bootstrap {
 		ClusterName: "prod", ClusterEndpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com", CABundle: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n"),
 		ServiceCIDR: "10.100.0.0/16",
 		Labels:      map[string]string{stevedorev1.LabelNodePool: "arm64-spot", "team": "payments"},
-		Taints: []corev1.Taint{{Key: stevedorev1.TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoExecute},
+		Taints: []corev1.Taint{{Key: stevedorev1.TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "workload-priority", Value: "critical", Effect: corev1.TaintEffectNoSchedule}},
 		Kubelet: &stevedorev1.KubeletConfiguration{MaxPods: &maxPods, SystemReserved: map[string]string{"memory": "200Mi"}},
 	}
@@ -86,7 +86,7 @@ func TestAL2023UserDataIsANodeadmNodeConfig(t *testing.T) {
 	}
 	flags := strings.Join(nc.Spec.Kubelet.Flags, " ")
 	for _, want := range []string{"--node-labels=stevedore.dev/nodepool=arm64-spot,team=payments",
-		"--register-with-taints=stevedore.dev/unregistered=true:NoExecute,workload-priority=critical:NoSchedule"} {
+		"--register-with-taints=stevedore.dev/unregistered=true:NoSchedule,workload-priority=critical:NoSchedule"} {
 		if !strings.Contains(flags, want) {
 			t.Errorf("flags %q lack %q", flags, want)
 		}
