@@ -14,18 +14,28 @@ import (
 )
 
 // maxRepairRounds bounds how many times a solve is started over with the pods greedy placement stranded first;
-// a batch of at most smallBatch pods that still strands a pod (or breaks a constraint) is then tried in up to
-// smallBatchRestarts other orders, drawn from a seed the batch's pods decide. The restarts stop once staleRestarts
-// in a row found nothing better (a count, so the plan stays the same run to run), and after restartTimeCap
-// whatever the count: a batch whose pods cannot all be placed together (a spread whose domains cannot all be
-// reached) would otherwise hold every other pending pod of the cluster for the length of 256 full solves.
+// a batch of at most smallBatch pods that still strands a pod (or breaks a constraint) is then tried in other
+// orders, drawn from a seed the batch's pods decide, the last three quarters also with random choices of node.
+// How many restarts depends on how much work one is: up to smallBatchRestarts while a restart visits at most
+// restartWork/smallBatchRestarts (pod, node) pairs, fewer on a large cluster, so that a batch whose pods cannot
+// all be placed together (a spread whose domains cannot all be reached) does not hold every other pending pod of
+// the cluster for hundreds of full solves. The count depends only on the input, so the plan stays the same run to
+// run; restartTimeCap stops the restarts whatever the count, a guard for a slow machine.
 const (
 	maxRepairRounds    = 3
 	smallBatch         = 24
 	smallBatchRestarts = 256
-	staleRestarts      = 16
+	minRestarts        = 8
+	restartWork        = 1 << 18
 	restartTimeCap     = 2 * time.Second
 )
+
+// restartsFor is how many restarts a batch of pods gets when the snapshot already holds nodes nodes: restartWork
+// (pod, node) visits shared out, at least minRestarts and at most smallBatchRestarts.
+func restartsFor(pods, nodes int) int {
+	perRestart := max(pods*(nodes+pods), 1)
+	return min(max(restartWork/perRestart, minRestarts), smallBatchRestarts)
+}
 
 // attempt is one way to run the greedy placement: an order, and companions (see repairOrder).
 type attempt struct {
@@ -201,10 +211,11 @@ func repairOrder(order []*corev1.Pod, unschedulable map[types.UID]string) ([]*co
 // greedy): a small batch costs milliseconds per attempt, and a hard combination of constraints may need a node
 // greedy never picks. try runs an attempt and reports whether it beat the best so far; done reports whether no
 // attempt can do better. The restarts stop as the constants above say.
-func restart(ctx context.Context, pods, order []*corev1.Pod, done func() bool, try func(attempt) (bool, error)) error {
+func restart(ctx context.Context, pods, order []*corev1.Pod, nodes int, done func() bool, try func(attempt) (bool, error)) error {
 	rng := rand.New(rand.NewPCG(batchSeed(pods), 0))
 	deadline := time.Now().Add(restartTimeCap)
-	for i, stale := 0, 0; i < smallBatchRestarts && !done() && stale < staleRestarts; i++ {
+	restarts := restartsFor(len(pods), nodes)
+	for i := 0; i < restarts && !done(); i++ {
 		if time.Now().After(deadline) {
 			klog.FromContext(ctx).V(2).Info("Solver restarts stopped by their time cap", "pods", len(pods), "restarts", i)
 			return nil
@@ -212,15 +223,11 @@ func restart(ctx context.Context, pods, order []*corev1.Pod, done func() bool, t
 		shuffled := append([]*corev1.Pod(nil), order...)
 		rng.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
 		a := attempt{order: shuffled}
-		if i >= smallBatchRestarts/4 {
+		if i >= restarts/4 {
 			a.seed = rng.Uint64()
 		}
-		improved, err := try(a)
-		if err != nil {
+		if _, err := try(a); err != nil {
 			return err
-		}
-		if stale++; improved {
-			stale = 0
 		}
 	}
 	return nil

@@ -271,7 +271,7 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 // breaks a constraint), repair rounds and restarts (repair.go); it returns the best attempt, placed in the
 // snapshot.
 func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod, phantoms []*corev1.Node) (*solve, error) {
-	attempts := 0
+	attempts, existing := 0, in.Snapshot.Len()
 	run := func(a attempt) (*solve, error) {
 		attempts++
 		st := s.newSolve(ctx, in)
@@ -335,7 +335,7 @@ func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod
 			}
 		}
 		if len(pods) <= smallBatch {
-			err := restart(ctx, pods, order, func() bool { return bestScore.bad <= floor }, func(a attempt) (bool, error) {
+			err := restart(ctx, pods, order, existing, func() bool { return bestScore.bad <= floor }, func(a attempt) (bool, error) {
 				before := bestScore
 				err := try(a)
 				return bestScore.better(before), err

@@ -343,11 +343,12 @@ func TestFitsLimits(t *testing.T) {
 	}
 }
 
-// TestABatchThatCannotBePlacedWholeStopsSearchingWhenNothingImproves: a zone spread that ignores its own node
+// TestABatchThatCannotBePlacedWholeStopsSearchingOnALargeCluster: a zone spread that ignores its own node
 // affinity counts every zone the NodePool launches into as a domain, so with maxSkew 1 and two zones allowed only
-// two of five replicas have a node. Each replica alone fits, so the solver searches other orders: it must stop
-// once the restarts stop improving, not try all of them (each restart is a whole greedy solve).
-func TestABatchThatCannotBePlacedWholeStopsSearchingWhenNothingImproves(t *testing.T) {
+// two of five replicas have a node. Each replica alone fits, so the solver searches other orders; on a cluster of
+// a thousand nodes (tainted, so none takes a replica) each restart is a whole greedy solve over them, and the
+// search must stop after the few restarts restartsFor allows, the same number every run.
+func TestABatchThatCannotBePlacedWholeStopsSearchingOnALargeCluster(t *testing.T) {
 	ignore := corev1.NodeInclusionPolicyIgnore
 	pods := replicas("spread", 5, "1", "1Gi", func(p *corev1.Pod) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -357,19 +358,51 @@ func TestABatchThatCannotBePlacedWholeStopsSearchingWhenNothingImproves(t *testi
 			WhenUnsatisfiable: corev1.DoNotSchedule, NodeAffinityPolicy: &ignore,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}
 	})
+	const clusterNodes = 1000
 	objs := append([]runtime.Object{testPool("default", 0)}, pods...)
+	for i := range clusterNodes {
+		objs = append(objs, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("reserved-%04d", i), Labels: map[string]string{
+				corev1.LabelHostname: fmt.Sprintf("reserved-%04d", i), corev1.LabelTopologyZone: "us-east-1c"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "reserved", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+				corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}},
+		})
+	}
 	plan, _, _ := solveObjects(t, objs...)
 	if len(plan.Unschedulable) != 3 {
 		t.Fatalf("%d pods unschedulable, want 3 (two zones of many hold one replica each): %v", len(plan.Unschedulable), plan.Unschedulable)
 	}
 	// the first greedy run, one run per stranded pod alone, the first again, up to maxRepairRounds repairs, the
-	// restarts until staleRestarts in a row found nothing better, and the best attempt run again
-	if most := 1 + 3 + 1 + maxRepairRounds + staleRestarts + 1; plan.Attempts > most {
+	// restarts, and the best attempt run again
+	restarts := restartsFor(len(pods), clusterNodes)
+	if restarts >= smallBatchRestarts/4 {
+		t.Fatalf("restartsFor(%d, %d) = %d: the test needs a cluster large enough to cut the restarts", len(pods), clusterNodes, restarts)
+	}
+	if most := 1 + 3 + 1 + maxRepairRounds + restarts + 1; plan.Attempts > most {
 		t.Errorf("the solver ran the greedy placement %d times, want at most %d", plan.Attempts, most)
 	}
 	again, _, _ := solveObjects(t, objs...)
 	if again.Attempts != plan.Attempts || len(again.NewNodes) != len(plan.NewNodes) {
 		t.Errorf("a second solve ran %d attempts for %d nodes, the first %d for %d", again.Attempts, len(again.NewNodes),
 			plan.Attempts, len(plan.NewNodes))
+	}
+}
+
+func TestRestartsShrinkWithTheWorkOfOne(t *testing.T) {
+	tests := []struct {
+		pods, nodes, want int
+	}{
+		{pods: 5, nodes: 0, want: smallBatchRestarts},
+		{pods: 24, nodes: 10, want: smallBatchRestarts},
+		{pods: 5, nodes: 100, want: smallBatchRestarts},
+		{pods: 5, nodes: 1000, want: restartWork / (5 * 1005)},
+		{pods: 24, nodes: 2000, want: minRestarts},
+		{pods: 0, nodes: 0, want: smallBatchRestarts},
+	}
+	for _, tc := range tests {
+		if got := restartsFor(tc.pods, tc.nodes); got != tc.want {
+			t.Errorf("restartsFor(%d pods, %d nodes) = %d, want %d", tc.pods, tc.nodes, got, tc.want)
+		}
 	}
 }
