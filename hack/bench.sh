@@ -7,7 +7,8 @@
 #  - in the sandbox with --launch-delay 0: scale-out of 1000 and 5000 pods through the real scheduler binary,
 #    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
-#    changes).
+#    changes);
+#  - the soak: SOAK_BURSTS (default 200) randomized bursts, the slowest wait for a ready node (make soak).
 # BENCH_INPUT points at the benchmark input (default ../shared/bench/karpenter-400); BENCH_OUT at the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,5 +58,8 @@ run "burst of 20 pods, nodes 30 s to come up, with a CapacityBuffer of 20 chunks
   -bench BenchmarkBurstTimeToBind -benchtime 1x -timeout 30m ./test/bench/
 run "churn: 20 scale changes, default plugin arguments" go test -count=1 -run '^$' -bench BenchmarkChurn20 \
   -benchtime 1x -timeout 60m ./test/bench/
+run "soak: ${SOAK_BURSTS:-200} randomized bursts, the slowest wait after a pod's node was ready (make soak)" \
+  env STEVEDORE_BURSTS="${SOAK_BURSTS:-200}" go test -count=1 -timeout 600m -v \
+  -run TestRandomBurstsBindAsSoonAsTheirNodesAreReady ./test/integration/bursts/
 
 hack/benchdoc.sh "$raw" "$out"

@@ -44,13 +44,16 @@
 //	             | minute; preemption runs)                        |   goes away (limits)                        |
 //	Filter       | Stevedore is starting: the node is coming up    | the provisioner adopts the plan the pods'   | Activate, Started (AdoptNominations)
 //	             | and the pods planned on it are not known yet    |   nominations record                        |
-//	any (planned | its planned node has been ready for replanAfter | (the plan no longer holds: its room or its   | Activate, StalePlan (pending-pod sweep):
-//	on a ready   | and it is still not bound                       |   spread taken by pods put there instead)   |   the pod is planned again
-//	node)        |                                                 |                                             |
+//	any (planned | its planned node has been ready for replanAfter | (a backstop: a wake-up this table missed;    | Activate, Parked (pending-pod sweep)
+//	on a ready   | and it is still not bound                       |   a pod waiting its turn is left there)     |
+//	node)        | ... and that node refused it after replanAfter  | (the plan no longer holds: its room or its  | Activate, StalePlan: planned again
+//	             |                                                 |   spread taken by pods put there instead)   |
 //	Permit       | its node is initializing (Wait)                 | the node initializes                        | WaitingPod.Allow (not a queue: the pod
 //	             |                                                 |                                             |   is in its binding cycle)
 //	any          | a bound pod on a Stevedore node held its room   | that pod is deleted                         | hint on AssignedPod Delete
 //
-// Events that cannot help (another node registering, a pod planned elsewhere binding, a node of another
-// provisioner changing) leave the pod parked: the hints answer QueueSkip and nothing calls Activate.
+// The wake-ups of a node's plan changing go only to the pods that node refused in their last attempt (refusedOn),
+// so a burst does not retry every pod planned on a node each time one of them binds. Events that cannot help
+// (another node registering, a pod planned elsewhere binding, a node of another provisioner changing) leave the
+// pod parked: the hints answer QueueSkip and nothing calls Activate.
 package provision

@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -90,52 +89,117 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
 		return ""
 	}
 	if !solver.PodRequests(pod).Add(kept).Fits(solver.FreeRoom(ni)) {
-		return "room kept for pods planned on this node and not bound yet: " + strings.Join(names, ", ")
+		why := "room kept for pods planned on this node and not bound yet: " + strings.Join(names, ", ")
+		p.refusedNode(ni.Node().Name, pod, "Provisioner", why)
+		return why
 	}
 	return ""
 }
 
 // NodesFor returns the nodes the scheduler need consider for a pod, and false when that is every node. A pod
 // planned on a NodeClaim may take only the node of that NodeClaim and the nodes Stevedore did not launch (KeptRoom
-// refuses it every other node). A pod not planned skips the nodes Stevedore launched that are still initializing:
-// their room is planned (the pods planned there are nominated to them), and the room left over is what the next
-// solve fills with pods like this one, planning them there. The scheduler's PreFilter asks, so that in a burst the
-// scheduling cycles do not run the filters, with each node's nominated pods added (a copy of each), on hundreds of
-// nodes coming up for other pods.
+// refuses it every other node). A pod not planned skips the nodes Stevedore launched that are still initializing
+// (their room is planned: the pods planned there are nominated to them, and the room left over is what the next
+// solve fills with pods like this one, planning them there) and those whose room, less what they keep for the pods
+// planned on them, cannot hold it. The scheduler's PreFilter asks, so that in a burst the scheduling cycles do not
+// run the filters, with each node's nominated pods added (a copy of each), on hundreds of nodes coming up for
+// other pods or full of pods planned there.
 func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	own, planned := p.podClaim[pod.UID]
-	takes := func(node *corev1.Node) bool {
-		claim, ours := p.claimOfNode[node.Name]
+	var need solver.Requests
+	if !planned {
+		need = solver.PodRequests(pod)
+	}
+	takes := func(ni fwk.NodeInfo) bool {
+		claim, ours := p.claimOfNode[ni.Node().Name]
 		switch {
 		case !ours, planned && claim == own:
 			return true
 		case planned:
 			return false // launched for other pods
-		default:
-			return !p.initializing(claim)
+		case p.initializingLocked(claim):
+			return false
+		}
+		free := solver.FreeRoom(ni)
+		if !need.Fits(free) {
+			return false // full: in a burst, most nodes are
+		}
+		kept, _ := p.keptLocked(claim, "", nil)
+		dsCPU, dsMem, dsCount, _ := p.unboundDaemons(ni)
+		kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
+		return need.Add(kept).Fits(free)
+	}
+	// a planned pod takes few nodes (its own and those Stevedore did not launch): no room for every name
+	var taken []string
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		if takes(ni) {
+			taken = append(taken, ni.Node().Name)
+		} else {
+			restricted = true
 		}
 	}
-	// the set is built only when some node is left out: in a steady cluster every node may take every pod
-	i := slices.IndexFunc(nodes, func(ni fwk.NodeInfo) bool { return ni.Node() != nil && !takes(ni.Node()) })
-	if i < 0 {
+	// in a steady cluster every node may take every pod: no set then
+	if !restricted {
 		return nil, false
 	}
-	names = sets.New[string]()
-	for _, ni := range nodes {
-		if node := ni.Node(); node != nil && takes(node) {
-			names.Insert(node.Name)
-		}
-	}
-	return names, true
+	return sets.New(taken...), true
 }
 
-// initializing reports whether a NodeClaim's node is not initialized yet (a NodeClaim not in the cache is taken as
-// initialized: nothing is skipped on a guess).
-func (p *Provisioner) initializing(claim string) bool {
+// initializingLocked reports whether a NodeClaim's node is not initialized yet (a NodeClaim not in the cache is
+// taken as initialized: nothing is skipped on a guess). p.mu is held.
+func (p *Provisioner) initializingLocked(claim string) bool {
+	if _, ready := p.readyAt[claim]; ready {
+		return false
+	}
 	c, err := p.opts.NodeClaims.Get(claim)
 	return err == nil && !IsInitialized(c)
+}
+
+// keptFor is the room a node keeps, when the scheduler considers pod for it, for the pods planned on its NodeClaim:
+// those the scheduler does not add to the node itself as nominated there (it does for a priority at least pod's),
+// also one this provisioner nominated whose nomination the scheduler has not seen yet; neither the pod itself, nor
+// pods being bound (the scheduler counts them on the node it reserved, and their room here is free when that is
+// another node), nor a planned pod that was deleted or bound meanwhile (evicted from a node being replaced, its
+// room goes to the pod that replaces it).
+func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (solver.Requests, []string) {
+	counted := p.schedulerCounts(pod, node)
+	p.mu.Lock()
+	_, planned := p.keptLocked(claim, pod.UID, counted)
+	reqs := make([]solver.Requests, len(planned))
+	for i, q := range planned {
+		reqs[i] = p.plannedReq[q.UID]
+	}
+	p.mu.Unlock()
+	var kept solver.Requests
+	var names []string
+	for i, q := range planned {
+		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {
+			continue
+		}
+		kept = kept.Add(reqs[i])
+		names = append(names, q.Namespace+"/"+q.Name)
+	}
+	return kept, names
+}
+
+// keptLocked sums the requests of the pods planned on a NodeClaim that are neither bound nor being bound, but the
+// pod except and those counted (the scheduler adds them to the node itself), and returns them. p.mu is held.
+func (p *Provisioner) keptLocked(claim string, except types.UID, counted map[types.UID]bool) (solver.Requests, []*corev1.Pod) {
+	var kept solver.Requests
+	var pods []*corev1.Pod
+	for uid, pod := range p.assigned[claim] {
+		if _, binding := p.binding[uid]; binding || uid == except || counted[uid] {
+			continue
+		}
+		kept = kept.Add(p.plannedReq[uid])
+		pods = append(pods, pod)
+	}
+	return kept, pods
 }
 
 // KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod
@@ -152,40 +216,23 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 	if refuse := p.startingRefusal(pod, node); refuse != "" {
 		return solver.Requests{}, nil, refuse
 	}
-	var planned []*corev1.Pod
 	p.mu.Lock()
 	claim, ours := p.claimOfNode[node.Name]
-	if ours {
+	if !ours {
+		p.mu.Unlock()
+	} else {
 		// also once the pods planned here are all bound: the room left is not the pod's to take, its own node is
 		// coming (a burst's pod of a hostname affinity target that bound on the first node up stranded its
 		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
 		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
-			refuse = fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
 			p.mu.Unlock()
-			return solver.Requests{}, nil, refuse
+			return solver.Requests{}, nil, fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
 		}
-		// the pod itself, and pods being bound (the scheduler counts them on the node it reserved, and their room
-		// here is free when that is another node), are not kept for
-		planned = p.waitingOnLocked(claim, pod.UID)
-	}
-	p.mu.Unlock()
-	var counted map[types.UID]bool
-	if len(planned) > 0 {
-		// nominated pods the scheduler adds to the node itself; any other is kept for here, also one this
-		// provisioner nominated whose nomination the scheduler has not seen yet
-		counted = p.schedulerCounts(pod, node.Name)
-	}
-	for _, q := range planned {
-		if counted[q.UID] {
-			continue
+		anyPlanned := len(p.assigned[claim]) > 0
+		p.mu.Unlock()
+		if anyPlanned {
+			kept, names = p.keptFor(pod, node.Name, claim)
 		}
-		// a planned pod that was deleted (evicted from a node being replaced) leaves its room to the pod that
-		// replaces it
-		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {
-			continue
-		}
-		kept = kept.Add(solver.PodRequests(q))
-		names = append(names, q.Namespace+"/"+q.Name)
 	}
 	dsCPU, dsMem, dsCount, daemons := p.unboundDaemons(ni)
 	kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})

@@ -195,3 +195,47 @@ func TestKeptRoomCountsEachPlannedPodOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned: a pod planned nowhere skips a node Stevedore launched
+// whose room, less what it keeps for the pods planned there (nominated or not), cannot hold it: the scheduler
+// would refuse it there anyway, after copying the node with every nominated pod.
+func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
+	up := test.NodeClaim("c-up", "default").Obj()
+	up.Status.Conditions = []metav1.Condition{{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue}}
+	planned := []*corev1.Pod{test.Pod("a").Pending().Req("cpu", "750m").Obj(), test.Pod("b").Pending().Req("cpu", "750m").Obj()}
+	for _, tc := range []struct {
+		name  string
+		cpu   string
+		taken bool
+	}{
+		{"a pod the room left holds", "250m", true},
+		{"a pod the room left cannot hold", "1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLifecycleHarness(t, up, planned[0], planned[1])
+			h.prov.assign(context.Background(), "c-up", planned)
+			h.prov.mu.Lock()
+			h.prov.claimOfNode["up"] = "c-up"
+			h.prov.nominated[planned[0].UID] = "up"
+			h.prov.mu.Unlock()
+			ni := framework.NewNodeInfo()
+			ni.SetNode(test.Node("up").Allocatable("cpu", "2", "memory", "8Gi", "pods", "29").Obj())
+			pod := test.Pod("new").Pending().Req("cpu", tc.cpu).Obj()
+			names, restricted := h.prov.NodesFor(pod, []fwk.NodeInfo{ni})
+			if taken := !restricted || names.Has("up"); taken != tc.taken {
+				t.Errorf("NodesFor = %v (restricted %v), want the node taken: %v", sets.List(names), restricted, tc.taken)
+			}
+			// Filter agrees, on the node as the scheduler evaluates it: with the pods nominated there added
+			withNominated := framework.NewNodeInfo(planned[0])
+			withNominated.SetNode(ni.Node())
+			if refused := h.prov.RoomRefused(pod, withNominated) != ""; refused == tc.taken {
+				t.Errorf("RoomRefused: refused %v, NodesFor took the node: %v", refused, tc.taken)
+			}
+			// a refusal is recorded, for the wake-up when the node's plan changes
+			refused := h.prov.takeRefused("c-up")
+			if recorded := len(refused) == 1 && refused[0].Name == "new"; recorded == tc.taken {
+				t.Errorf("the refusal recorded: %v, want %v", recorded, !tc.taken)
+			}
+		})
+	}
+}

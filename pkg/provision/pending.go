@@ -57,6 +57,10 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 	for uid := range p.plannedAt {
 		if !live[uid] {
 			delete(p.plannedAt, uid)
+			delete(p.plannedReq, uid)
+			delete(p.refusedAt, uid)
+			delete(p.refusedWhy, uid)
+			delete(p.parkedWokenAt, uid)
 		}
 	}
 	p.mu.Unlock()

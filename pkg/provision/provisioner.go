@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -107,6 +108,16 @@ type Provisioner struct {
 	// node initialize (the pods' wait for a ready node is measured from the later of the two).
 	plannedAt map[types.UID]time.Time
 	readyAt   map[string]time.Time
+	// refused holds, by NodeClaim, the pods its node refused in their last scheduling attempt (refusedOn);
+	// refusedAt when a pod's own planned node last refused it.
+	refused   map[string]map[types.UID]*corev1.Pod
+	refusedAt map[types.UID]time.Time
+	// refusedWhy says why a pod's own planned node last refused it; parkedWokenAt when reviewParked last retried it.
+	refusedWhy    map[types.UID]string
+	parkedWokenAt map[types.UID]time.Time
+	// plannedReq holds the requests of each planned pod (computed once: the scheduler's filters read them on every
+	// node of every cycle).
+	plannedReq map[types.UID]solver.Requests
 	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
 	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
 	started     atomic.Bool
@@ -147,6 +158,11 @@ func New(opts Options) *Provisioner {
 		plannedAt:       map[types.UID]time.Time{},
 		readyAt:         map[string]time.Time{},
 		heldAtStart:     map[types.UID]*corev1.Pod{},
+		plannedReq:      map[types.UID]solver.Requests{},
+		refused:         map[string]map[types.UID]*corev1.Pod{},
+		refusedAt:       map[types.UID]time.Time{},
+		refusedWhy:      map[types.UID]string{},
+		parkedWokenAt:   map[types.UID]time.Time{},
 		types:           map[string]cachedTypes{},
 	}
 }
@@ -175,10 +191,10 @@ type Decision struct {
 }
 
 // Consider is called for a pod that fits no existing node: it keeps the pod on the node planned for it, puts it on a
-// node being launched that has room, or adds it to the batch for the next solve. roomTaken, when given, reports
-// whether the scheduler refused a node to the pod for lack of room in the cycle that failed.
-func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, roomTaken func(node string) bool) Decision {
-	if d, ok := p.assignedDecision(ctx, pod, roomTaken); ok {
+// node being launched that has room, or adds it to the batch for the next solve. refusedBy, when given, names the
+// plugin that refused a node to the pod in the cycle that failed, and why ("" when the node was not refused).
+func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) Decision {
+	if d, ok := p.assignedDecision(ctx, pod, refusedBy); ok {
 		return d
 	}
 	p.mu.Lock()
@@ -209,7 +225,7 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, roomTaken f
 // assignedDecision returns the decision for a pod already planned on a live NodeClaim. A pod whose planned node
 // is up and initialized but was refused to it for lack of room (other pods bound there first: a pod not nominated
 // there has no room held for it) is planned again.
-func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, roomTaken func(node string) bool) (Decision, bool) {
+func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) (Decision, bool) {
 	p.mu.Lock()
 	name, ok := p.podClaim[pod.UID]
 	solving := p.solving[pod.UID]
@@ -232,13 +248,20 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, roo
 		p.forgetPod(pod.UID)
 		return Decision{}, false
 	}
-	if roomTaken != nil && claim.Status.NodeName != "" && IsInitialized(claim) && roomTaken(claim.Status.NodeName) {
+	refused, why := "", ""
+	if refusedBy != nil && claim.Status.NodeName != "" {
+		refused, why = refusedBy(claim.Status.NodeName)
+	}
+	if refused == pluginnames.NodeResourcesFit && IsInitialized(claim) {
 		klog.FromContext(ctx).V(1).Info("Planned node has no room left for the pod; provisioning it again", "pod", klog.KObj(pod),
 			"node", claim.Status.NodeName, "nodeclaim", claim.Name)
 		p.forgetPod(pod.UID)
 		// the room kept for it on that node is free: the pods planned there may take it
-		p.wake(ctx, WakePlannedPodGone, p.waitingOn(claim.Name, ""))
+		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim.Name))
 		return Decision{}, false
+	}
+	if refused != "" {
+		p.refusedOn(claim.Name, pod, refused, why)
 	}
 	if claim.Status.NodeName != "" && p.isNominated(pod.UID, claim.Status.NodeName) {
 		return Decision{Kind: Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
@@ -276,12 +299,15 @@ func (p *Provisioner) assign(ctx context.Context, claim string, pods []*corev1.P
 		if !ok || prev != claim {
 			p.plannedAt[pod.UID] = now
 		}
+		if _, known := p.plannedReq[pod.UID]; !known {
+			p.plannedReq[pod.UID] = solver.PodRequests(pod)
+		}
 		set[pod.UID] = pod
 		p.podClaim[pod.UID] = claim
 	}
 	var waiting []*corev1.Pod
 	for prev := range moved {
-		waiting = append(waiting, p.waitingOnLocked(prev, "")...)
+		waiting = append(waiting, p.takeRefusedLocked(prev)...)
 	}
 	p.mu.Unlock()
 	p.wake(ctx, WakePlannedPodGone, waiting)
@@ -298,6 +324,10 @@ func (p *Provisioner) forgetPod(uid types.UID) string {
 	}
 	delete(p.nominated, uid)
 	delete(p.plannedAt, uid)
+	delete(p.plannedReq, uid)
+	delete(p.refusedAt, uid)
+	delete(p.refusedWhy, uid)
+	delete(p.parkedWokenAt, uid)
 	return claim
 }
 
@@ -311,6 +341,10 @@ func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
 		delete(p.podClaim, uid)
 		delete(p.nominated, uid)
 		delete(p.plannedAt, uid)
+		delete(p.plannedReq, uid)
+		delete(p.refusedAt, uid)
+		delete(p.refusedWhy, uid)
+		delete(p.parkedWokenAt, uid)
 		pods = append(pods, pod)
 	}
 	delete(p.assigned, name)
@@ -319,6 +353,7 @@ func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
 			delete(p.claimOfNode, node)
 		}
 	}
+	pods = append(pods, p.takeRefusedLocked(name)...)
 	p.mu.Unlock()
 	p.wake(ctx, WakePlanDropped, pods)
 }
@@ -389,7 +424,7 @@ func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) 
 		return
 	}
 	p.observeReadyWait(claim, plannedAt, node)
-	p.wake(ctx, WakePlannedPodBound, p.waitingOn(claim, ""))
+	p.wake(ctx, WakePlannedPodBound, p.takeRefused(claim))
 }
 
 func (p *Provisioner) isBinding(uid types.UID) bool {

@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -43,9 +45,12 @@ const (
 	WakeNodePoolsChanged = "NodePoolsChanged"
 	// WakeStarted: the provisioner adopted the previous leader's plan, so the nodes still coming up may be used.
 	WakeStarted = "Started"
-	// WakeStalePlan: the pod waited replanAfter on the ready node planned for it, which no longer takes it: it is
+	// WakeStalePlan: the ready node planned for the pod still refused it replanAfter after it was ready: the pod is
 	// planned again.
 	WakeStalePlan = "StalePlan"
+	// WakeParked: the pod has waited replanAfter on the ready node planned for it: it is retried (a backstop for a
+	// wake-up this table does not foresee; a pod already waiting its turn in the queue is left there).
+	WakeParked = "Parked"
 )
 
 // wake puts pods back in the scheduler's active queue because what held them back cleared.
@@ -70,19 +75,52 @@ func (p *Provisioner) wake(ctx context.Context, reason string, pods []*corev1.Po
 	metrics.PodsWoken.WithLabelValues(reason).Add(float64(len(byKey)))
 }
 
-// waitingOn returns the pods planned on a NodeClaim that are neither bound nor being bound, but the one given.
-func (p *Provisioner) waitingOn(claim string, except types.UID) []*corev1.Pod {
+// refusedOn records that a NodeClaim's node refused a pod in its last scheduling attempt (the room kept there for
+// others, or, for a pod planned there, any plugin): the pods a change of that node's plan may help are these, and
+// waking them only keeps a burst from retrying every pod planned on a node each time one of them binds.
+func (p *Provisioner) refusedOn(claim string, pod *corev1.Pod, plugin, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.waitingOnLocked(claim, except)
+	if p.podClaim[pod.UID] == claim && planBreakers.Has(plugin) {
+		p.refusedAt[pod.UID] = p.opts.Clock.Now()
+		p.refusedWhy[pod.UID] = plugin + ": " + why
+	}
+	set := p.refused[claim]
+	if set == nil {
+		set = map[types.UID]*corev1.Pod{}
+		p.refused[claim] = set
+	}
+	set[pod.UID] = pod
 }
 
-func (p *Provisioner) waitingOnLocked(claim string, except types.UID) []*corev1.Pod {
-	var out []*corev1.Pod
-	for uid, pod := range p.assigned[claim] {
-		if _, binding := p.binding[uid]; binding || uid == except {
-			continue
-		}
+// refusedNode records that the node of that name, one Stevedore launched, refused pod.
+func (p *Provisioner) refusedNode(node string, pod *corev1.Pod, plugin, why string) {
+	p.mu.Lock()
+	claim, ours := p.claimOfNode[node]
+	p.mu.Unlock()
+	if ours {
+		p.refusedOn(claim, pod, plugin, why)
+	}
+}
+
+// planBreakers are the plugins whose refusal of a pod on the ready node planned for it says the plan no longer
+// holds (its room, spread or affinity taken by pods put there in its stead), so that the pod is planned again if
+// it lasts (reviewParked). A refusal for the node's state (a not-ready or unreachable taint, cordoning) is left to
+// the node: it recovers, or repair and liveness replace it.
+var planBreakers = sets.New(pluginnames.PodTopologySpread, pluginnames.InterPodAffinity, pluginnames.NodePorts, "Provisioner")
+
+// takeRefused returns, and forgets, the pods a NodeClaim's node refused.
+func (p *Provisioner) takeRefused(claim string) []*corev1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.takeRefusedLocked(claim)
+}
+
+func (p *Provisioner) takeRefusedLocked(claim string) []*corev1.Pod {
+	set := p.refused[claim]
+	delete(p.refused, claim)
+	out := make([]*corev1.Pod, 0, len(set))
+	for _, pod := range set {
 		out = append(out, pod)
 	}
 	return out
@@ -95,7 +133,7 @@ func (p *Provisioner) PodDeleted(ctx context.Context, pod *corev1.Pod) {
 	delete(p.binding, pod.UID)
 	p.mu.Unlock()
 	if claim := p.forgetPod(pod.UID); claim != "" {
-		p.wake(ctx, WakePlannedPodGone, p.waitingOn(claim, ""))
+		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim))
 	}
 }
 
@@ -122,15 +160,15 @@ func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UI
 	return out
 }
 
-// ClaimInitialized records that a NodeClaim's node finished initializing and wakes the pods planned on it.
+// ClaimInitialized records that a NodeClaim's node finished initializing and wakes the pods it refused.
 func (p *Provisioner) ClaimInitialized(ctx context.Context, claim string) {
 	p.mu.Lock()
 	if _, ok := p.readyAt[claim]; !ok {
 		p.readyAt[claim] = p.opts.Clock.Now()
 	}
-	waiting := p.waitingOnLocked(claim, "")
+	refused := p.takeRefusedLocked(claim)
 	p.mu.Unlock()
-	p.wake(ctx, WakeNodeInitialized, waiting)
+	p.wake(ctx, WakeNodeInitialized, refused)
 }
 
 // readySince returns when a NodeClaim's node became ready for pods: when this process saw it initialize, else the
@@ -171,18 +209,24 @@ func (p *Provisioner) observeReadyWait(claim string, plannedAt time.Time, node s
 	metrics.PodsReadyNodeWait.Observe(p.opts.Clock.Since(ready).Seconds())
 }
 
-// replanAfter is how long a pod may wait on the ready node planned for it before it is planned again: the node
-// can take it no more (its room or its spread taken by pods put there in its stead) or never will for a reason
-// the plan did not see; a pod the node can take binds within moments of its being ready.
+// replanAfter is how long a pod may wait on the ready node planned for it before it is retried, and planned again
+// if that node still refuses it then: the node can take it no more (its room or its spread taken by pods put there
+// in its stead) or never will for a reason the plan did not see. A pod the node can take binds within moments of
+// its being ready, unless the scheduler is busy: a pod still waiting its turn is retried, not planned again.
 const replanAfter = 30 * time.Second
 
-// parkedPod is a pod planned on a ready node that is neither bound nor being bound, and how long it has waited
-// since the later of the node being ready and the plan.
+// parkedPod is a pod planned on a ready node that is neither bound nor being bound, how long it has waited since
+// the later of the node being ready and the plan, and whether its planned node refused it replanAfter or more
+// after that.
 type parkedPod struct {
 	pod       *corev1.Pod
 	claim     string
 	plannedAt time.Time
+	refusedAt time.Time
+	why       string
+	wokenAt   time.Time
 	wait      time.Duration
+	stale     bool
 }
 
 // parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
@@ -192,7 +236,8 @@ func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 	for claim, pods := range p.assigned {
 		for uid, pod := range pods {
 			if _, binding := p.binding[uid]; !binding {
-				all = append(all, parkedPod{pod: pod, claim: claim, plannedAt: p.plannedAt[uid]})
+				all = append(all, parkedPod{pod: pod, claim: claim, plannedAt: p.plannedAt[uid], refusedAt: p.refusedAt[uid],
+					why: p.refusedWhy[uid], wokenAt: p.parkedWokenAt[uid]})
 			}
 		}
 	}
@@ -211,26 +256,39 @@ func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 			ready = pp.plannedAt
 		}
 		pp.wait = p.opts.Clock.Since(ready)
+		pp.stale = pp.refusedAt.Sub(ready) >= replanAfter
 		out = append(out, pp)
 	}
 	return out
 }
 
-// reviewParked reports the pods parked on ready nodes (gauges) and plans again those parked longer than replanAfter.
+// reviewParked reports the pods parked on ready nodes (gauges); of those that waited longer than replanAfter, it
+// plans again the ones their node refused after that, and retries the others.
 func (p *Provisioner) reviewParked(ctx context.Context) {
 	parked := p.parkedOnReadyNodes()
 	oldest := time.Duration(0)
-	var stale []*corev1.Pod
+	var stale, retry []*corev1.Pod
 	for _, pp := range parked {
 		oldest = max(oldest, pp.wait)
-		if pp.wait > replanAfter {
-			klog.FromContext(ctx).Info("Pod waited too long on the ready node planned for it; planning it again", "pod", klog.KObj(pp.pod),
-				"nodeclaim", pp.claim, "waited", pp.wait.Round(time.Second))
+		switch {
+		case pp.stale:
+			klog.FromContext(ctx).Info("The ready node planned for a pod still refuses it; planning it again", "pod", klog.KObj(pp.pod),
+				"nodeclaim", pp.claim, "waited", pp.wait.Round(time.Second), "refusal", pp.why)
 			p.forgetPod(pp.pod.UID)
 			stale = append(stale, pp.pod)
+		case pp.wait > replanAfter && p.opts.Clock.Since(pp.wokenAt) >= replanAfter:
+			// at most once per replanAfter: a pod waiting its turn in a long queue is left to it
+			retry = append(retry, pp.pod)
 		}
 	}
+	now := p.opts.Clock.Now()
+	p.mu.Lock()
+	for _, pod := range retry {
+		p.parkedWokenAt[pod.UID] = now
+	}
+	p.mu.Unlock()
 	metrics.PodsParkedOnReadyNode.Set(float64(len(parked) - len(stale)))
 	metrics.PodsParkedOnReadyNodeOldest.Set(oldest.Seconds())
 	p.wake(ctx, WakeStalePlan, stale)
+	p.wake(ctx, WakeParked, retry)
 }

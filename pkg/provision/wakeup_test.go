@@ -3,6 +3,7 @@ package provision
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,8 +81,10 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		// plan maps NodeClaims to the pods planned on them (the first pod of c1 is the one parked, "waiter")
 		plan map[string][]*corev1.Pod
 		// act changes the provisioner's state as the event named does
-		act  func(h *lifecycleHarness, pods map[string]*corev1.Pod)
-		want []string // pods back in the active queue; the others stay parked
+		act func(h *lifecycleHarness, pods map[string]*corev1.Pod)
+		// notRefused: the parked pod's last cycle was not refused by c1's node (the others were)
+		notRefused bool
+		want       []string // pods back in the active queue; the others stay parked
 	}{
 		{name: "a pod planned on the same node binds: the room kept for it is the scheduler's to count",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
@@ -90,6 +93,13 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
 			},
 			want: []string{"waiter"}},
+		{name: "a pod planned on the same node binds, the pod was not refused there: it waits for its own event",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
+			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}}, notRefused: true,
+			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
+			},
+			want: nil},
 		{name: "a pod planned on another node binds: nothing changes here",
 			objects: []*corev1.Node{node("n1"), node("n2")},
 			claims:  []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), initialized(launched("c2", "n2"))},
@@ -153,7 +163,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("crowded")}},
 			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
-				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) bool { return true })
+				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) (string, string) { return "NodeResourcesFit", "Insufficient cpu" })
 				if d.Kind != Batched {
 					h.t.Errorf("crowded pod: decision %v, want batched", d.Kind)
 				}
@@ -186,6 +196,9 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 				h.prov.assign(h.ctx, claim, planned)
 			}
 			q.park(klog.FromContext(h.ctx), pods["waiter"])
+			if !tc.notRefused {
+				h.prov.refusedOn("c1", pods["waiter"], "PodTopologySpread", "test")
+			}
 			tc.act(h, pods)
 			if got := names(q.PodsInActiveQ()); !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 				t.Errorf("active queue holds %v, want %v (parked: %v)", got, tc.want, names(q.UnschedulablePods()))
@@ -233,10 +246,11 @@ func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
 	}
 }
 
-// TestAPodParkedOnItsReadyNodeIsPlannedAgain: a pod planned on a node that has been ready for replanAfter and
-// still has not taken it (its spread broken by pods put there in its stead, its room taken) is planned again and
-// woken; before that it only shows in the gauges.
-func TestAPodParkedOnItsReadyNodeIsPlannedAgain(t *testing.T) {
+// TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain: a pod planned on a node that has been ready for
+// replanAfter and still has not taken it is retried; if the node still refuses it then (its spread broken by pods
+// put there in its stead, its room taken), it is planned again and woken. A refusal before replanAfter (the node
+// just up, the pod's siblings not bound yet) does not count.
+func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
 	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
 	h := newLifecycleHarness(t, claim, test.Node("n1").Obj(), waiter)
@@ -245,9 +259,11 @@ func TestAPodParkedOnItsReadyNodeIsPlannedAgain(t *testing.T) {
 	h.prov.opts.Queue = q
 	h.prov.assign(h.ctx, "c1", []*corev1.Pod{waiter})
 	h.prov.ClaimInitialized(h.ctx, "c1")
-	q.park(klog.FromContext(h.ctx), waiter)
+	logger := klog.FromContext(h.ctx)
+	q.park(logger, waiter)
 
 	h.clock.Step(replanAfter / 2)
+	h.prov.refusedOn("c1", waiter, "PodTopologySpread", "test") // early: the node refuses it for now
 	h.prov.reviewParked(h.ctx)
 	if h.prov.PlannedClaim(waiter.UID) != "c1" || len(q.PodsInActiveQ()) != 0 {
 		t.Fatalf("after %s the pod is planned on %q and woken %v; want still planned on c1, parked", replanAfter/2,
@@ -256,12 +272,39 @@ func TestAPodParkedOnItsReadyNodeIsPlannedAgain(t *testing.T) {
 	if got, err := testutil.GetGaugeMetricValue(metrics.PodsParkedOnReadyNode); err != nil || got != 1 {
 		t.Errorf("parked gauge %v (%v), want 1", got, err)
 	}
+
 	h.clock.Step(replanAfter)
 	h.prov.reviewParked(h.ctx)
-	if got := h.prov.PlannedClaim(waiter.UID); got != "" {
-		t.Errorf("after %s the pod is still planned on %q", replanAfter*3/2, got)
+	if got := h.prov.PlannedClaim(waiter.UID); got != "c1" {
+		t.Errorf("after %s, refused only early, the pod is planned on %q, want still c1", replanAfter*3/2, got)
 	}
 	if got := names(q.PodsInActiveQ()); !slices.Equal(got, []string{"waiter"}) {
-		t.Errorf("active queue %v, want [waiter]", got)
+		t.Fatalf("after %s the active queue holds %v, want [waiter] retried", replanAfter*3/2, got)
+	}
+
+	// the retry: its node refuses it again, well after it was ready
+	entity, err := q.Pop(logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pInfo := entity.(*framework.QueuedPodInfo)
+	pInfo.UnschedulablePlugins = sets.New("Provisioner")
+	if err := q.AddUnschedulablePodIfNotPresent(logger, pInfo, q.SchedulingCycle()); err != nil {
+		t.Fatal(err)
+	}
+	h.prov.refusedOn("c1", waiter, "TaintToleration", "node(s) had untolerated taint(s)")
+	h.clock.Step(3 * time.Second)
+	h.prov.reviewParked(h.ctx)
+	if got := h.prov.PlannedClaim(waiter.UID); got != "c1" {
+		t.Errorf("refused for the node's taints (its state, not the plan), the pod is planned on %q, want still c1", got)
+	}
+	h.prov.refusedOn("c1", waiter, "PodTopologySpread", "node(s) didn't match pod topology spread constraints")
+	h.clock.Step(3 * time.Second)
+	h.prov.reviewParked(h.ctx)
+	if got := h.prov.PlannedClaim(waiter.UID); got != "" {
+		t.Errorf("refused again after %s, the pod is still planned on %q", replanAfter, got)
+	}
+	if got := names(q.PodsInActiveQ()); !slices.Equal(got, []string{"waiter"}) {
+		t.Errorf("active queue %v, want [waiter] (to be planned again)", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -208,16 +209,30 @@ func overheadConfig(b *testing.B, withPlugin bool) string {
 // runScheduler starts the scheduler binary with a configuration against the sandbox, its secure port serving
 // /debug/pprof to the benchmark, and returns its pid, that port and how to stop it.
 func runScheduler(b *testing.B, bin, config string, sb *sandbox.Sandbox) (pid, port int, stop func()) {
-	// the secure port serves /debug/pprof, open to the benchmark without credentials
+	// the secure port serves /debug/pprof and /metrics, open to the benchmark without credentials
 	port = freePort(b)
 	cmd := exec.Command(bin, "--config", config, "--kubeconfig", sb.Kubeconfig(), fmt.Sprintf("--secure-port=%d", port),
-		"--bind-address=127.0.0.1", "--authorization-always-allow-paths=/debug/pprof/*,/healthz", "--authentication-tolerate-lookup-failure")
+		"--bind-address=127.0.0.1", "--authorization-always-allow-paths=/debug/pprof/*,/healthz,/metrics", "--authentication-tolerate-lookup-failure")
 	cmd.Env = os.Environ()
 	for k, v := range sb.Env() {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if path := os.Getenv("STEVEDORE_SCHEDULER_LOG"); path != "" {
+		// the whole log, to a file, at -v=$STEVEDORE_SCHEDULER_V (default 2)
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, f), io.MultiWriter(&logs, f)
+		v := os.Getenv("STEVEDORE_SCHEDULER_V")
+		if v == "" {
+			v = "2"
+		}
+		cmd.Args = append(cmd.Args, "-v="+v)
+	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -113,6 +113,7 @@ func scaleOut(b *testing.B, n int) {
 		p.Labels = map[string]string{"app": "scaleout"}
 		pods = append(pods, p)
 	}
+	requestsBefore := apiRequests(b)
 	b.ResetTimer()
 	start := time.Now()
 	profiled := profileScheduler(port)
@@ -153,6 +154,11 @@ func scaleOut(b *testing.B, n int) {
 	b.ReportMetric(rss/(1<<20), "scheduler-peak-RSS-MiB")
 	b.ReportMetric(cpu, "scheduler-CPU-s")
 	b.ReportMetric(1000*cpu/float64(n), "scheduler-CPU-ms/pod")
+	writes, largest := apiWrites(requestsBefore, apiRequests(b), 12)
+	b.ReportMetric(writes/float64(n), "API-writes/pod")
+	b.Logf("API writes while the pods bound: %.0f; largest: %s", writes, largest)
+	b.Logf("scheduler counters: %s", schedulerCounters(b, port, "stevedore_pods_woken_total", "stevedore_nodeclaims_created_total",
+		"stevedore_provisioning_unschedulable_pods_total", "stevedore_deletion_cost_pod_patches_total"))
 	if err := <-profiled; err != nil {
 		b.Errorf("profiling the scheduler: %v", err)
 	}

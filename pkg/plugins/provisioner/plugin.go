@@ -17,7 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -90,11 +89,16 @@ func (p *Provisioner) Name() string { return Name }
 // put on a launching node with room, or batched for the next solve; the scheduler then waits for the node to
 // register. Only a pod no NodePool can launch a node for is left to preemption.
 func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	roomTaken := func(node string) bool {
-		st := statuses.Get(node)
-		return st != nil && st.Plugin() == names.NodeResourcesFit
+	refusedBy := func(node string) (plugin, message string) {
+		if st := statuses.Get(node); st != nil && !st.IsSuccess() {
+			if st.Plugin() == "" {
+				return "unknown", st.Message()
+			}
+			return st.Plugin(), st.Message()
+		}
+		return "", ""
 	}
-	d := p.shared.prov.Consider(ctx, pod, roomTaken)
+	d := p.shared.prov.Consider(ctx, pod, refusedBy)
 	switch d.Kind {
 	case provision.Nominated:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
