@@ -8,11 +8,11 @@ module=github.com/stevedore-dev/stevedore
 header=hack/boilerplate.go.txt
 
 "$bin/controller-gen" object:headerFile="$header" paths=./pkg/apis/...
-rm -f manifests/crds/*.yaml
+rm -f manifests/crds/stevedore.dev_*.yaml
 "$bin/controller-gen" crd:generateEmbeddedObjectMeta=false paths=./pkg/apis/... output:crd:artifacts:config=manifests/crds
 # the Helm chart carries the same CRDs (charts cannot reach outside their directory)
 rm -f charts/stevedore/crds/*.yaml
-cp manifests/crds/*.yaml charts/stevedore/crds/
+cp manifests/crds/stevedore.dev_*.yaml charts/stevedore/crds/
 
 rm -rf pkg/generated
 "$bin/client-gen" --go-header-file "$header" --output-dir pkg/generated/clientset --output-pkg "$module/pkg/generated/clientset" \

@@ -4,12 +4,18 @@ package manifests
 
 import "embed"
 
-// CRDs holds crds/*.yaml.
+// CRDs holds crds/stevedore.dev_*.yaml.
 //
-//go:embed crds/*.yaml
+//go:embed crds/stevedore.dev_*.yaml
 var CRDs embed.FS
 
 // Examples holds examples/*.yaml.
 //
 //go:embed examples/*.yaml
 var Examples embed.FS
+
+// SchedulingPolicy is deploy/scheduling-policy.yaml: the admission policy that opts labelled namespaces in to
+// Stevedore and keeps a Karpenter running beside it off Stevedore's pods.
+//
+//go:embed deploy/scheduling-policy.yaml
+var SchedulingPolicy []byte

@@ -3,15 +3,17 @@ resource "helm_release" "stevedore" {
   name             = "stevedore"
   chart            = "${path.module}/../../charts/stevedore"
   namespace        = var.namespace
-  create_namespace = false
+  create_namespace = true
 
   values = [yamlencode({
-    clusterName       = var.cluster_name
-    clusterEndpoint   = data.aws_eks_cluster.this.endpoint
-    region            = var.region
-    interruptionQueue = aws_sqs_queue.interruption.url
-    image             = var.image
-    serviceAccount    = { roleArn = var.use_pod_identity ? "" : aws_iam_role.controller.arn }
+    settings = {
+      clusterName       = var.cluster_name
+      clusterEndpoint   = data.aws_eks_cluster.this.endpoint
+      region            = var.region
+      interruptionQueue = aws_sqs_queue.interruption.url
+    }
+    image          = var.image
+    serviceAccount = { roleArn = var.use_pod_identity ? "" : aws_iam_role.controller.arn }
   })]
 
   depends_on = [aws_iam_role_policy.controller, aws_eks_access_entry.node]

@@ -24,7 +24,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	files, err := fs.Glob(manifests.CRDs, "crds/*.yaml")
+	files, err := fs.Glob(manifests.CRDs, "crds/stevedore.dev_*.yaml")
 	if err != nil {
 		return err
 	}

@@ -166,6 +166,10 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if err := waitForControllers(ctx, s.Kube); err != nil {
 		return nil, err
 	}
+	// after the controllers: admitting the probe pod needs the default ServiceAccount
+	if err := installSchedulingPolicy(ctx, s.Kube); err != nil {
+		return nil, err
+	}
 	if err := createBootstrapNodes(ctx, s.Kube, opts.BootstrapNodes, opts.Region); err != nil {
 		return nil, err
 	}

@@ -95,6 +95,22 @@ func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
 			},
 		},
 		{
+			// what the shipped admission policy adds to every Stevedore pod, to keep a Karpenter beside it off
+			name: "a pod kept off Karpenter's nodes (karpenter.sh/nodepool DoesNotExist in each term) gets a node",
+			objs: append([]runtime.Object{testPool("default", 0)}, replicas("kept", 2, "500m", "512Mi", func(p *corev1.Pod) {
+				off := corev1.NodeSelectorRequirement{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{
+						{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}, off}},
+						{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1b"}}, off}}}}}}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				if len(plan.Unschedulable) > 0 || len(plan.NewNodes) == 0 {
+					t.Errorf("%d new nodes, unschedulable %v; want every pod placed", len(plan.NewNodes), plan.Unschedulable)
+				}
+			},
+		},
+		{
 			name: "a NodePool's limits send the rest to the next one",
 			objs: append([]runtime.Object{func() runtime.Object {
 				np := testPool("capped", 90, req(corev1.LabelInstanceTypeStable, "In", "m5.large"))

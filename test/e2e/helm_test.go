@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -62,58 +63,147 @@ func str(v any) string {
 	return s
 }
 
-// TestHelmChartRendersTheKustomizeManifests: `helm lint` passes and `helm template` with default values renders
-// exactly the objects of `kubectl kustomize manifests/`, so both install paths install the same thing.
+// normalize makes a rendered object comparable between the two install paths: the configuration's file is
+// compared as parsed YAML (the chart renders it from values, so its comments are gone), the ConfigMap's name
+// without kustomize's content hash, and the Deployment without the chart's checksum annotation (the two ways each
+// tool rolls the Deployment on a change) and without the cluster name a user must set.
+func normalize(t *testing.T, obj map[string]any) map[string]any {
+	t.Helper()
+	raw, _ := json.Marshal(obj)
+	text := hashedConfigMap.ReplaceAllString(string(raw), "stevedore-scheduler-config\"")
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		t.Fatal(err)
+	}
+	switch out["kind"] {
+	case "ConfigMap":
+		data := out["data"].(map[string]any)
+		for k, v := range data {
+			var parsed any
+			if err := yaml.Unmarshal([]byte(v.(string)), &parsed); err != nil {
+				t.Fatalf("ConfigMap %s: %v", k, err)
+			}
+			data[k] = parsed
+		}
+	case "Deployment":
+		tmpl := out["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
+		delete(tmpl, "annotations")
+		for _, c := range out["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any) {
+			for _, e := range c.(map[string]any)["env"].([]any) {
+				if env := e.(map[string]any); env["name"] == "STEVEDORE_CLUSTER_NAME" {
+					env["value"] = "<cluster name>"
+				}
+			}
+		}
+	}
+	return out
+}
+
+var hashedConfigMap = regexp.MustCompile(`stevedore-scheduler-config-[a-z0-9]{10}"`)
+
+// TestHelmChartRendersTheKustomizeManifests: `helm lint` passes and `helm template` renders exactly the objects
+// of `kubectl kustomize manifests/` (and, with monitoring on, of manifests/with-monitoring), so both install paths
+// install the same thing; values a cluster must set are required, and monitoring needs the Prometheus Operator.
 func TestHelmChartRendersTheKustomizeManifests(t *testing.T) {
 	helm := helmBinary(t)
 	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
 	chart := filepath.Join(repoRoot(t), "charts", "stevedore")
-	if out, err := run(t, nil, helm, "lint", "--strict", chart); err != nil {
+	if out, err := run(t, nil, helm, "lint", "--strict", chart, "--set", "settings.clusterName=lint"); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
-	rendered, err := run(t, nil, helm, "template", "stevedore", chart, "--namespace", "stevedore", "--include-crds")
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, rendered)
+	monitoringAPIs := []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+	for _, tc := range []struct {
+		dir   string
+		flags []string
+	}{
+		{dir: "manifests"},
+		{dir: "manifests/with-monitoring", flags: append([]string{"--set", "monitoring.enabled=true"}, monitoringAPIs...)},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			args := append([]string{"template", "stevedore", chart, "--namespace", "stevedore", "--include-crds",
+				"--set", "settings.clusterName=my-cluster"}, tc.flags...)
+			rendered, err := run(t, nil, helm, args...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, rendered)
+			}
+			kustomized, err := run(t, nil, kubectl, "kustomize", filepath.Join(repoRoot(t), tc.dir))
+			if err != nil {
+				t.Fatalf("kubectl kustomize: %v\n%s", err, kustomized)
+			}
+			fromHelm, fromKustomize := objects(t, rendered), objects(t, kustomized)
+			// helm creates the release namespace itself (--create-namespace); kustomize ships it
+			delete(fromKustomize, "Namespace//stevedore")
+			var keys []string
+			for k := range fromKustomize {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				name := hashedConfigMap.ReplaceAllString(k+"\"", "stevedore-scheduler-config\"")
+				name = name[:len(name)-1]
+				h, ok := fromHelm[name]
+				if !ok {
+					t.Errorf("the chart does not render %s", name)
+					continue
+				}
+				if hn, kn := normalize(t, h), normalize(t, fromKustomize[k]); !reflect.DeepEqual(hn, kn) {
+					hj, _ := json.MarshalIndent(hn, "", "  ")
+					kj, _ := json.MarshalIndent(kn, "", "  ")
+					t.Errorf("%s differs:\nhelm:\n%s\nkustomize:\n%s", name, hj, kj)
+				}
+			}
+			if len(fromHelm) != len(fromKustomize) {
+				t.Errorf("the chart renders %d objects, %s %d", len(fromHelm), tc.dir, len(fromKustomize))
+			}
+		})
 	}
-	kustomized, err := run(t, nil, kubectl, "kustomize", filepath.Join(repoRoot(t), "manifests"))
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, kustomized)
-	}
-	fromHelm, fromKustomize := objects(t, rendered), objects(t, kustomized)
-	var keys []string
-	for k := range fromKustomize {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		h, ok := fromHelm[k]
-		if !ok {
-			t.Errorf("the chart does not render %s", k)
-			continue
-		}
-		if !reflect.DeepEqual(h, fromKustomize[k]) {
-			hj, _ := json.MarshalIndent(h, "", "  ")
-			kj, _ := json.MarshalIndent(fromKustomize[k], "", "  ")
-			t.Errorf("%s differs:\nhelm:\n%s\nkustomize:\n%s", k, hj, kj)
-		}
-	}
-	for k := range fromHelm {
-		if _, ok := fromKustomize[k]; !ok {
-			t.Errorf("the chart renders %s, which manifests/ lacks", k)
-		}
-	}
+
 	// values reach the objects
-	custom, err := run(t, nil, helm, "template", "x", chart, "--namespace", "autoscaling", "--set", "clusterName=prod",
-		"--set", "serviceAccount.roleArn=arn:aws:iam::111122223333:role/stevedore", "--set", "replicas=3", "--set", "monitoring.enabled=false")
+	custom, err := run(t, nil, helm, "template", "x", chart, "--namespace", "autoscaling", "--set", "settings.clusterName=prod",
+		"--set", "serviceAccount.roleArn=arn:aws:iam::111122223333:role/stevedore", "--set", "replicas=3",
+		"--set", "settings.batchMaxDuration=20s", "--set", "settings.spotToSpotConsolidation=true")
 	if err != nil {
 		t.Fatalf("helm template with values: %v\n%s", err, custom)
 	}
-	for _, want := range []string{"value: \"prod\"", "arn:aws:iam::111122223333:role/stevedore", "replicas: 3", "resourceNamespace: autoscaling", "namespace: autoscaling"} {
+	for _, want := range []string{"value: \"prod\"", "arn:aws:iam::111122223333:role/stevedore", "replicas: 3", "resourceNamespace: autoscaling",
+		"namespace: autoscaling", "batchMaxDuration: 20s", "spotToSpotConsolidation: true", "batchIdleDuration: 1s"} {
 		if !strings.Contains(custom, want) {
 			t.Errorf("helm template with values lacks %q", want)
 		}
 	}
-	if strings.Contains(custom, "kind: ServiceMonitor") {
-		t.Error("monitoring.enabled=false still renders the ServiceMonitor")
+	if strings.Contains(custom, "kind: ServiceMonitor") || strings.Contains(custom, "kind: Namespace") {
+		t.Error("the default values render a ServiceMonitor or a Namespace")
+	}
+	checksum := func(out string) string {
+		i := strings.Index(out, "checksum/config: ")
+		if i < 0 {
+			t.Fatalf("no checksum/config annotation in:\n%s", out)
+		}
+		return strings.Fields(out[i:])[1]
+	}
+	other, err := run(t, nil, helm, "template", "x", chart, "--namespace", "autoscaling", "--set", "settings.clusterName=prod",
+		"--set", "serviceAccount.roleArn=arn:aws:iam::111122223333:role/stevedore", "--set", "replicas=3",
+		"--set", "settings.batchMaxDuration=30s", "--set", "settings.spotToSpotConsolidation=true")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, other)
+	}
+	if checksum(custom) == checksum(other) {
+		t.Error("a change of settings.batchMaxDuration leaves the Deployment's checksum/config annotation as it was: the Deployment would not roll")
+	}
+
+	// what a user must set, and what a cluster must serve, fail the install with a message saying so
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "no cluster name", args: nil, want: "settings.clusterName is required"},
+		{name: "monitoring without the Prometheus Operator", args: []string{"--set", "settings.clusterName=prod", "--set", "monitoring.enabled=true"},
+			want: "needs the Prometheus Operator's CRDs"},
+	} {
+		out, err := run(t, nil, helm, append([]string{"template", "x", chart, "--namespace", "stevedore"}, tc.args...)...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: helm template succeeded or said something else (want %q): %v\n%s", tc.name, tc.want, err, lastLines(out, 5))
+		}
 	}
 }

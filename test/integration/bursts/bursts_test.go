@@ -2,7 +2,8 @@
 // among pending pods, spread within node affinities and with minDomains, architecture- and zone-specific
 // DaemonSets, several NodePools with weights, taints and minValues, preferences, scheduler restarts mid-burst) and
 // checks what a user sees: every pod the offline plan can place binds within maxWait of a node that can take it
-// being ready, every node launched is used, and no pod is deleted on its way to a node.
+// being ready, every node launched is used, no pod is deleted on its way to a node, and no pod is ever in the state
+// a Karpenter running beside Stevedore would launch a node for.
 //
 // STEVEDORE_BURSTS sets how many bursts run (default 10; `make soak` runs 200) and STEVEDORE_BURST_SEED the first
 // seed (default 1); a failure names its seed, and STEVEDORE_BURSTS=1 STEVEDORE_BURST_SEED=<seed> replays it.
@@ -12,7 +13,9 @@ package bursts
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +149,13 @@ func runBurst(t *testing.T, seed uint64) []podWait {
 		w.dump(t)
 		t.Errorf("seed %d: nodes launched that no pod of the burst uses (launched twice for the same pods?): %v", seed, unused)
 	}
+	w.mu.Lock()
+	if len(w.karpenter) > 0 {
+		t.Errorf("seed %d: pods a Karpenter beside Stevedore would launch nodes for (unschedulable, not nominated, not kept off its nodes): %v",
+			seed, slices.Sorted(maps.Keys(w.karpenter)))
+	}
+	t.Logf("seed %d: %d pod updates in the state Karpenter provisions for, every one kept off Karpenter's nodes by the admission policy", seed, w.provisionable)
+	w.mu.Unlock()
 	if n := taintEvictions(ctx, t, ns); n > 0 {
 		t.Errorf("seed %d: %d pods deleted by taint eviction", seed, n)
 	}
@@ -209,11 +219,36 @@ type watcher struct {
 	ready   map[string]time.Time // by node name
 	claims  map[string]*stevedorev1.NodeClaim
 	pools   map[string]bool
+	// provisionable counts the pod updates seen in the state a Karpenter beside Stevedore launches for
+	// (karpenterProvisionable); karpenter names the pods of those that no term of the admission policy kept off
+	// Karpenter's nodes.
+	provisionable int
+	karpenter     map[string]bool
+}
+
+// karpenterProvisionable reports whether Karpenter would launch a node for the pod, whatever its scheduler
+// (kubernetes-sigs/karpenter's IsProvisionable): kube-scheduler marked it PodScheduled=False/Unschedulable, it
+// is not bound and not nominated, and no DaemonSet or node owns it.
+func karpenterProvisionable(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" || pod.Status.NominatedNodeName != "" || isDaemonSetPod(pod) {
+		return false
+	}
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "Node" {
+			return false
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 func watch(t *testing.T, ns string, b *burst) *watcher {
 	w := &watcher{created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, pods: map[types.UID]*corev1.Pod{},
-		ready: map[string]time.Time{}, claims: map[string]*stevedorev1.NodeClaim{}, pools: map[string]bool{}}
+		ready: map[string]time.Time{}, claims: map[string]*stevedorev1.NodeClaim{}, pools: map[string]bool{}, karpenter: map[string]bool{}}
 	for _, np := range b.pools {
 		w.pools[np.Name] = true
 	}
@@ -235,6 +270,12 @@ func watch(t *testing.T, ns string, b *burst) *watcher {
 			w.bound[pod.UID] = now
 		}
 		w.pods[pod.UID] = pod
+		if karpenterProvisionable(pod) {
+			w.provisionable++
+			if !sandbox.KeptOffKarpenter(pod) {
+				w.karpenter[pod.Name] = true
+			}
+		}
 	}
 	if _, err := kf.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) },
