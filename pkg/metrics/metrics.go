@@ -211,6 +211,18 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.005, 2, 14),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"service", "operation"})
+	// CatalogAge is how old the instance types and prices in use are; CatalogSource says where they came from.
+	CatalogAge = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: "cloudprovider", Name: "catalog_age_seconds",
+		Help:           "Age of the instance types and prices in use (read from AWS, or the embedded catalog's age when it is used); -1 while none is known.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// CatalogRefreshFailures counts failed reads of instance types and prices from AWS.
+	CatalogRefreshFailures = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "cloudprovider", Name: "catalog_refresh_failures_total",
+		Help:           "Failed reads of the region's instance types and prices from the EC2 and pricing APIs.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// UnavailableOfferings is the size of the unavailable-offerings (ICE) cache.
 	UnavailableOfferings = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: "cloudprovider", Name: "unavailable_offerings",
@@ -267,7 +279,7 @@ func All() []metrics.Registerable {
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
-		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings,
+		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}
 }
 

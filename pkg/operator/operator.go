@@ -7,12 +7,9 @@ package operator
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,6 +42,7 @@ type Options struct {
 	// replacements: each waits for a launch to complete.
 	RegistrationTimeout     time.Duration
 	MaxInstanceTypes        int
+	EmbeddedCatalog         bool
 	VMMemoryOverheadPercent float64
 	MinValuesBestEffort     bool
 	// RebalanceAction is one of RebalanceActions.
@@ -137,20 +135,23 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	// every controller reads NodePools in their canonical form
 	nodePools := state.NormalizedNodePools(pools.Lister())
 
-	endpoint := opts.ClusterEndpoint
-	if endpoint == "" {
-		endpoint = host.KubeConfig.Host
+	// what new nodes need to join: from EKS, never guessed; clusterEndpoint overrides the endpoint EKS gives
+	cluster, err := awscloud.DescribeCluster(ctx, opts.Region, opts.ClusterName, opts.Env)
+	if err != nil {
+		return nil, fmt.Errorf("the nodes Stevedore launches need the cluster's endpoint, certificate authority and "+
+			"Service range, which it reads from EKS: allow eks:DescribeCluster on cluster %q to the controller's role "+
+			"(deploy/iam) and check clusterName and region: %w", opts.ClusterName, err)
 	}
-	ca := host.KubeConfig.CAData
-	if len(ca) == 0 && host.KubeConfig.CAFile != "" {
-		if ca, err = os.ReadFile(host.KubeConfig.CAFile); err != nil {
-			return nil, fmt.Errorf("reading the cluster CA: %w", err)
-		}
+	endpoint := cluster.Endpoint
+	if opts.ClusterEndpoint != "" {
+		endpoint = opts.ClusterEndpoint
 	}
+	klog.FromContext(ctx).Info("Cluster described by EKS", "cluster", opts.ClusterName, "endpoint", endpoint,
+		"serviceCIDR", cluster.ServiceCIDR, "ipFamily", cluster.IPFamily)
 	provider, err := awscloud.New(ctx, awscloud.Options{
-		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: ca, ServiceCIDR: serviceCIDR(ctx, host.ClientSet),
+		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: cluster.CABundle, ServiceCIDR: cluster.ServiceCIDR,
 		Region: opts.Region, KubernetesVersion: kubernetesVersion(host.ClientSet), Env: opts.Env, NodeClasses: classes.Lister(),
-		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
+		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, UseFallback: opts.EmbeddedCatalog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("AWS provider: %w", err)
@@ -274,20 +275,6 @@ func kubernetesVersion(cs kubernetes.Interface) string {
 		}
 	}
 	return version.DefaultKubeBinaryVersion
-}
-
-// serviceCIDR guesses the cluster's service CIDR (for nodeadm) from the kubernetes Service's address: EKS uses a
-// /16 (10.100.0.0/16 or 172.20.0.0/16).
-func serviceCIDR(ctx context.Context, cs kubernetes.Interface) string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	svc, err := cs.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err == nil {
-		if ip := net.ParseIP(svc.Spec.ClusterIP).To4(); ip != nil {
-			return fmt.Sprintf("%d.%d.0.0/16", ip[0], ip[1])
-		}
-	}
-	return "10.100.0.0/16"
 }
 
 // offeringsMarker marks an offering unavailable in the provider's cache and has the provisioner forget the

@@ -35,6 +35,9 @@ type apiServer struct {
 	cancel  context.CancelFunc
 }
 
+// serviceCIDR is the sandbox cluster's Service range.
+const serviceCIDR = "10.96.0.0/16"
+
 // startAPIServer runs kube-apiserver in this process against etcdURL, with its certificates and keys in dir,
 // RBAC authorization and the default admission plugins, serving on a free loopback port.
 func startAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) {
@@ -71,7 +74,7 @@ func runAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) 
 	if err := fs.Parse([]string{
 		"--authorization-mode=Node,RBAC",
 		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + serviceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + keyFile,
 		"--service-account-signing-key-file=" + keyFile,

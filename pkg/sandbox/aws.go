@@ -27,6 +27,9 @@ func (s *Sandbox) startAWS(ctx context.Context) error {
 		return err
 	}
 	s.AWS = emu
+	// the cluster new nodes join: this API server, its Service range (apiserver.go)
+	emu.SetCluster(awsemu.Cluster{Endpoint: s.RESTConfig.Host, CA: s.RESTConfig.CAData, ServiceIPv4CIDR: serviceCIDR,
+		IPFamily: "ipv4", Version: "1.37"})
 	s.InterruptionQueueURL = emu.SQS.CreateQueue(s.opts.ClusterName + "-interruptions")
 	s.nodes = &nodeRegistrar{kube: s.Kube, delay: s.opts.LaunchDelay, region: emu.Region(), catalog: indexByName(cat),
 		ctx: ctx, timers: map[string]*time.Timer{}}

@@ -13,7 +13,7 @@ import (
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=capacitybuffers,scope=Namespaced,categories=stevedore,shortName=cbuf
+// +kubebuilder:resource:path=capacitybuffers,scope=Namespaced,categories=stevedore,shortName=sdcb
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=".spec.podTemplateRef.name"
 // +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=".spec.scalableRef.name"

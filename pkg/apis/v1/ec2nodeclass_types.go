@@ -13,7 +13,7 @@ import (
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=ec2nodeclasses,scope=Cluster,categories=stevedore,shortName=ec2nc
+// +kubebuilder:resource:path=ec2nodeclasses,scope=Cluster,categories=stevedore,shortName=sdec2nc
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="AMIFamily",type=string,JSONPath=".spec.amiFamily"
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=".spec.role"
@@ -278,6 +278,11 @@ type MetadataOptions struct {
 // +kubebuilder:validation:XValidation:message="spec.kubelet.evictionHard: keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="!has(self.evictionHard) || self.evictionHard.all(k, k in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
 // +kubebuilder:validation:XValidation:message="spec.kubelet.kubeReserved: keys must be cpu, memory, ephemeral-storage or pid",rule="!has(self.kubeReserved) || self.kubeReserved.all(k, k in ['cpu','memory','ephemeral-storage','pid'])"
 // +kubebuilder:validation:XValidation:message="spec.kubelet.systemReserved: keys must be cpu, memory, ephemeral-storage or pid",rule="!has(self.systemReserved) || self.systemReserved.all(k, k in ['cpu','memory','ephemeral-storage','pid'])"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.evictionSoft: keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="!has(self.evictionSoft) || self.evictionSoft.all(k, k in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.evictionSoftGracePeriod: keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="!has(self.evictionSoftGracePeriod) || self.evictionSoftGracePeriod.all(k, k in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.evictionSoft: every threshold needs its evictionSoftGracePeriod (the kubelet refuses one without)",rule="!has(self.evictionSoft) || (has(self.evictionSoftGracePeriod) && self.evictionSoft.all(k, k in self.evictionSoftGracePeriod))"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.evictionSoftGracePeriod: every grace period needs its evictionSoft threshold",rule="!has(self.evictionSoftGracePeriod) || (has(self.evictionSoft) && self.evictionSoftGracePeriod.all(k, k in self.evictionSoft))"
+// +kubebuilder:validation:XValidation:message="spec.kubelet.imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",rule="!has(self.imageGCHighThresholdPercent) || !has(self.imageGCLowThresholdPercent) || self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent"
 type KubeletConfiguration struct {
 	// MaxPods overrides the ENI-based pod limit of each instance type.
 	// +kubebuilder:validation:Minimum=1
@@ -300,6 +305,30 @@ type KubeletConfiguration struct {
 	// ClusterDNS addresses given to the kubelet.
 	// +optional
 	ClusterDNS []string `json:"clusterDNS,omitempty"`
+	// EvictionSoft thresholds: the kubelet evicts pods when one holds for its evictionSoftGracePeriod. As in the
+	// kubelet, only evictionHard is kept out of a node's allocatable (Karpenter plans with the larger of the two).
+	// +optional
+	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
+	// EvictionSoftGracePeriod is how long each evictionSoft threshold must hold before pods are evicted.
+	// +optional
+	EvictionSoftGracePeriod map[string]metav1.Duration `json:"evictionSoftGracePeriod,omitempty"`
+	// EvictionMaxPodGracePeriod caps, in seconds, the termination grace period of pods evicted for a soft
+	// threshold.
+	// +optional
+	EvictionMaxPodGracePeriod *int32 `json:"evictionMaxPodGracePeriod,omitempty"`
+	// ImageGCHighThresholdPercent is the disk usage after which image garbage collection always runs.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ImageGCHighThresholdPercent *int32 `json:"imageGCHighThresholdPercent,omitempty"`
+	// ImageGCLowThresholdPercent is the disk usage image garbage collection frees down to.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ImageGCLowThresholdPercent *int32 `json:"imageGCLowThresholdPercent,omitempty"`
+	// CPUCFSQuota enforces CPU limits with CFS quota (the kubelet's default, true).
+	// +optional
+	CPUCFSQuota *bool `json:"cpuCFSQuota,omitempty"`
 }
 
 // EC2NodeClassStatus reports what an EC2NodeClass resolved to.

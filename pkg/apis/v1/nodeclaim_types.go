@@ -12,7 +12,7 @@ import (
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=nodeclaims,scope=Cluster,categories=stevedore,shortName=nc
+// +kubebuilder:resource:path=nodeclaims,scope=Cluster,categories=stevedore,shortName=sdnc
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=".status.instanceType"
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=".status.capacityType"

@@ -11,7 +11,7 @@ import (
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=nodepools,scope=Cluster,categories=stevedore,shortName=np
+// +kubebuilder:resource:path=nodepools,scope=Cluster,categories=stevedore,shortName=sdnp
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.nodes
 // +kubebuilder:printcolumn:name="NodeClass",type=string,JSONPath=".spec.template.spec.nodeClassRef.name"
@@ -63,7 +63,7 @@ type NodePoolSpec struct {
 	// latency-critical or licensed workloads). Its nodes are never consolidated; drift and expiry replace them
 	// one at a time within the disruption budgets, with limits.nodes as the ceiling during a replacement.
 	// Pending pods never make a static NodePool launch a node. Unset: the NodePool provisions for pods.
-	// Scale with `kubectl scale nodepool NAME --replicas=N`.
+	// Scale with `kubectl scale nodepools.stevedore.dev NAME --replicas=N`.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +optional

@@ -19,10 +19,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
-// CatalogRefreshInterval is how often instance types and prices are read again from AWS.
-const CatalogRefreshInterval = 12 * time.Hour
+// CatalogRefreshInterval is how often instance types and prices are read again from AWS; CatalogRetryInterval how
+// soon a failed read is tried again.
+const (
+	CatalogRefreshInterval = 12 * time.Hour
+	CatalogRetryInterval   = time.Minute
+)
 
 // catalogSource keeps the region's instance-type catalog: from DescribeInstanceTypes, DescribeInstanceTypeOfferings,
 // DescribeSpotPriceHistory and the pricing API when they answer, else the embedded default.
@@ -32,40 +37,90 @@ type catalogSource struct {
 	region   string
 	clock    clock.PassiveClock
 	fallback *catalog.File
+	// useFallback allows the fallback when nothing was ever read from AWS, and only in the fallback's own region
+	useFallback bool
 
 	mu        sync.RWMutex
 	current   *catalog.File
 	fromAPI   bool
-	refreshed time.Time
+	refreshed time.Time // of current
+	tried     time.Time // the last read, failed or not
+	failure   error     // of the last read; nil when it succeeded
 }
 
-// get returns the current catalog, refreshing it first when it is older than CatalogRefreshInterval.
+// get returns the current catalog, refreshing it first when it is older than CatalogRefreshInterval, or reading it
+// again when the last read failed CatalogRetryInterval ago. A failed refresh keeps the last catalog read from AWS
+// (its prices are the region's, only older); with none, the embedded catalog is used only when configured and only
+// in its own region, and otherwise the catalog is empty (no launch) until a read succeeds. The failure is logged,
+// counted (stevedore_cloudprovider_catalog_refresh_failures_total) and kept for CatalogError.
 func (c *catalogSource) get(ctx context.Context) *catalog.File {
 	c.mu.RLock()
-	cur, at := c.current, c.refreshed
+	cur, ok := c.current, c.fresh()
 	c.mu.RUnlock()
-	if cur != nil && c.clock.Since(at) < CatalogRefreshInterval {
+	if ok {
 		return cur
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.current != nil && c.clock.Since(c.refreshed) < CatalogRefreshInterval {
+	if c.fresh() {
 		return c.current
 	}
 	fresh, err := c.fetch(ctx)
-	c.refreshed = c.clock.Now()
+	c.tried, c.failure = c.clock.Now(), err
 	switch {
 	case err == nil:
-		c.current, c.fromAPI = fresh, true
+		c.current, c.fromAPI, c.refreshed = fresh, true, c.tried
 		klog.FromContext(ctx).Info("Instance-type catalog refreshed from AWS", "region", c.region, "instanceTypes", len(fresh.InstanceTypes))
-	case c.current == nil:
+	case c.fromAPI:
+		metrics.CatalogRefreshFailures.Inc()
+		klog.FromContext(ctx).Error(err, "Refreshing instance types and prices failed; keeping the ones read before",
+			"region", c.region, "readAt", c.refreshed.UTC().Format(time.RFC3339), "retryIn", CatalogRetryInterval)
+	case c.useFallback && c.fallback.Region == c.region:
+		metrics.CatalogRefreshFailures.Inc()
 		c.current = c.fallback
-		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; using the embedded catalog",
-			"region", c.region, "instanceTypes", len(c.fallback.InstanceTypes))
+		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; using the embedded catalog as configured",
+			"region", c.region, "generated", c.fallback.Generated, "instanceTypes", len(c.fallback.InstanceTypes), "retryIn", CatalogRetryInterval)
 	default:
-		klog.FromContext(ctx).Error(err, "Refreshing instance types and prices failed; keeping the previous catalog")
+		metrics.CatalogRefreshFailures.Inc()
+		c.current = &catalog.File{Region: c.region, Source: "none: " + StableMessage(err)}
+		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; nothing can be launched until it succeeds "+
+			"(the embedded catalog serves only its own region, and only with the plugin argument embeddedCatalog: true)",
+			"region", c.region, "embeddedCatalogRegion", c.fallback.Region, "retryIn", CatalogRetryInterval)
 	}
+	c.observeAge()
 	return c.current
+}
+
+// fresh reports whether the catalog in use needs no read now. The caller holds mu.
+func (c *catalogSource) fresh() bool {
+	if c.current == nil {
+		return false
+	}
+	if c.failure != nil {
+		return c.clock.Since(c.tried) < CatalogRetryInterval
+	}
+	return c.clock.Since(c.refreshed) < CatalogRefreshInterval
+}
+
+// observeAge sets the catalog-age gauge. The caller holds mu.
+func (c *catalogSource) observeAge() {
+	switch {
+	case c.fromAPI:
+		metrics.CatalogAge.Set(c.clock.Since(c.refreshed).Seconds())
+	case c.current != nil && c.current == c.fallback:
+		if at, err := time.Parse(time.RFC3339, c.fallback.Generated); err == nil {
+			metrics.CatalogAge.Set(c.clock.Since(at).Seconds())
+		}
+	default:
+		metrics.CatalogAge.Set(-1)
+	}
+}
+
+// lastError is the error of the last read of the catalog, nil when it succeeded.
+func (c *catalogSource) lastError() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.failure
 }
 
 func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {

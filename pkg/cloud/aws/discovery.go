@@ -17,8 +17,12 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
-// discoveryTTL is how long resolved subnets, security groups and AMIs are reused.
-const discoveryTTL = time.Minute
+// discoveryTTL is how long resolved subnets, security groups and AMIs are reused; failureTTL how long a failed
+// resolution is (every launch, solve and status pass in that time gets the same error without calling AWS).
+const (
+	discoveryTTL = time.Minute
+	failureTTL   = 30 * time.Second
+)
 
 // Resolved is what an EC2NodeClass's selector terms resolve to.
 type Resolved struct {
@@ -91,6 +95,7 @@ func (d *discovery) forget() {
 type cachedResolution struct {
 	at  time.Time
 	res *Resolved
+	err error
 }
 
 // resolve returns what a node class resolves to, from the cache when it is fresh.
@@ -99,17 +104,20 @@ func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (
 	d.mu.Lock()
 	c, ok := d.cache[key]
 	d.mu.Unlock()
-	if ok && d.clock.Since(c.at) < discoveryTTL {
+	if ok && c.err != nil && d.clock.Since(c.at) < failureTTL {
+		return nil, c.err
+	}
+	if ok && c.err == nil && d.clock.Since(c.at) < discoveryTTL {
 		return c.res, nil
 	}
 	res, err := d.resolveNow(ctx, nc)
-	if err != nil {
-		return nil, err
+	if err != nil && ctx.Err() != nil {
+		return nil, err // cancelled: says nothing about the node class
 	}
 	d.mu.Lock()
-	d.cache[key] = cachedResolution{at: d.clock.Now(), res: res}
+	d.cache[key] = cachedResolution{at: d.clock.Now(), res: res, err: err}
 	d.mu.Unlock()
-	return res, nil
+	return res, err
 }
 
 func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -30,6 +31,16 @@ var configHints = map[string]string{
 	"InvalidSubnetID.NotFound":                 "a selected subnet no longer exists",
 	"InvalidGroup.NotFound":                    "a selected security group no longer exists",
 	"InvalidParameterValue.IamInstanceProfile": "the instance profile does not exist: create one named as the EC2NodeClass role, or set instanceProfile",
+}
+
+// requestIDs matches the request IDs the AWS SDK puts in its error messages ("RequestID: 1f3e...,"), which differ
+// on every call.
+var requestIDs = regexp.MustCompile(`(?i)request ?id: [^,\s]*,? ?`)
+
+// StableMessage is err's message without the per-call request IDs: the same failure gives the same message, so a
+// status condition that carries it is not rewritten (and its object's watchers not woken) on every retry.
+func StableMessage(err error) string {
+	return strings.TrimSpace(requestIDs.ReplaceAllString(err.Error(), ""))
 }
 
 func errorCode(err error) string {

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +30,16 @@ const (
 	ConditionAMIsReady           = "AMIsReady"
 )
 
+// maxResolveBackoff caps the wait before a node class that failed to resolve is tried again.
+const maxResolveBackoff = 5 * time.Minute
+
+// errNotResolved makes the queue back off a node class whose resolution failed (its status already says why).
+var errNotResolved = errors.New("the EC2NodeClass did not resolve")
+
 // NodeClassStatus writes what each EC2NodeClass resolves to into its status, with a Ready condition whose reason
-// says what did not resolve. It resolves on every change and every minute (subnets fill up, AMIs are released).
+// says what did not resolve. It resolves on every change of the spec and every minute (subnets fill up, AMIs are
+// released); a resolution that failed is retried after 30 s, doubling up to five minutes. The status carries
+// nothing that changes from call to call (no AWS request ID), so an unchanged failure writes nothing.
 type NodeClassStatus struct {
 	provider *Provider
 	client   versioned.Interface
@@ -41,11 +50,18 @@ type NodeClassStatus struct {
 // NewNodeClassStatus returns the controller.
 func NewNodeClassStatus(p *Provider, client versioned.Interface, informer informers.EC2NodeClassInformer) *NodeClassStatus {
 	c := &NodeClassStatus{provider: p, client: client, informer: informer,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](failureTTL, maxResolveBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ec2nodeclass-status"})}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueue(obj) },
-		UpdateFunc: func(old, obj any) { c.enqueue(obj) },
+		AddFunc: func(obj any) { c.enqueue(obj) },
+		// only a change of the spec: the controller's own status writes must not wake it
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*stevedorev1.EC2NodeClass), obj.(*stevedorev1.EC2NodeClass)
+			if o.Generation != n.Generation {
+				c.enqueue(obj)
+			}
+		},
 	})
 	return c
 }
@@ -66,7 +82,9 @@ func (c *NodeClassStatus) Run(ctx context.Context) {
 				return
 			}
 			if err := c.reconcile(ctx, name); err != nil {
-				klog.FromContext(ctx).V(2).Info("EC2NodeClass status update failed; retrying", "ec2nodeclass", name, "err", err)
+				if !errors.Is(err, errNotResolved) {
+					klog.FromContext(ctx).V(2).Info("EC2NodeClass status update failed; retrying", "ec2nodeclass", name, "err", err)
+				}
 				c.queue.AddRateLimited(name)
 			} else {
 				c.queue.Forget(name)
@@ -89,7 +107,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	}
 	res, resolveErr := c.provider.Resolve(ctx, nc)
 	now := c.provider.opts.Clock.Now()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -103,7 +121,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: cur.Generation})
 		}
 		if resolveErr != nil {
-			set(stevedorev1.ConditionReady, false, "ResolutionFailed", resolveErr.Error())
+			set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
 		} else {
 			status.Subnets, status.SecurityGroups, status.AMIs = nil, nil, nil
 			for _, s := range res.Subnets {
@@ -136,6 +154,10 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 		_, err = c.client.StevedoreV1().EC2NodeClasses().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
+	if err == nil && (resolveErr != nil || (res != nil && len(res.Problems) > 0)) {
+		return errNotResolved
+	}
+	return err
 }
 
 // imageRequirements say which types an AMI serves, as Karpenter states them: its architecture, and for an alias's

@@ -65,8 +65,10 @@ type Options struct {
 	MaxInstanceTypes int
 	// VMMemoryOverheadPercent is the share of nominal memory an instance does not report.
 	VMMemoryOverheadPercent float64
-	// Fallback is the catalog used when the APIs cannot be read; default the embedded one.
-	Fallback *catalog.File
+	// Fallback is the catalog used when the APIs cannot be read and none was read before, if UseFallback and in
+	// its own region only; default the embedded one.
+	Fallback    *catalog.File
+	UseFallback bool
 	// Clock times the caches (unavailable offerings, discovery, catalog); default the real one.
 	Clock clock.Clock
 	// FleetBatchWindow is how long identical launches wait to share a CreateFleet call; default 25ms.
@@ -143,7 +145,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		opts: opts, ec2: ec2Client, sqs: sqsClient,
 		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, clusterName: opts.ClusterName, k8sVersion: opts.KubernetesVersion,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
-		catalog:     &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback},
+		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
+			useFallback: opts.UseFallback},
 		unavailable: cloud.NewUnavailableOfferings(opts.Clock),
 		templates:   map[string]string{},
 	}
@@ -188,6 +191,9 @@ func (p *Provider) SQS() *sqs.Client { return p.sqs }
 
 // Catalog returns the current instance-type catalog.
 func (p *Provider) Catalog(ctx context.Context) *catalog.File { return p.catalog.get(ctx) }
+
+// CatalogError is why the last read of instance types and prices from AWS failed; nil when it succeeded.
+func (p *Provider) CatalogError() error { return p.catalog.lastError() }
 
 // UnavailableOfferings is the provider's ICE cache.
 func (p *Provider) UnavailableOfferings() *cloud.UnavailableOfferings { return p.unavailable }

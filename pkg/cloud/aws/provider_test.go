@@ -44,6 +44,10 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 		ServiceCIDR: "10.100.0.0/16", Region: "us-east-1", KubernetesVersion: "1.37",
 		Env: func(k string) string { return env[k] }, NodeClasses: listers.NewEC2NodeClassLister(indexer),
 		VMMemoryOverheadPercent: 7.5, Clock: clk,
+		// a catalog read that fails under a loaded test run falls back to the embedded catalog (the emulator's
+		// region), so that a test of launches does not depend on it; TestACatalogThatCannotBeReadIsNeverGuessed
+		// sets this itself
+		UseFallback: true,
 	}
 	if configure != nil {
 		configure(&opts)
@@ -296,13 +300,60 @@ func TestInstanceTypesComeFromTheAPIsWithAllocatableFromTheNodeClass(t *testing.
 	}
 }
 
-func TestACatalogFromUnreachableAPIsFallsBackToTheEmbeddedOne(t *testing.T) {
-	f := newFixture(t, nil)
-	f.emu.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypes", Code: "UnauthorizedOperation", Status: 403, Times: -1})
-	cat := f.provider.Catalog(testCtx(t))
-	if cat.Source == "EC2 and pricing APIs" || len(cat.InstanceTypes) == 0 {
-		t.Fatalf("catalog source %q with %d types, want the embedded fallback", cat.Source, len(cat.InstanceTypes))
+// TestACatalogThatCannotBeReadIsNeverGuessed: when the EC2 and pricing APIs cannot be read, the embedded catalog
+// is used only when configured and only in its own region; otherwise nothing is offered and the error is kept. A
+// catalog read before is kept through a failed refresh, and the read is tried again a minute later.
+func TestACatalogThatCannotBeReadIsNeverGuessed(t *testing.T) {
+	tests := []struct {
+		name        string
+		region      string
+		useFallback bool
+		wantTypes   bool
+		wantSource  string
+	}{
+		{name: "not configured", region: "us-east-1", wantSource: "none: "},
+		{name: "configured, in the embedded catalog's region", region: "us-east-1", useFallback: true, wantTypes: true},
+		{name: "configured, in another region", region: "eu-west-1", useFallback: true, wantSource: "none: "},
 	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.Region, o.UseFallback = tc.region, tc.useFallback })
+			f.emu.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypes", Code: "UnauthorizedOperation", Status: 403, Times: -1})
+			cat := f.provider.Catalog(testCtx(t))
+			if got := len(cat.InstanceTypes) > 0; got != tc.wantTypes || !strings.HasPrefix(cat.Source, tc.wantSource) || cat.Source == "EC2 and pricing APIs" {
+				t.Fatalf("catalog source %q with %d types", cat.Source, len(cat.InstanceTypes))
+			}
+			if tc.wantTypes && cat.Region != tc.region {
+				t.Errorf("a catalog of region %s used in %s", cat.Region, tc.region)
+			}
+			if err := f.provider.CatalogError(); err == nil || !strings.Contains(err.Error(), "UnauthorizedOperation") {
+				t.Errorf("CatalogError = %v, want the UnauthorizedOperation", err)
+			}
+		})
+	}
+	t.Run("a failed refresh keeps the catalog read before, and the read is retried", func(t *testing.T) {
+		f := newFixture(t, nil)
+		first := f.provider.Catalog(testCtx(t))
+		if first.Source != "EC2 and pricing APIs" {
+			t.Fatalf("first catalog from %q", first.Source)
+		}
+		f.emu.InjectFault(awsemu.Fault{Action: "DescribeSpotPriceHistory", Code: "RequestLimitExceeded", Status: 503, Times: -1})
+		f.clock.Step(CatalogRefreshInterval)
+		if got := f.provider.Catalog(testCtx(t)); got != first || f.provider.CatalogError() == nil {
+			t.Fatalf("after a failed refresh the catalog is %q (error %v), want the one read before and the error", got.Source, f.provider.CatalogError())
+		}
+		calls := f.emu.Calls()["EC2.DescribeInstanceTypes"]
+		f.clock.Step(CatalogRetryInterval / 2)
+		f.provider.Catalog(testCtx(t))
+		if f.emu.Calls()["EC2.DescribeInstanceTypes"] != calls {
+			t.Error("the catalog was read again before the retry interval")
+		}
+		f.emu.ClearFaults()
+		f.clock.Step(CatalogRetryInterval)
+		if got := f.provider.Catalog(testCtx(t)); got == first || got.Source != "EC2 and pricing APIs" || f.provider.CatalogError() != nil {
+			t.Errorf("a minute after the failure the catalog was not read again (%q, error %v)", got.Source, f.provider.CatalogError())
+		}
+	})
 }
 
 func TestIsDriftedWhenTheAMIChanges(t *testing.T) {

@@ -3,12 +3,21 @@ package aws
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"mime/multipart"
+	"net/mail"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -55,6 +64,24 @@ func (b Bootstrap) AL2023() (string, error) {
 		if len(k.ClusterDNS) > 0 {
 			kubelet["clusterDNS"] = k.ClusterDNS
 		}
+		if len(k.EvictionSoft) > 0 {
+			kubelet["evictionSoft"] = k.EvictionSoft
+		}
+		if len(k.EvictionSoftGracePeriod) > 0 {
+			kubelet["evictionSoftGracePeriod"] = gracePeriods(k.EvictionSoftGracePeriod)
+		}
+		if k.EvictionMaxPodGracePeriod != nil {
+			kubelet["evictionMaxPodGracePeriod"] = *k.EvictionMaxPodGracePeriod
+		}
+		if k.ImageGCHighThresholdPercent != nil {
+			kubelet["imageGCHighThresholdPercent"] = *k.ImageGCHighThresholdPercent
+		}
+		if k.ImageGCLowThresholdPercent != nil {
+			kubelet["imageGCLowThresholdPercent"] = *k.ImageGCLowThresholdPercent
+		}
+		if k.CPUCFSQuota != nil {
+			kubelet["cpuCFSQuota"] = *k.CPUCFSQuota
+		}
 	}
 	nodeConfig := map[string]any{
 		"apiVersion": "node.eks.aws/v1alpha1",
@@ -76,21 +103,99 @@ func (b Bootstrap) AL2023() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var out strings.Builder
-	out.WriteString("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"" + mimeBoundary + "\"\n\n")
-	if strings.TrimSpace(b.UserData) != "" {
-		out.WriteString("--" + mimeBoundary + "\n")
-		if strings.HasPrefix(strings.TrimSpace(b.UserData), "#!") {
-			out.WriteString("Content-Type: text/x-shellscript; charset=\"us-ascii\"\n\n")
-		} else {
-			out.WriteString("Content-Type: application/node.eks.aws\n\n")
-		}
-		out.WriteString(strings.TrimRight(b.UserData, "\n") + "\n\n")
+	parts, err := userDataParts(b.UserData)
+	if err != nil {
+		return "", err
 	}
-	out.WriteString("--" + mimeBoundary + "\nContent-Type: application/node.eks.aws\n\n---\n")
+	boundary := mimeBoundary
+	for i := 0; partsContain(parts, "--"+boundary); i++ {
+		boundary = fmt.Sprintf("%s%d", mimeBoundary, i)
+	}
+	var out strings.Builder
+	out.WriteString("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"" + boundary + "\"\n\n")
+	for _, p := range parts {
+		out.WriteString("--" + boundary + "\n")
+		for _, h := range p.headers {
+			out.WriteString(h + "\n")
+		}
+		out.WriteString("\n" + strings.TrimRight(p.body, "\n") + "\n\n")
+	}
+	out.WriteString("--" + boundary + "\nContent-Type: application/node.eks.aws\n\n---\n")
 	out.Write(doc)
-	out.WriteString("\n--" + mimeBoundary + "--\n")
+	out.WriteString("\n--" + boundary + "--\n")
 	return out.String(), nil
+}
+
+// userDataPart is one part of AL2023 user data: its MIME headers ("Content-Type: ...") and body.
+type userDataPart struct {
+	headers []string
+	body    string
+}
+
+// userDataParts splits an EC2NodeClass's AL2023 user data into MIME parts: a MIME multipart document gives its
+// parts as they are (each keeps its headers), a shell script or a NodeConfig is one part of its own type.
+func userDataParts(userData string) ([]userDataPart, error) {
+	if strings.TrimSpace(userData) == "" {
+		return nil, nil
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(strings.TrimLeft(userData, "\n")))
+	if err == nil && msg.Header.Get("Content-Type") != "" {
+		mediaType, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		if err != nil {
+			return nil, fmt.Errorf("EC2NodeClass userData: MIME Content-Type: %w", err)
+		}
+		if !strings.HasPrefix(mediaType, "multipart/") || params["boundary"] == "" {
+			return nil, fmt.Errorf("EC2NodeClass userData: a MIME document must be multipart with a boundary, not %s", mediaType)
+		}
+		var out []userDataPart
+		r := multipart.NewReader(msg.Body, params["boundary"])
+		for {
+			part, err := r.NextRawPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("EC2NodeClass userData: MIME part %d: %w", len(out)+1, err)
+			}
+			body, err := io.ReadAll(part)
+			if err != nil {
+				return nil, fmt.Errorf("EC2NodeClass userData: MIME part %d: %w", len(out)+1, err)
+			}
+			var headers []string
+			for _, k := range slices.Sorted(maps.Keys(part.Header)) {
+				for _, v := range part.Header[k] {
+					headers = append(headers, k+": "+v)
+				}
+			}
+			out = append(out, userDataPart{headers: headers, body: string(body)})
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("EC2NodeClass userData: the MIME document has no part")
+		}
+		return out, nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(userData), "#!") {
+		return []userDataPart{{headers: []string{`Content-Type: text/x-shellscript; charset="us-ascii"`}, body: userData}}, nil
+	}
+	return []userDataPart{{headers: []string{"Content-Type: application/node.eks.aws"}, body: userData}}, nil
+}
+
+// gracePeriods renders durations as the kubelet reads them ("1m30s").
+func gracePeriods(in map[string]metav1.Duration) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, d := range in {
+		out[k] = d.Duration.String()
+	}
+	return out
+}
+
+func partsContain(parts []userDataPart, s string) bool {
+	for _, p := range parts {
+		if strings.Contains(p.body, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Bottlerocket renders Bottlerocket's TOML settings. The EC2NodeClass's user data is parsed as TOML and Stevedore's
@@ -136,6 +241,25 @@ func (b Bootstrap) Bottlerocket() (string, error) {
 		}
 		if len(k.EvictionHard) > 0 {
 			k8s["eviction-hard"] = toAnyMap(k.EvictionHard)
+		}
+		if len(k.EvictionSoft) > 0 {
+			k8s["eviction-soft"] = toAnyMap(k.EvictionSoft)
+		}
+		if len(k.EvictionSoftGracePeriod) > 0 {
+			k8s["eviction-soft-grace-period"] = toAnyMap(gracePeriods(k.EvictionSoftGracePeriod))
+		}
+		if k.EvictionMaxPodGracePeriod != nil {
+			k8s["eviction-max-pod-grace-period"] = int64(*k.EvictionMaxPodGracePeriod)
+		}
+		// Bottlerocket takes the image GC thresholds as strings
+		if k.ImageGCHighThresholdPercent != nil {
+			k8s["image-gc-high-threshold-percent"] = strconv.Itoa(int(*k.ImageGCHighThresholdPercent))
+		}
+		if k.ImageGCLowThresholdPercent != nil {
+			k8s["image-gc-low-threshold-percent"] = strconv.Itoa(int(*k.ImageGCLowThresholdPercent))
+		}
+		if k.CPUCFSQuota != nil {
+			k8s["cpu-cfs-quota-enforced"] = *k.CPUCFSQuota
 		}
 		if len(k.ClusterDNS) > 0 {
 			k8s["cluster-dns-ip"] = k.ClusterDNS

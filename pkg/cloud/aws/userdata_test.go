@@ -7,9 +7,11 @@ import (
 	"net/mail"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -89,6 +91,94 @@ func TestAL2023UserDataIsANodeadmNodeConfig(t *testing.T) {
 		"--register-with-taints=stevedore.dev/unregistered=true:NoSchedule,workload-priority=critical:NoSchedule"} {
 		if !strings.Contains(flags, want) {
 			t.Errorf("flags %q lack %q", flags, want)
+		}
+	}
+}
+
+// TestAL2023UserDataKeepsEachPartOfTheUsersOwn: the EC2NodeClass's user data comes first, part by part: a script
+// or a NodeConfig as one part of its type, a MIME multipart document (as Karpenter users write it, boundary "//"
+// included) as its own parts with their headers, never wrapped whole inside another part.
+func TestAL2023UserDataKeepsEachPartOfTheUsersOwn(t *testing.T) {
+	mimeDoc := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n" +
+		"--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho one\n\n" +
+		"--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n\n" +
+		"--//--\n"
+	tests := []struct {
+		name      string
+		userData  string
+		wantTypes []string
+		wantIn    []string // in the user's parts, in order
+	}{
+		{name: "none", wantTypes: []string{"application/node.eks.aws"}},
+		{name: "a script", userData: "#!/bin/bash\necho hello\n", wantTypes: []string{`text/x-shellscript; charset="us-ascii"`, "application/node.eks.aws"},
+			wantIn: []string{"echo hello"}},
+		{name: "a NodeConfig", userData: "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags: [--v=2]\n",
+			wantTypes: []string{"application/node.eks.aws", "application/node.eks.aws"}, wantIn: []string{"--v=2"}},
+		{name: "a MIME document", userData: mimeDoc,
+			wantTypes: []string{`text/x-shellscript; charset="us-ascii"`, "application/node.eks.aws", "application/node.eks.aws"},
+			wantIn:    []string{"echo one", "shutdownGracePeriod: 30s"}},
+		{name: "a script that prints the boundary", userData: "#!/bin/bash\necho '\n--//'\n",
+			wantTypes: []string{`text/x-shellscript; charset="us-ascii"`, "application/node.eks.aws"}, wantIn: []string{"--//"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBootstrap()
+			b.UserData = tc.userData
+			ud, err := b.AL2023()
+			if err != nil {
+				t.Fatal(err)
+			}
+			types, bodies := parts(t, ud)
+			if strings.Join(types, "|") != strings.Join(tc.wantTypes, "|") {
+				t.Fatalf("parts %q, want %q", types, tc.wantTypes)
+			}
+			for i, want := range tc.wantIn {
+				if !strings.Contains(bodies[i], want) || strings.Contains(bodies[i], "MIME-Version") {
+					t.Errorf("part %d is %q, want it to hold %q (and no MIME document inside)", i, bodies[i], want)
+				}
+			}
+			if !strings.Contains(bodies[len(bodies)-1], "kind: NodeConfig") || !strings.Contains(bodies[len(bodies)-1], "apiServerEndpoint") {
+				t.Errorf("the last part is not Stevedore's NodeConfig: %q", bodies[len(bodies)-1])
+			}
+		})
+	}
+	b := testBootstrap()
+	b.UserData = "MIME-Version: 1.0\nContent-Type: text/plain\n\nhello\n"
+	if _, err := b.AL2023(); err == nil || !strings.Contains(err.Error(), "multipart") {
+		t.Errorf("a MIME document that is not multipart: %v, want an error saying so", err)
+	}
+}
+
+// TestKarpentersKubeletFieldsReachBothFamilies: soft eviction, image GC thresholds and CFS quota, as Karpenter's
+// EC2NodeClass carries them, are in the nodeadm kubelet config and in Bottlerocket's settings.
+func TestKarpentersKubeletFieldsReachBothFamilies(t *testing.T) {
+	b := testBootstrap()
+	high, low, grace, quota := int32(85), int32(80), int32(60), false
+	b.Kubelet.EvictionSoft = map[string]string{"memory.available": "500Mi"}
+	b.Kubelet.EvictionSoftGracePeriod = map[string]metav1.Duration{"memory.available": {Duration: 90 * time.Second}}
+	b.Kubelet.EvictionMaxPodGracePeriod = &grace
+	b.Kubelet.ImageGCHighThresholdPercent, b.Kubelet.ImageGCLowThresholdPercent = &high, &low
+	b.Kubelet.CPUCFSQuota = &quota
+	ud, err := b.AL2023()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bodies := parts(t, ud)
+	for _, want := range []string{"evictionSoft:\n        memory.available: 500Mi", "evictionSoftGracePeriod:\n        memory.available: 1m30s",
+		"evictionMaxPodGracePeriod: 60", "imageGCHighThresholdPercent: 85", "imageGCLowThresholdPercent: 80", "cpuCFSQuota: false"} {
+		if !strings.Contains(bodies[len(bodies)-1], want) {
+			t.Errorf("the NodeConfig lacks %q:\n%s", want, bodies[len(bodies)-1])
+		}
+	}
+	br, err := b.Bottlerocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`[settings.kubernetes.eviction-soft]`, `"memory.available" = "500Mi"`, `[settings.kubernetes.eviction-soft-grace-period]`,
+		`"memory.available" = "1m30s"`, `eviction-max-pod-grace-period = 60`, `image-gc-high-threshold-percent = "85"`,
+		`image-gc-low-threshold-percent = "80"`, `cpu-cfs-quota-enforced = false`} {
+		if !strings.Contains(br, want) {
+			t.Errorf("the Bottlerocket settings lack %q:\n%s", want, br)
 		}
 	}
 }

@@ -48,7 +48,8 @@ type Args struct {
 	// kubernetes.io/cluster/<name>=owned. Required (or $STEVEDORE_CLUSTER_NAME).
 	ClusterName string `json:"clusterName,omitempty"`
 	// ClusterEndpoint is the API server URL new nodes join. Default $STEVEDORE_CLUSTER_ENDPOINT, else the
-	// scheduler's own API server address.
+	// endpoint eks:DescribeCluster gives (which also gives the certificate authority and the Service range; the
+	// scheduler does not start without it).
 	ClusterEndpoint string `json:"clusterEndpoint,omitempty"`
 	// Region of the cluster. Default $AWS_REGION, else the SDK's default chain (IMDS on EC2).
 	Region string `json:"region,omitempty"`
@@ -69,6 +70,10 @@ type Args struct {
 	PermitTimeout metav1.Duration `json:"permitTimeout,omitempty"`
 	// MaxInstanceTypes caps the instance types (cheapest first) offered to one CreateFleet call. Default 60.
 	MaxInstanceTypes int `json:"maxInstanceTypes,omitempty"`
+	// EmbeddedCatalog lets the scheduler use the instance types and prices embedded in the binary when the EC2 and
+	// pricing APIs cannot be read at start-up, and only in the region the embedded catalog was built for. Default
+	// false: nothing is launched until the APIs answer (a catalog read before is kept through later failures).
+	EmbeddedCatalog bool `json:"embeddedCatalog,omitempty"`
 	// VMMemoryOverheadPercent is subtracted from an instance type's memory until a node of that type reports
 	// its real capacity. Default 7.5.
 	VMMemoryOverheadPercent *float64 `json:"vmMemoryOverheadPercent,omitempty"`
@@ -296,8 +301,13 @@ func (a Args) Validate() field.ErrorList {
 	if a.MaxInstanceTypes < 1 || a.MaxInstanceTypes > 200 {
 		errs = append(errs, field.Invalid(field.NewPath("maxInstanceTypes"), a.MaxInstanceTypes, "must be between 1 and 200"))
 	}
-	if p := *a.VMMemoryOverheadPercent; p < 0 || p >= 50 {
+	switch p := *a.VMMemoryOverheadPercent; {
+	case p < 0 || p >= 50:
 		errs = append(errs, field.Invalid(field.NewPath("vmMemoryOverheadPercent"), p, "must be at least 0 and below 50"))
+	case p > 0 && p < 1:
+		// Karpenter's VM_MEMORY_OVERHEAD_PERCENT is a fraction (0.075); here it is a percent (7.5)
+		errs = append(errs, field.Invalid(field.NewPath("vmMemoryOverheadPercent"), p, fmt.Sprintf(
+			"is a percent (7.5 means 7.5%%); %g looks like Karpenter's fraction: write %g, or 0 for no overhead", p, p*100)))
 	}
 	if !slices.Contains(operator.RebalanceActions(), a.RebalanceAction) {
 		errs = append(errs, field.NotSupported(field.NewPath("rebalanceAction"), a.RebalanceAction,
@@ -343,7 +353,7 @@ func (a Args) operatorOptions(env func(string) string) operator.Options {
 	return operator.Options{
 		ClusterName: a.ClusterName, ClusterEndpoint: a.ClusterEndpoint, Region: a.Region, InterruptionQueue: a.InterruptionQueue,
 		BatchIdle: a.BatchIdleDuration.Duration, BatchMax: a.BatchMaxDuration.Duration, SolveTimeout: a.SolveTimeout.Duration,
-		RegistrationTimeout: a.RegistrationTimeout.Duration, MaxInstanceTypes: a.MaxInstanceTypes,
+		RegistrationTimeout: a.RegistrationTimeout.Duration, MaxInstanceTypes: a.MaxInstanceTypes, EmbeddedCatalog: a.EmbeddedCatalog,
 		VMMemoryOverheadPercent: *a.VMMemoryOverheadPercent, MinValuesBestEffort: a.MinValuesPolicy == MinValuesBestEffort,
 		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
 		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,

@@ -67,6 +67,7 @@ func TestDecodeArgs(t *testing.T) {
 		{name: "queue URL without a path", raw: `{"clusterName": "c", "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/"}`, wantErr: "interruptionQueue"},
 		{name: "too many instance types", raw: `{"clusterName": "c", "maxInstanceTypes": 500}`, wantErr: "maxInstanceTypes"},
 		{name: "overhead percentage out of range", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 60}`, wantErr: "vmMemoryOverheadPercent"},
+		{name: "overhead as Karpenter's fraction", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 0.075}`, wantErr: "looks like Karpenter's fraction: write 7.5"},
 		{name: "cluster name with a space", raw: `{"clusterName": "my cluster"}`, wantErr: "clusterName"},
 		{name: "not an object", raw: `[1, 2]`, wantErr: "Provisioner args"},
 		{name: "repair on by default with the default policies", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a Args) {

@@ -53,6 +53,10 @@ type Emulator struct {
 
 	mu     sync.Mutex
 	faults []*Fault
+	calls  map[string]int // by service and action: "EC2.DescribeSubnets", "AmazonSSM.GetParameter"
+	// cluster is what eks:DescribeCluster answers for clusterName (SetCluster)
+	cluster     *Cluster
+	clusterName string
 }
 
 // Start serves an emulator on a free loopback port. It never listens on another interface.
@@ -80,6 +84,8 @@ func Start(opts Options) (*Emulator, error) {
 		region:   region,
 		listener: l,
 		url:      "http://" + l.Addr().String(),
+
+		clusterName: opts.ClusterName,
 	}
 	e.SQS.baseURL = e.url
 	zones := map[string]bool{}
@@ -202,6 +208,23 @@ func (e *Emulator) takeFault(action string) *Fault {
 	return nil
 }
 
+func (e *Emulator) count(call string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.calls == nil {
+		e.calls = map[string]int{}
+	}
+	e.calls[call]++
+}
+
+// Calls returns how many requests of each service and action the emulator received ("EC2.DescribeSubnets",
+// "AmazonSSM.GetParameter"), failed ones and injected faults included.
+func (e *Emulator) Calls() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return cloneCounts(e.calls)
+}
+
 // ServeHTTP dispatches by protocol: X-Amz-Target for the JSON services, the form's Action for EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_emulator/") {
@@ -212,6 +235,10 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEC2Error(w, http.StatusForbidden, "AuthFailure", "requests must be signed with AWS Signature Version 4")
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/clusters/") {
+		e.handleEKS(w, r)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 	if err != nil {
 		writeEC2Error(w, http.StatusBadRequest, "InvalidRequest", err.Error())
@@ -219,6 +246,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		service, action, _ := strings.Cut(target, ".")
+		e.count(service + "." + action)
 		if f := e.takeFault(service + "." + action); f != nil && e.applyFault(w, r, f, true) {
 			return
 		}
@@ -240,6 +268,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := parseQuery(form)
+	e.count("EC2." + q.Str("Action"))
 	if f := e.takeFault(q.Str("Action")); f != nil && e.applyFault(w, r, f, false) {
 		return
 	}

@@ -95,6 +95,11 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"unknown volume type", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "blockDeviceMappings: [{ebs: {volumeSize: 20Gi, volumeType: ssd}}]\n", "spec.blockDeviceMappings[0].ebs.volumeType"},
 		{"unknown eviction signal", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionHard: {cpu.available: 5%}}\n", "spec.kubelet.evictionHard"},
 		{"maxPods zero", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {maxPods: 0}\n", "spec.kubelet.maxPods"},
+		{"unknown soft eviction signal", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {cpu.available: 5%}, evictionSoftGracePeriod: {cpu.available: 1m}}\n", "spec.kubelet.evictionSoft: keys"},
+		{"soft eviction without grace period", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {memory.available: 500Mi}}\n", "every threshold needs its evictionSoftGracePeriod"},
+		{"grace period without soft eviction", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {memory.available: 500Mi}, evictionSoftGracePeriod: {memory.available: 1m, nodefs.available: 1m}}\n", "every grace period needs its evictionSoft threshold"},
+		{"image GC high below low", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {imageGCHighThresholdPercent: 50, imageGCLowThresholdPercent: 60}\n", "imageGCHighThresholdPercent must be greater"},
+		{"image GC above 100", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {imageGCHighThresholdPercent: 101}\n", "spec.kubelet.imageGCHighThresholdPercent"},
 	}
 	client := dynamic.NewForConfigOrDie(sb.RESTConfig)
 	for i, tc := range cases {
