@@ -26,7 +26,7 @@ const (
 	smallBatch         = 24
 	smallBatchRestarts = 256
 	minRestarts        = 8
-	restartWork        = 1 << 18
+	restartWork        = 1 << 16
 	restartTimeCap     = 2 * time.Second
 )
 

@@ -398,10 +398,11 @@ func TestABatchThatCannotBePlacedWholeStopsSearchingOnALargeCluster(t *testing.T
 	if most := 1 + 3 + 1 + maxRepairRounds + restarts + 1; plan.Attempts > most {
 		t.Errorf("the solver ran the greedy placement %d times, want at most %d", plan.Attempts, most)
 	}
+	// the same plan again (the attempts may be fewer when a slow run reaches restartTimeCap)
 	again, _, _ := solveObjects(t, objs...)
-	if again.Attempts != plan.Attempts || len(again.NewNodes) != len(plan.NewNodes) {
-		t.Errorf("a second solve ran %d attempts for %d nodes, the first %d for %d", again.Attempts, len(again.NewNodes),
-			plan.Attempts, len(plan.NewNodes))
+	if len(again.NewNodes) != len(plan.NewNodes) || len(again.Unschedulable) != len(plan.Unschedulable) {
+		t.Errorf("a second solve planned %d nodes and left %d pods, the first %d and %d", len(again.NewNodes),
+			len(again.Unschedulable), len(plan.NewNodes), len(plan.Unschedulable))
 	}
 }
 
@@ -410,10 +411,10 @@ func TestRestartsShrinkWithTheWorkOfOne(t *testing.T) {
 		pods, nodes, want int
 	}{
 		{pods: 5, nodes: 0, want: smallBatchRestarts},
-		{pods: 24, nodes: 10, want: smallBatchRestarts},
-		{pods: 5, nodes: 100, want: smallBatchRestarts},
+		{pods: 24, nodes: 0, want: restartWork / (24 * 24)},
+		{pods: 5, nodes: 40, want: smallBatchRestarts},
 		{pods: 5, nodes: 1000, want: restartWork / (5 * 1005)},
-		{pods: 24, nodes: 2000, want: minRestarts},
+		{pods: 24, nodes: 1000, want: minRestarts},
 		{pods: 0, nodes: 0, want: smallBatchRestarts},
 	}
 	for _, tc := range tests {
