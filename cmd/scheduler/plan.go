@@ -65,7 +65,7 @@ func newPlanCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -f nodepools.yaml -f pods.json [-f daemonsets.yaml] [--catalog catalog.json] [-o json|table]",
 		Short: "Print the nodes Stevedore would launch for the given pods, without a cluster or a cloud",
-		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, Pods, workloads
+		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, NodeOverlays, Pods, workloads
 (Deployments, ReplicaSets, StatefulSets, Jobs and CronJobs, expanded into their pods), DaemonSets, RuntimeClasses,
 Nodes and the pods bound to them (and Lists of any of these) from files, and prints the nodes it would launch, the
 pods on each, the pods the existing nodes take, and the pods it could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
@@ -121,7 +121,7 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 			}
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, Pods, Lists, DaemonSets, Nodes (repeatable)")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")
 	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "json or table")
 	cmd.Flags().DurationVar(&budget, "solve-timeout", 2*time.Second, "time the solver may spend improving the packing")

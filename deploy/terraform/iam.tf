@@ -1,4 +1,4 @@
-# The node role (EC2NodeClass spec.role) and its instance profile of the same name.
+# The node role (EC2NodeClass spec.role); Stevedore creates its instance profile.
 resource "aws_iam_role" "node" {
   name = local.node_role
   assume_role_policy = jsonencode({
@@ -20,11 +20,6 @@ resource "aws_iam_role_policy_attachment" "node" {
   ])
   role       = aws_iam_role.node.name
   policy_arn = "arn:${local.partition}:iam::aws:policy/${each.value}"
-}
-
-resource "aws_iam_instance_profile" "node" {
-  name = aws_iam_role.node.name
-  role = aws_iam_role.node.name
 }
 
 # Nodes of the role join the cluster.

@@ -123,3 +123,34 @@ func TestUnavailableOfferingsExpireAfterTheirTTL(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRAID0InstanceStoreIsTheEphemeralStorage: with instanceStorePolicy RAID0 a type with NVMe instance store has
+// the store's size as ephemeral-storage capacity; a type without keeps the root volume's, as does every type
+// without the policy.
+func TestRAID0InstanceStoreIsTheEphemeralStorage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raid bool
+		want string
+	}{
+		{"g4dn.xlarge", true, ""}, {"g4dn.xlarge", false, "20Gi"}, {"m5.large", true, "20Gi"},
+	} {
+		ct := catalogType(t, tc.name)
+		want := tc.want
+		if want == "" {
+			if ct.LocalNVMeGB == 0 {
+				t.Fatalf("%s has no instance store in the catalog", tc.name)
+			}
+			want = resource.NewScaledQuantity(int64(ct.LocalNVMeGB), resource.Giga).String()
+		}
+		m := DefaultOverheadModel()
+		m.InstanceStoreRAID0 = tc.raid
+		it, err := NewInstanceType(ct, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := it.Capacity[corev1.ResourceEphemeralStorage]; got.Cmp(resource.MustParse(want)) != 0 {
+			t.Errorf("%s, RAID0 %t: ephemeral-storage %s, want %s", tc.name, tc.raid, got.String(), want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ type InstanceType struct {
 	Overhead Overhead
 	// Offerings are the (zone, capacity type) pairs with their prices.
 	Offerings Offerings
+	// PriceOverlaid is true when a NodeOverlay set the price of one of the offerings.
+	PriceOverlaid bool
 
 	allocatable corev1.ResourceList
 	labels      map[string]string
@@ -132,6 +135,19 @@ func (it *InstanceType) computeAllocatable() corev1.ResourceList {
 	return out
 }
 
+// WithExtraCapacity returns a copy of the type whose capacity also holds extra (extended resources a NodeOverlay
+// adds), with its own offerings and its allocatable computed anew.
+func (it *InstanceType) WithExtraCapacity(extra corev1.ResourceList) *InstanceType {
+	c := *it
+	c.Capacity = it.Capacity.DeepCopy()
+	for name, q := range extra {
+		c.Capacity[name] = q.DeepCopy()
+	}
+	c.Offerings = slices.Clone(it.Offerings)
+	c.allocatable, c.fastValid = nil, false
+	return &c
+}
+
 // Offering is an instance type in a zone with a capacity type.
 type Offering struct {
 	Zone         string
@@ -217,6 +233,9 @@ type OverheadModel struct {
 	Kubelet *stevedorev1.KubeletConfiguration
 	// RootVolume is the size of the root volume, the node's ephemeral-storage capacity.
 	RootVolume resource.Quantity
+	// InstanceStoreRAID0: a type with NVMe instance store has the store's size as ephemeral-storage capacity
+	// (instanceStorePolicy RAID0).
+	InstanceStoreRAID0 bool
 }
 
 // DefaultOverheadModel is the model with AWS's defaults: 7.5% VM memory overhead, 20Gi root volume.
@@ -278,6 +297,9 @@ func NewInstanceType(it catalog.InstanceType, m OverheadModel, zones map[string]
 		},
 		accelerated: it.GPUs != nil || it.Neuron != nil,
 		variant:     ImageVariant(it),
+	}
+	if m.InstanceStoreRAID0 && it.LocalNVMeGB > 0 {
+		out.Capacity[corev1.ResourceEphemeralStorage] = *resource.NewScaledQuantity(int64(it.LocalNVMeGB), resource.Giga)
 	}
 	for name, q := range AcceleratorCapacity(it) {
 		out.Capacity[name] = q

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
@@ -53,8 +55,44 @@ type poolState struct {
 	repairing int
 }
 
+// overlaidPrices returns how a pass prices a candidate: with NodeOverlays in force, by its offering's overlaid
+// price (the instance type, zone and capacity type of its node, among the NodePool's types); otherwise, or when
+// the offering is not found, by the price recorded at launch. Each NodePool's types are read once a pass.
+func (c *Controller) overlaidPrices(ctx context.Context) func(np *stevedorev1.NodePool, node *corev1.Node, recorded float64) float64 {
+	type overlaid struct {
+		types  []*cloud.InstanceType
+		active bool
+	}
+	byPool := map[string]overlaid{}
+	return func(np *stevedorev1.NodePool, node *corev1.Node, recorded float64) float64 {
+		if c.opts.OverlaidTypes == nil {
+			return recorded
+		}
+		o, ok := byPool[np.Name]
+		if !ok {
+			o.types, o.active = c.opts.OverlaidTypes(ctx, np)
+			byPool[np.Name] = o
+		}
+		if !o.active {
+			return recorded
+		}
+		name, zone, ct := node.Labels[corev1.LabelInstanceTypeStable], node.Labels[corev1.LabelTopologyZone], node.Labels[stevedorev1.LabelCapacityType]
+		for _, it := range o.types {
+			if it.Name != name {
+				continue
+			}
+			for _, off := range it.Offerings {
+				if off.Zone == zone && off.CapacityType == ct {
+					return off.Price
+				}
+			}
+		}
+		return recorded
+	}
+}
+
 // view reads candidates, NodePools and budget counts from the caches.
-func (c *Controller) view() (*clusterView, error) {
+func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 	now := c.opts.Clock.Now()
 	v := &clusterView{now: now, pools: map[string]*poolState{}}
 	pools, err := c.opts.NodePools.List(labels.Everything())
@@ -82,6 +120,7 @@ func (c *Controller) view() (*clusterView, error) {
 		}
 	}
 	pdbs := newPDBIndex(c.opts.PDBs)
+	prices := c.overlaidPrices(ctx)
 	for _, claim := range claims {
 		ps := v.pools[claim.Labels[stevedorev1.LabelNodePool]]
 		if ps == nil {
@@ -99,7 +138,7 @@ func (c *Controller) view() (*clusterView, error) {
 		if node == nil || !provision.IsInitialized(claim) {
 			continue
 		}
-		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: provision.ParsePrice(claim.Status.Price)}
+		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, provision.ParsePrice(claim.Status.Price))}
 		for _, pod := range byNode[node.Name] {
 			if provision.Reschedulable(pod) {
 				cand.Pods = append(cand.Pods, pod)

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -413,5 +415,42 @@ func TestReportBlockedOncePerReason(t *testing.T) {
 	}
 	if h.c.blockedReported["a"] == "" || h.c.blockedReported["b"] != "" {
 		t.Errorf("blockedReported = %v", h.c.blockedReported)
+	}
+}
+
+// TestCandidatesArePricedUnderNodeOverlays: with NodeOverlays in force a candidate costs its offering's overlaid
+// price, which replacements are compared against; without, the price recorded at launch.
+func TestCandidatesArePricedUnderNodeOverlays(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		active bool
+		want   float64
+	}{{"no overlay in force", false, priceOf("m5.xlarge", spot)}, {"an overlay in force", true, 0.0123}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{opts: func(o *Options) {
+				o.OverlaidTypes = func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
+					its, err := o.Cloud.InstanceTypes(ctx, np)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, it := range its {
+						c := *it
+						c.Offerings = slices.Clone(it.Offerings)
+						for j := range c.Offerings {
+							if c.Name == "m5.xlarge" && c.Offerings[j].CapacityType == spot {
+								c.Offerings[j].Price = 0.0123
+							}
+						}
+						its[i] = &c
+					}
+					return its, tc.active
+				}
+			}}, objects(test.NodePool("default").Consolidation(stevedorev1.ConsolidationPolicyWhenUnderutilized, dur(time.Minute)),
+				machine{name: "a", pool: "default", typ: "m5.xlarge", capacity: spot})...)
+			c := h.view().candidate("a")
+			if c == nil || math.Abs(c.Price-tc.want) > 1e-9 {
+				t.Fatalf("candidate %v, want price %v", c, tc.want)
+			}
+		})
 	}
 }

@@ -41,7 +41,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	case <-c.opts.Clock.After(c.opts.ValidationDelay):
 	}
 	c.resetModel()
-	v, err := c.view()
+	v, err := c.view(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -60,6 +60,10 @@ type Options struct {
 	GCInterval time.Duration
 	// Repair turns node auto-repair on (nil: off).
 	Repair *RepairOptions
+	// OverlaidTypes returns a NodePool's instance types priced under the NodeOverlays in force, and false when no
+	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
+	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
+	OverlaidTypes func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool)
 }
 
 // Controller is the disruption loop.
@@ -172,7 +176,7 @@ func (c *Controller) Run(ctx context.Context) {
 // pass runs the methods in order and carries out the first command found. It reports whether it acted.
 func (c *Controller) pass(ctx context.Context) (bool, error) {
 	c.resetModel()
-	v, err := c.view()
+	v, err := c.view(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -145,7 +145,7 @@ func (c steppingClock) After(d time.Duration) <-chan time.Time {
 func (h *harness) view() *clusterView {
 	h.t.Helper()
 	h.c.resetModel()
-	v, err := h.c.view()
+	v, err := h.c.view(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error 
 	if req.ReplacementWait > 0 {
 		req.ReplacementWait = max(0, req.ReplacementWait-c.opts.Clock.Since(started))
 	}
-	v, err := c.view()
+	v, err := c.view(ctx)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,7 +22,10 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/buffer"
 	"github.com/stevedore-dev/stevedore/pkg/client"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
+	overlaystatus "github.com/stevedore-dev/stevedore/pkg/cloud/overlay/status"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
@@ -129,6 +133,8 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	claims, pools, classes := sf.Stevedore().V1().NodeClaims(), sf.Stevedore().V1().NodePools(), sf.Stevedore().V1().EC2NodeClasses()
 	buffers := sf.Stevedore().V1().CapacityBuffers()
+	overlays := sf.Stevedore().V1().NodeOverlays()
+	overlays.Informer()
 	claims.Informer()
 	pools.Informer()
 	classes.Informer()
@@ -160,12 +166,14 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err != nil {
 		return nil, err
 	}
+	// every decision prices and sizes instance types with the NodeOverlays in force
+	overlaid := overlay.NewProvider(provider, overlays.Lister())
 	c := &Controllers{}
 	c.Provisioner = provision.New(provision.Options{
 		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: host.SchedulerName,
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
 		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
-		NodeClaims: claims.Lister(), NodePools: nodePools, Cloud: provider, Simulator: sim, Recorder: host.Recorder,
+		NodeClaims: claims.Lister(), NodePools: nodePools, Cloud: overlaid, Simulator: sim, Recorder: host.Recorder,
 		Queue: host.Queue,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Lister().Get(ref.Name); err == nil {
@@ -199,11 +207,23 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	}
 	c.Disruption = disruption.New(disruption.Options{
 		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), PDBs: pdbs.Lister(),
-		NodeClaims: claims.Lister(), NodePools: nodePools, Provisioner: c.Provisioner, Cloud: provider, Simulator: disruptionSim,
+		NodeClaims: claims.Lister(), NodePools: nodePools, Provisioner: c.Provisioner, Cloud: overlaid, Simulator: disruptionSim,
 		Recorder: host.Recorder, PollInterval: opts.DisruptionPollInterval,
 		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
 		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
 		Repair: opts.Repair,
+		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
+			list, err := overlays.Lister().List(labels.Everything())
+			if err != nil || overlay.NewSet(list).Empty() {
+				return nil, false
+			}
+			its, err := c.Provisioner.InstanceTypes(ctx, np)
+			return its, err == nil
+		},
+	})
+	overlayStatus := overlaystatus.NewController(stevedore, overlays, func(ctx context.Context) {
+		c.Provisioner.OfferingsChanged()
+		c.Provisioner.NodePoolsChanged(ctx)
 	})
 	if err := c.Disruption.Register(pods.Informer()); err != nil {
 		return nil, err
@@ -234,7 +254,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),
 		Provisioner: c.Provisioner, Recorder: host.Recorder})
 	sf.Start(ctx.Done())
-	status := awscloud.NewNodeClassStatus(provider, stevedore, classes)
+	status := awscloud.NewNodeClassStatus(provider, stevedore, classes, claims, host.Recorder)
 	go func() {
 		select {
 		case <-host.Leadership.Elected():
@@ -243,7 +263,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		}
 		if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, pools.Informer().HasSynced, classes.Informer().HasSynced,
 			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced,
-			buffers.Informer().HasSynced) {
+			buffers.Informer().HasSynced, overlays.Informer().HasSynced) {
 			return
 		}
 		logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region)
@@ -251,6 +271,7 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		go c.Provisioner.WatchPending(ctx, 3*time.Second)
 		go c.Lifecycle.Run(ctx)
 		go status.Run(ctx)
+		go overlayStatus.Run(ctx)
 		go c.Disruption.Run(ctx)
 		go static.Run(ctx)
 		go warm.Run(ctx)

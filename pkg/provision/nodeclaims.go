@@ -59,6 +59,10 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	var types []string
 	for _, it := range pn.InstanceTypes {
 		types = append(types, it.Name)
+		if it.PriceOverlaid {
+			// EC2 orders by its own prices: the launch must follow the plan's
+			annotations[stevedorev1.AnnotationLaunchOrder] = stevedorev1.LaunchOrderListed
+		}
 		if len(types) == maxClaimInstanceTypes {
 			break
 		}

@@ -187,6 +187,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 		"AWS_ENDPOINT_URL_EC2":           url,
 		"AWS_ENDPOINT_URL_SQS":           url,
 		"AWS_ENDPOINT_URL_SSM":           url,
+		"AWS_ENDPOINT_URL_IAM":           url,
 		"AWS_ENDPOINT_URL_PRICING":       url,
 		provisioner.EnvClusterName:       opts.ClusterName,
 		provisioner.EnvClusterEndpoint:   s.RESTConfig.Host,

@@ -3,6 +3,8 @@ package solver
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -54,6 +57,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	}
 	classes := map[string]*stevedorev1.EC2NodeClass{}
 	var pools []*stevedorev1.NodePool
+	var nodeOverlays []*stevedorev1.NodeOverlay
 	p := &OfflineProblem{Bound: map[string][]*corev1.Pod{}, Region: in.Catalog.Region}
 	seen := map[types.UID]bool{}
 	for _, obj := range objs {
@@ -82,6 +86,8 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 				continue
 			}
 			p.Pods = append(p.Pods, pod)
+		case *stevedorev1.NodeOverlay:
+			nodeOverlays = append(nodeOverlays, o)
 		case *policyv1.PodDisruptionBudget:
 			// read so that a cluster dump can be given as is; budgets do not change where pods go
 		default:
@@ -90,6 +96,10 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	}
 	if len(pools) == 0 {
 		return nil, fmt.Errorf("no NodePool in the input")
+	}
+	overlays := overlay.NewSet(nodeOverlays)
+	for _, name := range slices.Sorted(maps.Keys(overlays.Problems)) {
+		return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", name, overlays.Problems[name])
 	}
 	sort.SliceStable(p.Nodes, func(i, j int) bool { return p.Nodes[i].Name < p.Nodes[j].Name })
 	used := map[string]corev1.ResourceList{}
@@ -121,6 +131,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		if np.Spec.Template.Spec.NodeClassRef != nil {
 			if nc, ok := classes[np.Spec.Template.Spec.NodeClassRef.Name]; ok {
 				model.Kubelet = nc.Spec.Kubelet
+				model.InstanceStoreRAID0 = nc.Spec.InstanceStorePolicy != nil && *nc.Spec.InstanceStorePolicy == stevedorev1.InstanceStorePolicyRAID0
 			}
 		}
 		var its []*cloud.InstanceType
@@ -131,6 +142,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 			}
 			its = append(its, it)
 		}
+		its = overlays.Apply(np, its)
 		opt, err := NewNodePoolOption(np, its, RemainingLimits(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)
 		if err != nil {
 			return nil, err

@@ -40,7 +40,8 @@ const (
 
 // EC2NodeClassSpec is what the user asks of an EC2NodeClass.
 // +kubebuilder:validation:XValidation:message="spec: exactly one of role and instanceProfile must be set",rule="has(self.role) != has(self.instanceProfile)"
-// +kubebuilder:validation:XValidation:message="spec.amiSelectorTerms: amiFamily Custom needs amiSelectorTerms that name images (id, name, tags or ssmParameter), not an alias",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || (has(self.amiSelectorTerms) && self.amiSelectorTerms.all(t, !has(t.alias)))"
+// +kubebuilder:validation:XValidation:message="spec.amiSelectorTerms: amiFamily Custom needs amiSelectorTerms (images by id, name, tags or ssmParameter, or an alias; the user data is used as is)",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || has(self.amiSelectorTerms)"
+// +kubebuilder:validation:XValidation:message="spec.amiFamily: with an alias term, amiFamily is the alias's family or Custom",rule="!has(self.amiFamily) || self.amiFamily == 'Custom' || !has(self.amiSelectorTerms) || self.amiSelectorTerms.all(t, !has(t.alias) || t.alias.startsWith(self.amiFamily.lowerAscii() + '@'))"
 // +kubebuilder:validation:XValidation:message="spec.userData: amiFamily Custom needs userData to join the cluster",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || has(self.userData)"
 type EC2NodeClassSpec struct {
 	// AMIFamily selects the bootstrap format of the user data: AL2023 (nodeadm), Bottlerocket (TOML) or Custom
@@ -75,12 +76,16 @@ type EC2NodeClassSpec struct {
 	// +optional
 	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
 
-	// Role is the IAM role of the nodes; Stevedore creates an instance profile for it.
+	// Role is the IAM role of the nodes, by name or ARN. Stevedore creates an instance profile for it, named
+	// <cluster>_<hash of cluster, region and EC2NodeClass> under the path /stevedore/<region>/<cluster>/ and
+	// tagged kubernetes.io/cluster/<cluster>=owned, puts this role in it (replacing any other), and deletes it
+	// once the EC2NodeClass is deleted and its last NodeClaim is gone. status.instanceProfile names it.
 	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Role string `json:"role,omitempty"`
 
-	// InstanceProfile is an existing IAM instance profile to use instead of Role.
+	// InstanceProfile is an existing IAM instance profile to use instead of Role; Stevedore checks that it exists
+	// and holds a role, and never changes it.
 	// +kubebuilder:validation:MinLength=1
 	// +optional
 	InstanceProfile *string `json:"instanceProfile,omitempty"`
@@ -118,7 +123,19 @@ type EC2NodeClassSpec struct {
 	// DetailedMonitoring turns on CloudWatch detailed monitoring.
 	// +optional
 	DetailedMonitoring *bool `json:"detailedMonitoring,omitempty"`
+
+	// InstanceStorePolicy RAID0 stripes the NVMe instance-store volumes of the types that have them into one
+	// RAID0 array that holds the kubelet's, the container runtime's and the pods' log directories (AL2023:
+	// nodeadm's localStorage strategy; Bottlerocket: its ephemeral-storage bootstrap command), and such a
+	// node's ephemeral-storage is the instance store's size instead of the root volume's. Unset, instance-store
+	// volumes are left alone.
+	// +kubebuilder:validation:Enum=RAID0
+	// +optional
+	InstanceStorePolicy *string `json:"instanceStorePolicy,omitempty"`
 }
+
+// InstanceStorePolicyRAID0 is the instanceStorePolicy that stripes the instance-store volumes.
+const InstanceStorePolicyRAID0 = "RAID0"
 
 // AMISelectorTerm selects AMIs. Alias stands alone; the other fields are ANDed.
 // +kubebuilder:validation:XValidation:message="amiSelectorTerms[]: set one of alias, id, name, tags or ssmParameter",rule="has(self.alias) || has(self.id) || has(self.name) || has(self.tags) || has(self.ssmParameter)"
@@ -342,13 +359,13 @@ type EC2NodeClassStatus struct {
 	// AMIs resolved from amiSelectorTerms.
 	// +optional
 	AMIs []AMIStatus `json:"amis,omitempty"`
-	// InstanceProfile used by the nodes.
+	// InstanceProfile used by the nodes: spec.instanceProfile, or the one Stevedore manages for spec.role.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
 	// CapacityReservations resolved from capacityReservationSelectorTerms: active ones in the node class's zones.
 	// +optional
 	CapacityReservations []CapacityReservationStatus `json:"capacityReservations,omitempty"`
-	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, Ready.
+	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -89,6 +89,11 @@ const (
 	// scheduler that takes over (a restart, a new leader) reads the plan back from it.
 	AnnotationPlannedPods    = "stevedore.dev/planned-pods"
 	AnnotationNodeClaimPrice = "stevedore.dev/price"
+	// AnnotationLaunchOrder "listed" on a NodeClaim makes its launch try the instance types in the order listed
+	// (a prioritized fleet): NodeOverlays changed their prices, so EC2's own order would not be the plan's.
+	AnnotationLaunchOrder = "stevedore.dev/launch-order"
+	// LaunchOrderListed is the value of AnnotationLaunchOrder for a launch in the listed order.
+	LaunchOrderListed = "listed"
 	// AnnotationDrainDeadline on a NodeClaim (RFC 3339) ends the drain of its node: pods still there are deleted
 	// and the instance terminated, as after the terminationGracePeriod (node repair sets it).
 	AnnotationDrainDeadline = "stevedore.dev/drain-deadline"

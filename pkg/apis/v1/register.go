@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&EC2NodeClass{}, &EC2NodeClassList{},
 		&NodeClaim{}, &NodeClaimList{},
 		&CapacityBuffer{}, &CapacityBufferList{},
+		&NodeOverlay{}, &NodeOverlayList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

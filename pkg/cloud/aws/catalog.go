@@ -116,6 +116,31 @@ func (c *catalogSource) observeAge() {
 	}
 }
 
+// condition says whether the catalog in use is the region's, read from AWS by its last read: ok false with a
+// reason (RefreshFailed: older prices kept; EmbeddedCatalog: the configured fallback; NoCatalog: nothing can be
+// launched) when the last read failed. The message changes only when the situation does (it names the error
+// without request IDs and when the kept catalog was read), so a status carrying it is not rewritten on each retry.
+// Before the first read it reports known false.
+func (c *catalogSource) condition() (known, ok bool, reason, message string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	switch {
+	case c.current == nil:
+		return false, false, "", ""
+	case c.failure == nil:
+		return true, true, "ReadFromAWS", fmt.Sprintf("instance types and prices of %s read from AWS at %s", c.region, c.refreshed.UTC().Format(time.RFC3339))
+	case c.fromAPI:
+		return true, false, "RefreshFailed", fmt.Sprintf("refreshing instance types and prices of %s failed (%s); using those read at %s",
+			c.region, StableMessage(c.failure), c.refreshed.UTC().Format(time.RFC3339))
+	case c.current == c.fallback:
+		return true, false, "EmbeddedCatalog", fmt.Sprintf("reading instance types and prices of %s failed (%s); using the embedded catalog generated %s, as configured",
+			c.region, StableMessage(c.failure), c.fallback.Generated)
+	default:
+		return true, false, "NoCatalog", fmt.Sprintf("reading instance types and prices of %s failed (%s); nothing can be launched until a read succeeds",
+			c.region, StableMessage(c.failure))
+	}
+}
+
 // lastError is the error of the last read of the catalog, nil when it succeeded.
 func (c *catalogSource) lastError() error {
 	c.mu.RLock()

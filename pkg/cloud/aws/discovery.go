@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -33,8 +34,10 @@ type Resolved struct {
 	// AMIs by architecture (amd64, arm64): the newest image matching the terms; an alias also gives the images
 	// of GPU and Neuron types, by architecture and variant ("amd64/nvidia"; see ImageFor).
 	AMIs map[string]AMI
-	// InstanceProfile the nodes run with.
-	InstanceProfile string
+	// InstanceProfile the nodes run with; InstanceProfileProblem says why it cannot be used yet (empty when it
+	// can).
+	InstanceProfile        string
+	InstanceProfileProblem string
 	// Reservations are the active capacity reservations the terms select in the subnets' zones.
 	Reservations []Reservation
 	// Problems say what did not resolve (empty when the node class is usable).
@@ -77,6 +80,7 @@ func (r *Resolved) SubnetFor(zone string) (Subnet, bool) {
 type discovery struct {
 	ec2         *ec2.Client
 	ssm         *ssm.Client
+	profiles    *instanceProfiles
 	clusterName string
 	k8sVersion  string
 	clock       clock.PassiveClock
@@ -100,7 +104,8 @@ type cachedResolution struct {
 
 // resolve returns what a node class resolves to, from the cache when it is fresh.
 func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
-	key := fmt.Sprintf("%s/%d/%s", nc.Name, nc.Generation, nc.UID)
+	// the finalizer lets the managed instance profile be created
+	key := fmt.Sprintf("%s/%d/%s/%t", nc.Name, nc.Generation, nc.UID, hasFinalizer(nc.Finalizers))
 	d.mu.Lock()
 	c, ok := d.cache[key]
 	d.mu.Unlock()
@@ -146,11 +151,14 @@ func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass
 			return nil, fmt.Errorf("capacity reservations: %w", err)
 		}
 	}
-	if nc.Spec.InstanceProfile != nil {
-		res.InstanceProfile = *nc.Spec.InstanceProfile
-	} else {
-		// The instance profile carries the role's name: the Terraform example and the EKS console create it so.
-		res.InstanceProfile = nc.Spec.Role
+	res.InstanceProfile, err = d.profiles.resolve(ctx, nc)
+	var problem *errProfileProblem
+	switch {
+	case errors.As(err, &problem):
+		res.InstanceProfileProblem = problem.msg
+		res.Problems = append(res.Problems, problem.msg)
+	case err != nil:
+		return nil, fmt.Errorf("instance profile: %w", err)
 	}
 	return res, nil
 }

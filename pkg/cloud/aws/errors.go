@@ -25,12 +25,12 @@ var configHints = map[string]string{
 	"AuthFailure.ServiceLinkedRoleCreationNotPermitted": "the EC2 Spot service-linked role is missing and Stevedore may not create it: run `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com` once per account",
 	"VcpuLimitExceeded":                        "the account's vCPU quota for this instance family is reached: request a higher quota in Service Quotas",
 	"MaxSpotInstanceCountExceeded":             "the account's spot instance quota is reached: request a higher quota in Service Quotas",
-	"UnauthorizedOperation":                    "the controller's IAM role lacks a permission: compare it with deploy/iam/controller-policy.json",
+	"UnauthorizedOperation":                    "the controller's IAM role lacks a permission: compare it with deploy/iam/stevedore-controller-policy.json",
 	"InvalidParameterValue":                    "a launch parameter was refused; check the EC2NodeClass",
 	"InvalidAMIID.NotFound":                    "the AMI does not exist or is not shared with the account; check amiSelectorTerms",
 	"InvalidSubnetID.NotFound":                 "a selected subnet no longer exists",
 	"InvalidGroup.NotFound":                    "a selected security group no longer exists",
-	"InvalidParameterValue.IamInstanceProfile": "the instance profile does not exist: create one named as the EC2NodeClass role, or set instanceProfile",
+	"InvalidParameterValue.IamInstanceProfile": "the instance profile does not exist: check the EC2NodeClass instanceProfile (with role, Stevedore creates the profile)",
 }
 
 // requestIDs matches the request IDs the AWS SDK puts in its error messages ("RequestID: 1f3e...,"), which differ

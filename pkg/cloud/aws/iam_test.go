@@ -41,7 +41,7 @@ var impliedActions = []string{"ec2:RunInstances", "ec2:CreateTags", "iam:PassRol
 // builds: each <service>.<Operation>Input is one action it calls.
 func calledActions(t *testing.T) map[string]bool {
 	t.Helper()
-	input := regexp.MustCompile(`\b(ec2|sqs|ssm|pricing|eks)\.([A-Z][A-Za-z]+)Input\b`)
+	input := regexp.MustCompile(`\b(ec2|sqs|ssm|pricing|eks|iam)\.([A-Z][A-Za-z]+)Input\b`)
 	out := map[string]bool{}
 	for _, dir := range []string{".", "../../interruption"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
@@ -30,6 +31,9 @@ type override struct {
 	price                               float64
 	// reservation and reservationType of a reserved offering ("" otherwise)
 	reservation, reservationType string
+	// prioritized: the fleet tries the overrides in the order given (the NodeClaim's, priced by NodeOverlays),
+	// not by EC2's prices
+	prioritized bool
 }
 
 // templateKey is the launch template an override needs: one per image and, for reserved offerings, per
@@ -196,6 +200,24 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			}
 		}
 		if len(out) > 0 {
+			if claim.Annotations[stevedorev1.AnnotationLaunchOrder] == stevedorev1.LaunchOrderListed {
+				// the NodeClaim lists its types cheapest first by prices NodeOverlays changed: EC2 must follow
+				// that order, type by type, cheapest zone first within a type
+				rank := map[string]int{}
+				for i, name := range order {
+					rank[name] = i
+				}
+				sort.SliceStable(out, func(i, j int) bool {
+					if ri, rj := rank[out[i].instanceType], rank[out[j].instanceType]; ri != rj {
+						return ri < rj
+					}
+					return out[i].price < out[j].price
+				})
+				for i := range out {
+					out[i].prioritized = true
+				}
+				return out, ct, nil
+			}
 			sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
 			if ct == stevedorev1.CapacityTypeReserved {
 				out = sameReservationType(out)
@@ -238,10 +260,14 @@ func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC
 	for _, key := range sortedKeysOf(templates) {
 		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
 			LaunchTemplateName: aws.String(templates[key]), Version: aws.String("$Latest")}}
-		for _, o := range overrides {
+		for i, o := range overrides {
 			if o.templateKey() == key {
-				cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
-					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)})
+				ov := ec2types.FleetLaunchTemplateOverridesRequest{
+					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)}
+				if o.prioritized {
+					ov.Priority = aws.Float64(float64(i)) // the order of the overrides, across launch templates
+				}
+				cfg.Overrides = append(cfg.Overrides, ov)
 			}
 		}
 		configs = append(configs, cfg)
@@ -262,9 +288,15 @@ func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))}},
 	}
-	if capacityType == stevedorev1.CapacityTypeSpot {
+	prioritized := overrides[0].prioritized
+	switch {
+	case capacityType == stevedorev1.CapacityTypeSpot && prioritized:
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyCapacityOptimizedPrioritized}
+	case capacityType == stevedorev1.CapacityTypeSpot:
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
+	case prioritized:
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyPrioritized}
+	default:
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
 	return fleetRequest{input: in, claim: claim.Name, nodePool: claim.Labels[stevedorev1.LabelNodePool], overrides: overrides}
@@ -398,7 +430,8 @@ func (p *Provider) bootstrap(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2No
 		ud = *nc.Spec.UserData
 	}
 	return Bootstrap{ClusterName: p.opts.ClusterName, ClusterEndpoint: p.opts.ClusterEndpoint, CABundle: p.opts.CABundle,
-		ServiceCIDR: p.opts.ServiceCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, UserData: ud}
+		ServiceCIDR: p.opts.ServiceCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, UserData: ud,
+		InstanceStoreRAID0: ptr.Deref(nc.Spec.InstanceStorePolicy, "") == stevedorev1.InstanceStorePolicyRAID0}
 }
 
 // kubeletLabels are the NodeClaim's labels a kubelet may register with: not the well-known ones that depend on the

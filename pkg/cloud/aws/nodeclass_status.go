@@ -3,17 +3,20 @@ package aws
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -21,6 +24,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	informers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 )
 
 // Condition types of an EC2NodeClass.
@@ -28,6 +32,12 @@ const (
 	ConditionSubnetsReady        = "SubnetsReady"
 	ConditionSecurityGroupsReady = "SecurityGroupsReady"
 	ConditionAMIsReady           = "AMIsReady"
+	// ConditionInstanceProfileReady says whether the instance profile exists and holds a role (for a role, the
+	// one Stevedore created for it).
+	ConditionInstanceProfileReady = "InstanceProfileReady"
+	// ConditionInstanceCatalogReady says whether the instance types and prices in use are the region's, read
+	// from AWS by the last read (every EC2NodeClass shows it: the catalog serves them all).
+	ConditionInstanceCatalogReady = "InstanceCatalogReady"
 )
 
 // maxResolveBackoff caps the wait before a node class that failed to resolve is tried again.
@@ -36,33 +46,54 @@ const maxResolveBackoff = 5 * time.Minute
 // errNotResolved makes the queue back off a node class whose resolution failed (its status already says why).
 var errNotResolved = errors.New("the EC2NodeClass did not resolve")
 
+// errClaimsRemain makes the queue come back to a deleted node class whose NodeClaims are not gone yet.
+var errClaimsRemain = errors.New("NodeClaims of the EC2NodeClass remain")
+
 // NodeClassStatus writes what each EC2NodeClass resolves to into its status, with a Ready condition whose reason
-// says what did not resolve. It resolves on every change of the spec and every minute (subnets fill up, AMIs are
+// says what did not resolve. For a node class that names a role it keeps the stevedore.dev/termination finalizer,
+// so that the instance profile Stevedore created for it is deleted once the node class is deleted and its last
+// NodeClaim is gone. It resolves on every change of the spec and every minute (subnets fill up, AMIs are
 // released); a resolution that failed is retried after 30 s, doubling up to five minutes. The status carries
 // nothing that changes from call to call (no AWS request ID), so an unchanged failure writes nothing.
 type NodeClassStatus struct {
 	provider *Provider
 	client   versioned.Interface
 	informer informers.EC2NodeClassInformer
+	claims   listers.NodeClaimLister
+	recorder events.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewNodeClassStatus returns the controller.
-func NewNodeClassStatus(p *Provider, client versioned.Interface, informer informers.EC2NodeClassInformer) *NodeClassStatus {
-	c := &NodeClassStatus{provider: p, client: client, informer: informer,
+// Recorder gets an event on each EC2NodeClass when the instance catalog stops or starts being read from AWS.
+func NewNodeClassStatus(p *Provider, client versioned.Interface, informer informers.EC2NodeClassInformer, claims informers.NodeClaimInformer,
+	recorder events.EventRecorder) *NodeClassStatus {
+	c := &NodeClassStatus{provider: p, client: client, informer: informer, claims: claims.Lister(), recorder: recorder,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](failureTTL, maxResolveBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ec2nodeclass-status"})}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueue(obj) },
-		// only a change of the spec: the controller's own status writes must not wake it
+		// only a change of the spec, the finalizers or the deletion: the controller's own status writes must not
+		// wake it
 		UpdateFunc: func(old, obj any) {
 			o, n := old.(*stevedorev1.EC2NodeClass), obj.(*stevedorev1.EC2NodeClass)
-			if o.Generation != n.Generation {
+			if o.Generation != n.Generation || !slices.Equal(o.Finalizers, n.Finalizers) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
 				c.enqueue(obj)
 			}
 		},
 	})
+	// a deleted node class waits for its last NodeClaim
+	_, _ = claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if claim, ok := obj.(*stevedorev1.NodeClaim); ok && claim.Spec.NodeClassRef != nil {
+			if nc, err := c.informer.Lister().Get(claim.Spec.NodeClassRef.Name); err == nil && nc.DeletionTimestamp != nil {
+				c.queue.Add(nc.Name)
+			}
+		}
+	}})
 	return c
 }
 
@@ -82,7 +113,7 @@ func (c *NodeClassStatus) Run(ctx context.Context) {
 				return
 			}
 			if err := c.reconcile(ctx, name); err != nil {
-				if !errors.Is(err, errNotResolved) {
+				if !errors.Is(err, errNotResolved) && !errors.Is(err, errClaimsRemain) {
 					klog.FromContext(ctx).V(2).Info("EC2NodeClass status update failed; retrying", "ec2nodeclass", name, "err", err)
 				}
 				c.queue.AddRateLimited(name)
@@ -105,20 +136,37 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	if err != nil {
 		return nil
 	}
+	if nc.DeletionTimestamp != nil {
+		return c.finalize(ctx, nc)
+	}
+	if nc.Spec.Role != "" && !hasFinalizer(nc.Finalizers) {
+		// the update wakes the controller again, to resolve with the finalizer in place
+		return c.setFinalizer(ctx, name, true)
+	}
 	res, resolveErr := c.provider.Resolve(ctx, nc)
+	c.provider.Catalog(ctx)
+	catalogKnown, catalogOK, catalogReason, catalogMessage := c.provider.CatalogCondition()
 	now := c.provider.opts.Clock.Now()
+	var written *stevedorev1.EC2NodeClass
+	var catalogChanged bool
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		status := cur.Status.DeepCopy()
+		catalogChanged = false
 		set := func(t string, ok bool, reason, message string) {
 			s := metav1.ConditionTrue
 			if !ok {
 				s = metav1.ConditionFalse
 			}
 			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: cur.Generation})
+		}
+		if catalogKnown {
+			prev := meta.FindStatusCondition(status.Conditions, ConditionInstanceCatalogReady)
+			catalogChanged = prev == nil && !catalogOK || prev != nil && (prev.Reason != catalogReason || (prev.Status == metav1.ConditionTrue) != catalogOK)
+			set(ConditionInstanceCatalogReady, catalogOK, catalogReason, catalogMessage)
 		}
 		if resolveErr != nil {
 			set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
@@ -137,13 +185,21 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 					Requirements: imageRequirements(arch, variant, ami.FromAlias)})
 			}
 			status.InstanceProfile = res.InstanceProfile
+			if res.InstanceProfileProblem != "" {
+				set(ConditionInstanceProfileReady, false, "InstanceProfileNotReady", res.InstanceProfileProblem)
+			} else {
+				set(ConditionInstanceProfileReady, true, "InstanceProfileReady", "instance profile "+res.InstanceProfile)
+			}
 			status.CapacityReservations = reservationStatus(res.Reservations, now)
 			set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
 			set(ConditionSecurityGroupsReady, len(res.SecurityGroupIDs) > 0, reasonFor(len(res.SecurityGroupIDs) > 0, "SecurityGroupsFound", "NoSecurityGroupMatches"), countMessage(len(res.SecurityGroupIDs), "security group"))
 			set(ConditionAMIsReady, len(res.AMIs) > 0, reasonFor(len(res.AMIs) > 0, "AMIsFound", "NoAMIMatches"), countMessage(len(res.AMIs), "AMI"))
-			if len(res.Problems) == 0 {
-				set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups and AMIs resolved")
-			} else {
+			switch {
+			case catalogKnown && catalogReason == "NoCatalog":
+				set(stevedorev1.ConditionReady, false, "NoCatalog", catalogMessage)
+			case len(res.Problems) == 0:
+				set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups, AMIs and instance profile resolved")
+			default:
 				set(stevedorev1.ConditionReady, false, "NotResolved", strings.Join(res.Problems, "; "))
 			}
 		}
@@ -151,13 +207,65 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 			return nil
 		}
 		cur.Status = *status
-		_, err = c.client.StevedoreV1().EC2NodeClasses().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		written, err = c.client.StevedoreV1().EC2NodeClasses().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
+	if err == nil && written != nil && catalogChanged && c.recorder != nil {
+		typ := corev1.EventTypeWarning
+		if catalogOK {
+			typ = corev1.EventTypeNormal
+		}
+		c.recorder.Eventf(written, nil, typ, "InstanceCatalog"+catalogReason, "ReadInstanceCatalog", "%s", catalogMessage)
+	}
 	if err == nil && (resolveErr != nil || (res != nil && len(res.Problems) > 0)) {
 		return errNotResolved
 	}
 	return err
+}
+
+// finalize deletes the managed instance profile of a deleted node class once none of its NodeClaims remain, then
+// lets the node class go.
+func (c *NodeClassStatus) finalize(ctx context.Context, nc *stevedorev1.EC2NodeClass) error {
+	if !hasFinalizer(nc.Finalizers) {
+		return nil
+	}
+	claims, err := c.claims.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, claim := range claims {
+		if claim.Spec.NodeClassRef != nil && claim.Spec.NodeClassRef.Name == nc.Name {
+			return errClaimsRemain
+		}
+	}
+	if err := c.provider.discovery.profiles.remove(ctx, nc.Name); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("EC2NodeClass deleted; its instance profile is gone", "ec2nodeclass", nc.Name)
+	return c.setFinalizer(ctx, nc.Name, false)
+}
+
+// setFinalizer adds or removes the termination finalizer of a node class.
+func (c *NodeClassStatus) setFinalizer(ctx context.Context, name string, want bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if hasFinalizer(cur.Finalizers) == want {
+			return nil
+		}
+		if want {
+			cur.Finalizers = append(cur.Finalizers, stevedorev1.TerminationFinalizer)
+		} else {
+			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == stevedorev1.TerminationFinalizer })
+		}
+		_, err = c.client.StevedoreV1().EC2NodeClasses().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // imageRequirements say which types an AMI serves, as Karpenter states them: its architecture, and for an alias's

@@ -21,12 +21,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
@@ -133,6 +135,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	ec2Client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("EC2") })
 	ssmClient := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("SSM") })
+	iamClient := iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("IAM") })
 	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint, o.HTTPClient = endpoint("SQS"), sqsHTTP })
 	// The price list API lives in a few regions only; us-east-1 serves every region's prices.
 	pricingClient := pricing.NewFromConfig(cfg, func(o *pricing.Options) {
@@ -143,7 +146,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	})
 	p := &Provider{
 		opts: opts, ec2: ec2Client, sqs: sqsClient,
-		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, clusterName: opts.ClusterName, k8sVersion: opts.KubernetesVersion,
+		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, k8sVersion: opts.KubernetesVersion,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
 			useFallback: opts.UseFallback},
@@ -195,6 +198,12 @@ func (p *Provider) Catalog(ctx context.Context) *catalog.File { return p.catalog
 // CatalogError is why the last read of instance types and prices from AWS failed; nil when it succeeded.
 func (p *Provider) CatalogError() error { return p.catalog.lastError() }
 
+// CatalogCondition says whether the catalog in use was read from AWS by its last read, and if not what is used
+// instead; known is false before the first read.
+func (p *Provider) CatalogCondition() (known, ok bool, reason, message string) {
+	return p.catalog.condition()
+}
+
 // UnavailableOfferings is the provider's ICE cache.
 func (p *Provider) UnavailableOfferings() *cloud.UnavailableOfferings { return p.unavailable }
 
@@ -210,6 +219,9 @@ func (p *Provider) nodeClass(ref *stevedorev1.NodeClassReference) (*stevedorev1.
 	nc, err := p.opts.NodeClasses.Get(ref.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, &cloud.NodeClassNotReadyError{Name: ref.Name, Reason: "EC2NodeClass not found"}
+	}
+	if err == nil && nc.DeletionTimestamp != nil {
+		return nil, &cloud.NodeClassNotReadyError{Name: ref.Name, Reason: "EC2NodeClass is being deleted"}
 	}
 	return nc, err
 }
@@ -257,7 +269,8 @@ func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass
 // copiedTypes returns copies, with their own offerings and this call's availability, of the node class's types
 // (those named in only, when only is not nil: a launch needs the few its NodeClaim lists, not the catalog).
 func (p *Provider) copiedTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI, only map[string]bool) ([]*cloud.InstanceType, error) {
-	model := cloud.OverheadModel{VMMemoryPercent: p.opts.VMMemoryOverheadPercent, Kubelet: nc.Spec.Kubelet, RootVolume: rootVolumeSize(nc)}
+	model := cloud.OverheadModel{VMMemoryPercent: p.opts.VMMemoryOverheadPercent, Kubelet: nc.Spec.Kubelet, RootVolume: rootVolumeSize(nc),
+		InstanceStoreRAID0: ptr.Deref(nc.Spec.InstanceStorePolicy, "") == stevedorev1.InstanceStorePolicyRAID0}
 	built, err := p.types.get(cat, model, zones, amis, func() ([]*cloud.InstanceType, error) {
 		var out []*cloud.InstanceType
 		for _, ct := range cat.InstanceTypes {
@@ -311,7 +324,7 @@ func (c *typeCache) get(cat *catalog.File, model cloud.OverheadModel, zones map[
 	if zones != nil {
 		zoneKey = fmt.Sprint(slices.Sorted(maps.Keys(zones)))
 	}
-	key := fmt.Sprintf("%v|%s|%s|%s|%v", model.VMMemoryPercent, kubelet, model.RootVolume.String(), zoneKey, slices.Sorted(maps.Keys(amis)))
+	key := fmt.Sprintf("%v|%s|%s|%t|%s|%v", model.VMMemoryPercent, kubelet, model.RootVolume.String(), model.InstanceStoreRAID0, zoneKey, slices.Sorted(maps.Keys(amis)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.catalog != cat {
@@ -498,8 +511,13 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *stevedorev1.NodeClaim) 
 // terms, whose resolution is compared instead).
 func NodeClassHash(nc *stevedorev1.EC2NodeClass) string {
 	s := nc.Spec
-	raw, _ := json.Marshal([]any{s.AMIFamily, s.Role, s.InstanceProfile, s.UserData, s.Tags, s.BlockDeviceMappings, s.MetadataOptions,
-		s.Kubelet, s.AssociatePublicIPAddress, s.DetailedMonitoring})
+	fields := []any{s.AMIFamily, s.Role, s.InstanceProfile, s.UserData, s.Tags, s.BlockDeviceMappings, s.MetadataOptions,
+		s.Kubelet, s.AssociatePublicIPAddress, s.DetailedMonitoring}
+	if s.InstanceStorePolicy != nil {
+		// only when set: the hash of every node class that does not use it stays what it was
+		fields = append(fields, *s.InstanceStorePolicy)
+	}
+	raw, _ := json.Marshal(fields)
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }

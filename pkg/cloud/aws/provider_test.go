@@ -36,6 +36,7 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Stop)
+	emu.IAM.AddRole("NodeRole")
 	clk := clocktesting.NewFakeClock(time.Now())
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	env := map[string]string{"AWS_ENDPOINT_URL": emu.URL(), "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET", "AWS_EC2_METADATA_DISABLED": "true"}
@@ -64,8 +65,13 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 	return f
 }
 
+// addNodeClass adds a node class as the status controller keeps it: one naming a role has the finalizer that lets
+// its instance profile be created.
 func (f *fixture) addNodeClass(t *testing.T, nc *stevedorev1.EC2NodeClass) {
 	t.Helper()
+	if nc.Spec.Role != "" && !hasFinalizer(nc.Finalizers) {
+		nc.Finalizers = append(nc.Finalizers, stevedorev1.TerminationFinalizer)
+	}
 	if err := f.classes.Add(nc); err != nil {
 		t.Fatal(err)
 	}
@@ -471,5 +477,35 @@ func TestInstanceTypesAreBuiltOnceAndCarryEachCallsAvailability(t *testing.T) {
 	f.clock.Step(cloud.UnavailableTTL + time.Second)
 	if !available(get("small-pods")["m5.large"], "us-east-1a", "spot") {
 		t.Error("the offering must be available again once its cache entry expired")
+	}
+}
+
+// TestAClaimOrderedByOverlaidPricesLaunchesInItsOrder: a NodeClaim whose prices NodeOverlays changed (annotated
+// launch-order listed) gets a prioritized fleet that follows its order of types; any other keeps the lowest-price
+// strategy, whatever its order.
+func TestAClaimOrderedByOverlaidPricesLaunchesInItsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		order        []string
+		listed       bool
+		wantType     string
+		wantStrategy string
+	}{
+		{[]string{"m5.large", "c5.large"}, false, "c5.large", "lowest-price"},
+		{[]string{"m5.large", "c5.large"}, true, "m5.large", "prioritized"},
+		{[]string{"c5.large", "m5.large"}, true, "c5.large", "prioritized"},
+	} {
+		f := newFixture(t, nil)
+		c := claim("nc-1", in(corev1.LabelInstanceTypeStable, tc.order...), in(stevedorev1.LabelCapacityType, "on-demand"))
+		if tc.listed {
+			c.Annotations = map[string]string{stevedorev1.AnnotationLaunchOrder: stevedorev1.LaunchOrderListed}
+		}
+		inst, err := f.provider.Create(testCtx(t), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := f.emu.EC2.LastRequest("CreateFleet")
+		if inst.Type != tc.wantType || req.Get("OnDemandOptions.AllocationStrategy") != tc.wantStrategy {
+			t.Errorf("order %v: launched %s with strategy %q, want %s with %s", tc.order, inst.Type, req.Get("OnDemandOptions.AllocationStrategy"), tc.wantType, tc.wantStrategy)
+		}
 	}
 }

@@ -35,6 +35,8 @@ type Bootstrap struct {
 	Kubelet     *stevedorev1.KubeletConfiguration
 	// UserData is the EC2NodeClass's own user data, merged as each family allows.
 	UserData string
+	// InstanceStoreRAID0 stripes the NVMe instance-store volumes into the node's ephemeral storage.
+	InstanceStoreRAID0 bool
 }
 
 // mimeBoundary separates the MIME parts of AL2023 user data.
@@ -83,22 +85,22 @@ func (b Bootstrap) AL2023() (string, error) {
 			kubelet["cpuCFSQuota"] = *k.CPUCFSQuota
 		}
 	}
-	nodeConfig := map[string]any{
-		"apiVersion": "node.eks.aws/v1alpha1",
-		"kind":       "NodeConfig",
-		"spec": map[string]any{
-			"cluster": map[string]any{
-				"name":                 b.ClusterName,
-				"apiServerEndpoint":    b.ClusterEndpoint,
-				"certificateAuthority": base64.StdEncoding.EncodeToString(b.CABundle),
-				"cidr":                 b.ServiceCIDR,
-			},
-			"kubelet": map[string]any{
-				"config": kubelet,
-				"flags":  []string{"--node-labels=" + labelFlag(b.Labels), "--register-with-taints=" + taintFlag(b.Taints)},
-			},
+	spec := map[string]any{
+		"cluster": map[string]any{
+			"name":                 b.ClusterName,
+			"apiServerEndpoint":    b.ClusterEndpoint,
+			"certificateAuthority": base64.StdEncoding.EncodeToString(b.CABundle),
+			"cidr":                 b.ServiceCIDR,
+		},
+		"kubelet": map[string]any{
+			"config": kubelet,
+			"flags":  []string{"--node-labels=" + labelFlag(b.Labels), "--register-with-taints=" + taintFlag(b.Taints)},
 		},
 	}
+	if b.InstanceStoreRAID0 {
+		spec["instance"] = map[string]any{"localStorage": map[string]any{"strategy": "RAID0"}}
+	}
+	nodeConfig := map[string]any{"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 	doc, err := yaml.Marshal(nodeConfig)
 	if err != nil {
 		return "", err
@@ -266,6 +268,20 @@ func (b Bootstrap) Bottlerocket() (string, error) {
 		}
 	}
 	root["kubernetes"] = k8s
+	if b.InstanceStoreRAID0 {
+		// Bottlerocket's own RAID0 of the instance store, bound over the directories that hold ephemeral data,
+		// before the kubelet starts
+		commands, _ := root["bootstrap-commands"].(map[string]any)
+		if commands == nil {
+			commands = map[string]any{}
+		}
+		commands["000-stevedore-instance-store"] = map[string]any{
+			"commands": [][]string{{"apiclient", "ephemeral-storage", "init"},
+				{"apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"}},
+			"mode": "always", "essential": true,
+		}
+		root["bootstrap-commands"] = commands
+	}
 	settings["settings"] = root
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(settings); err != nil {

@@ -226,3 +226,56 @@ func TestKubeletLabelsLeaveOutWellKnownAndRestrictedKeys(t *testing.T) {
 		t.Fatalf("kubelet labels %v", got)
 	}
 }
+
+// TestInstanceStoreRAID0ReachesBothFamilies: instanceStorePolicy RAID0 is nodeadm's localStorage strategy on
+// AL2023 and Bottlerocket's ephemeral-storage bootstrap command (init, then bind the ephemeral directories); unset,
+// neither appears.
+func TestInstanceStoreRAID0ReachesBothFamilies(t *testing.T) {
+	for _, raid := range []bool{false, true} {
+		b := testBootstrap()
+		b.InstanceStoreRAID0 = raid
+		ud, err := b.AL2023()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bodies := parts(t, ud)
+		var nc struct {
+			Spec struct {
+				Instance struct {
+					LocalStorage struct{ Strategy string } `json:"localStorage"`
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(bodies[len(bodies)-1]), &nc); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "RAID0"}[raid]; nc.Spec.Instance.LocalStorage.Strategy != want {
+			t.Errorf("RAID0 %t: nodeadm localStorage strategy %q, want %q", raid, nc.Spec.Instance.LocalStorage.Strategy, want)
+		}
+		br, err := b.Bottlerocket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Settings struct {
+				Bootstrap map[string]struct {
+					Commands  [][]string `toml:"commands"`
+					Mode      string     `toml:"mode"`
+					Essential bool       `toml:"essential"`
+				} `toml:"bootstrap-commands"`
+			} `toml:"settings"`
+		}
+		if _, err := toml.Decode(br, &doc); err != nil {
+			t.Fatalf("%v\n%s", err, br)
+		}
+		cmd, ok := doc.Settings.Bootstrap["000-stevedore-instance-store"]
+		if ok != raid {
+			t.Fatalf("RAID0 %t: Bottlerocket bootstrap commands %v", raid, doc.Settings.Bootstrap)
+		}
+		if raid && (len(cmd.Commands) != 2 || strings.Join(cmd.Commands[0], " ") != "apiclient ephemeral-storage init" ||
+			!strings.Contains(strings.Join(cmd.Commands[1], " "), "ephemeral-storage bind --dirs /var/lib/containerd /var/lib/kubelet /var/log/pods") ||
+			cmd.Mode != "always" || !cmd.Essential) {
+			t.Errorf("Bottlerocket bootstrap command %+v", cmd)
+		}
+	}
+}

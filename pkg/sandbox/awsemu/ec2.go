@@ -30,6 +30,8 @@ type EC2 struct {
 	accountID string
 	vpcID     string
 	clock     clock.WithDelayedExecution
+	// iam answers whether a launch template's instance profile exists
+	iam *IAM
 
 	mu             sync.Mutex
 	catalog        catalogIndex
@@ -398,7 +400,14 @@ func matchFilters(filters []filter, tags, attrs map[string]string) bool {
 	return true
 }
 
-// sortOverrides orders fleet overrides by price (cheapest first), the lowest-price strategy.
-func sortOverrides(os []fleetOverride) {
-	sort.SliceStable(os, func(i, j int) bool { return os[i].price < os[j].price })
+// sortOverrides orders fleet overrides as the allocation strategy tries them: by price (cheapest first) for
+// lowest-price and price-capacity-optimized, by priority (lowest number first, then price) for prioritized and
+// capacity-optimized-prioritized.
+func sortOverrides(os []fleetOverride, prioritized bool) {
+	sort.SliceStable(os, func(i, j int) bool {
+		if prioritized && os[i].priority != os[j].priority {
+			return os[i].priority < os[j].priority
+		}
+		return os[i].price < os[j].price
+	})
 }

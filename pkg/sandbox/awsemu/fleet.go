@@ -2,7 +2,9 @@ package awsemu
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 
 	"github.com/google/uuid"
 )
@@ -10,14 +12,16 @@ import (
 type fleetOverride struct {
 	instanceType, subnetID, zone, imageID string
 	price                                 float64
-	ltName, ltID, ltVersion               string
+	// priority of a prioritized fleet (lowest first; an override without one comes last)
+	priority                float64
+	ltName, ltID, ltVersion string
 	// reservation the override's template targets, and its market type ("capacity-block" for a Capacity Block)
 	reservation, marketType string
 }
 
 // createFleet serves CreateFleet of type instant: it launches up to TotalTargetCapacity instances of the default
 // capacity type, trying the overrides cheapest first (lowest-price and price-capacity-optimized both end up
-// there when every pool with capacity is equally deep), reporting pools without capacity in errorSet. A repeated
+// there when every pool with capacity is equally deep) or, for the prioritized strategies, by priority, reporting pools without capacity in errorSet. A repeated
 // ClientToken returns the first answer and launches nothing.
 func (e *EC2) createFleet(q *query) (any, *apiError) {
 	if t := q.Str("Type"); t != "instant" {
@@ -39,40 +43,18 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 			return prev, nil
 		}
 	}
-	var overrides []fleetOverride
-	for _, cfg := range q.List("LaunchTemplateConfigs") {
-		spec := cfg.Get("LaunchTemplateSpecification")
-		ltName, ltID := spec.Str("LaunchTemplateName"), spec.Str("LaunchTemplateId")
-		lt := e.template(ltName, ltID)
-		if lt == nil {
-			return nil, invalid("InvalidLaunchTemplateName.NotFoundException", "launch template %s%s does not exist", ltName, ltID)
-		}
-		for _, o := range cfg.List("Overrides") {
-			fo := fleetOverride{instanceType: o.Str("InstanceType"), subnetID: o.Str("SubnetId"), zone: o.Str("AvailabilityZone"),
-				imageID: o.Str("ImageId"), ltName: lt.Name, ltID: lt.ID, ltVersion: spec.Str("Version")}
-			if fo.subnetID != "" {
-				s := e.subnet(fo.subnetID)
-				if s == nil {
-					return nil, invalid("InvalidSubnetID.NotFound", "the subnet ID '%s' does not exist", fo.subnetID)
-				}
-				fo.zone = s.Zone
-			}
-			fo.reservation, fo.marketType = lt.Data.CapacityReservationID, lt.Data.MarketType
-			if (capacityType == "capacity-block") != (fo.marketType == "capacity-block") {
-				return nil, invalid("InvalidParameterValue", "launch template %s: market type %q with target capacity type %s", lt.Name, fo.marketType, capacityType)
-			}
-			fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, capacityType)
-			if fo.reservation != "" {
-				fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, "on-demand")
-				fo.price /= 1e7 // already paid for: launched before any other override
-			}
-			overrides = append(overrides, fo)
-		}
+	overrides, apiErr := e.fleetOverrides(q, capacityType)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	if len(overrides) == 0 {
 		return nil, invalid("InvalidFleetConfiguration", "no launch template overrides")
 	}
-	sortOverrides(overrides)
+	strategy := q.Str("OnDemandOptions.AllocationStrategy")
+	if capacityType == "spot" {
+		strategy = q.Str("SpotOptions.AllocationStrategy")
+	}
+	sortOverrides(overrides, strategy == "prioritized" || strategy == "capacity-optimized-prioritized")
 	resp := &createFleetResponse{RequestID: uuid.NewString(), FleetID: "fleet-" + uuid.NewString()}
 	failed := map[string]bool{}
 	launched := map[int][]string{}
@@ -194,4 +176,46 @@ func (e *EC2) subnet(id string) *Subnet {
 		}
 	}
 	return nil
+}
+
+// fleetOverrides reads the request's launch template configs into overrides priced for capacityType. The caller
+// holds e.mu.
+func (e *EC2) fleetOverrides(q *query, capacityType string) ([]fleetOverride, *apiError) {
+	var overrides []fleetOverride
+	for _, cfg := range q.List("LaunchTemplateConfigs") {
+		spec := cfg.Get("LaunchTemplateSpecification")
+		ltName, ltID := spec.Str("LaunchTemplateName"), spec.Str("LaunchTemplateId")
+		lt := e.template(ltName, ltID)
+		if lt == nil {
+			return nil, invalid("InvalidLaunchTemplateName.NotFoundException", "launch template %s%s does not exist", ltName, ltID)
+		}
+		if p := lt.Data.InstanceProfile; p != "" && e.iam != nil && !e.iam.HasInstanceProfile(p) {
+			return nil, invalid("InvalidParameterValue", "Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", p)
+		}
+		for _, o := range cfg.List("Overrides") {
+			fo := fleetOverride{instanceType: o.Str("InstanceType"), subnetID: o.Str("SubnetId"), zone: o.Str("AvailabilityZone"),
+				imageID: o.Str("ImageId"), ltName: lt.Name, ltID: lt.ID, ltVersion: spec.Str("Version"), priority: math.MaxFloat64}
+			if v, err := strconv.ParseFloat(o.Str("Priority"), 64); err == nil {
+				fo.priority = v
+			}
+			if fo.subnetID != "" {
+				s := e.subnet(fo.subnetID)
+				if s == nil {
+					return nil, invalid("InvalidSubnetID.NotFound", "the subnet ID '%s' does not exist", fo.subnetID)
+				}
+				fo.zone = s.Zone
+			}
+			fo.reservation, fo.marketType = lt.Data.CapacityReservationID, lt.Data.MarketType
+			if (capacityType == "capacity-block") != (fo.marketType == "capacity-block") {
+				return nil, invalid("InvalidParameterValue", "launch template %s: market type %q with target capacity type %s", lt.Name, fo.marketType, capacityType)
+			}
+			fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, capacityType)
+			if fo.reservation != "" {
+				fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, "on-demand")
+				fo.price /= 1e7 // already paid for: launched before any other override
+			}
+			overrides = append(overrides, fo)
+		}
+	}
+	return overrides, nil
 }

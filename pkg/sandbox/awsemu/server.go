@@ -1,5 +1,5 @@
 // Package awsemu is an AWS emulator for the sandbox and the tests: an HTTP server on loopback speaking the real
-// wire protocols of the calls Stevedore makes — EC2 Query (form-encoded requests, XML responses), SQS JSON 1.0,
+// wire protocols of the calls Stevedore makes — EC2 and IAM Query (form-encoded requests, XML responses), EKS REST, SQS JSON 1.0,
 // SSM and Pricing JSON 1.1 — so that the unmodified aws-sdk-go-v2 clients talk to it exactly as to AWS. Its state
 // (subnets, security groups, AMIs, launch templates, instances with their lifecycle, capacity pools, queues) can
 // be inspected and faults injected.
@@ -29,7 +29,8 @@ const amazonAccount = "137112412989"
 
 // Options configure an emulator.
 type Options struct {
-	// ClusterName tags the subnets and security groups for discovery (karpenter.sh/discovery: <name>).
+	// ClusterName tags the subnets and security groups for discovery (karpenter.sh/discovery: <name>) and names
+	// the node role IAM knows from the start (KarpenterNodeRole-<name>, as the getting-started guides create it).
 	ClusterName string
 	// Catalog seeds the instance types, zones and prices; default the embedded catalog.
 	Catalog *catalog.File
@@ -44,6 +45,7 @@ type Emulator struct {
 	EC2 *EC2
 	SQS *SQS
 	SSM *SSM
+	IAM *IAM
 
 	pricing  *pricing
 	region   string
@@ -80,6 +82,7 @@ func Start(opts Options) (*Emulator, error) {
 		EC2:      newEC2(region, account, opts.Catalog, opts.Clock),
 		SQS:      newSQS(account, opts.Clock),
 		SSM:      newSSM(),
+		IAM:      newIAM(account, opts.Clock),
 		pricing:  newPricing(opts.Catalog),
 		region:   region,
 		listener: l,
@@ -95,6 +98,8 @@ func Start(opts Options) (*Emulator, error) {
 		}
 	}
 	e.EC2.seedNetwork(opts.ClusterName, sortedKeys(zones))
+	e.EC2.iam = e.IAM
+	e.IAM.AddRole("KarpenterNodeRole-" + opts.ClusterName)
 	e.seedImages(opts.KubernetesVersion)
 	e.server = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.server.Serve(l) }()
@@ -268,6 +273,14 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := parseQuery(form)
+	if signedFor(r.Header.Get("Authorization")) == "iam" {
+		e.count("IAM." + q.Str("Action"))
+		if f := e.takeFault("IAM." + q.Str("Action")); f != nil && e.applyFault(w, r, f, false) {
+			return
+		}
+		e.IAM.handle(w, q)
+		return
+	}
 	e.count("EC2." + q.Str("Action"))
 	if f := e.takeFault(q.Str("Action")); f != nil && e.applyFault(w, r, f, false) {
 		return

@@ -22,6 +22,7 @@ import (
 var (
 	nodePools      = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "nodepools"}
 	ec2NodeClasses = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "ec2nodeclasses"}
+	nodeOverlays   = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "nodeoverlays"}
 )
 
 const validNodePoolSpec = `
@@ -87,6 +88,7 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"unknown amiFamily", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiFamily: Windows2022\n", "spec.amiFamily"},
 		{"bad alias", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiSelectorTerms: [{alias: ubuntu@latest}]\n", "spec.amiSelectorTerms[0].alias"},
 		{"alias with other terms", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiSelectorTerms: [{alias: al2023@latest}, {id: ami-123}]\n", "an alias term must be the only term"},
+		{"alias of another family", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiFamily: AL2023\namiSelectorTerms: [{alias: bottlerocket@latest}]\n", "spec.amiFamily: with an alias term"},
 		{"Custom without images", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "amiFamily: Custom\nuserData: x\n", "amiFamily Custom needs amiSelectorTerms"},
 		{"IMDS tokens unknown", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "metadataOptions: {httpTokens: sometimes}\n", "spec.metadataOptions.httpTokens"},
 		{"hop limit zero", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "metadataOptions: {httpPutResponseHopLimit: 0}\n", "spec.metadataOptions.httpPutResponseHopLimit"},
@@ -94,11 +96,21 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"two root volumes", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "blockDeviceMappings: [{rootVolume: true, ebs: {volumeSize: 20Gi}}, {rootVolume: true, ebs: {volumeSize: 30Gi}}]\n", "at most one mapping may be the root volume"},
 		{"unknown volume type", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "blockDeviceMappings: [{ebs: {volumeSize: 20Gi, volumeType: ssd}}]\n", "spec.blockDeviceMappings[0].ebs.volumeType"},
 		{"unknown eviction signal", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionHard: {cpu.available: 5%}}\n", "spec.kubelet.evictionHard"},
+		{"unknown instance store policy", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "instanceStorePolicy: RAID1\n", "spec.instanceStorePolicy"},
 		{"maxPods zero", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {maxPods: 0}\n", "spec.kubelet.maxPods"},
 		{"unknown soft eviction signal", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {cpu.available: 5%}, evictionSoftGracePeriod: {cpu.available: 1m}}\n", "spec.kubelet.evictionSoft: keys"},
 		{"soft eviction without grace period", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {memory.available: 500Mi}}\n", "every threshold needs its evictionSoftGracePeriod"},
 		{"grace period without soft eviction", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {evictionSoft: {memory.available: 500Mi}, evictionSoftGracePeriod: {memory.available: 1m, nodefs.available: 1m}}\n", "every grace period needs its evictionSoft threshold"},
 		{"image GC high below low", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {imageGCHighThresholdPercent: 50, imageGCLowThresholdPercent: 60}\n", "imageGCHighThresholdPercent must be greater"},
+		{"overlay with price and adjustment", nodeOverlays, "NodeOverlay", "price: '0.1'\npriceAdjustment: '-10%'\n", "set at most one of price and priceAdjustment"},
+		{"overlay that changes nothing", nodeOverlays, "NodeOverlay", "weight: 10\n", "set price, priceAdjustment or capacity"},
+		{"overlay adjustment without a sign", nodeOverlays, "NodeOverlay", "priceAdjustment: '10%'\n", "spec.priceAdjustment"},
+		{"overlay adjustment below -100%", nodeOverlays, "NodeOverlay", "priceAdjustment: '-150%'\n", "spec.priceAdjustment"},
+		{"overlay negative price", nodeOverlays, "NodeOverlay", "price: '-1'\n", "spec.price"},
+		{"overlay capacity of cpu", nodeOverlays, "NodeOverlay", "capacity: {cpu: '2'}\n", "spec.capacity: cpu, memory, ephemeral-storage and pods cannot be set"},
+		{"overlay weight zero", nodeOverlays, "NodeOverlay", "price: '0.1'\nweight: 0\n", "spec.weight"},
+		{"overlay Gte with a word", nodeOverlays, "NodeOverlay", "price: '0.1'\nrequirements: [{key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: [many]}]\n", "take one non-negative integer"},
+		{"overlay unknown operator", nodeOverlays, "NodeOverlay", "price: '0.1'\nrequirements: [{key: a, operator: Like, values: [x]}]\n", "spec.requirements[0].operator"},
 		{"image GC above 100", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {imageGCHighThresholdPercent: 101}\n", "spec.kubelet.imageGCHighThresholdPercent"},
 	}
 	client := dynamic.NewForConfigOrDie(sb.RESTConfig)

@@ -105,7 +105,7 @@ func format(m map[string]int) string {
 
 // TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint: a cluster with a healthy EC2NodeClass and a NodePool
 // with one node, at rest, then the same with one EC2NodeClass of each broken kind (an SSM parameter that does not
-// exist, no subnet, no security group, no AMI), each with a NodePool and a pending pod that needs it. Over a
+// exist, no subnet, no security group, no AMI, a role that does not exist, an instance profile that does not), each with a NodePool and a pending pod that needs it. Over a
 // minute each: at most the resync's calls (one resolution a minute per node class and the instance checks), no
 // write for a status that did not change, and for a broken node class at most two resolutions (the resync and one
 // retry after its 30 s backoff) however many pods wait on it.
@@ -140,6 +140,9 @@ func TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint(t *testing.T) {
 	total := 0
 	for call, n := range calls {
 		total += n
+		if strings.HasPrefix(call, "IAM.") {
+			t.Errorf("at rest, %s was called %d times: an instance profile seen ready is not asked about again", call, n)
+		}
 		if budget, ok := idleBudget[call]; ok && n > budget {
 			t.Errorf("at rest, %s was called %d times in a minute, budget %d", call, n, budget)
 		}
@@ -165,6 +168,10 @@ func TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint(t *testing.T) {
 		},
 		"no-ami": func(nc *stevedorev1.EC2NodeClass) {
 			nc.Spec.AMISelectorTerms = []stevedorev1.AMISelectorTerm{{Name: "no-such-image-*"}}
+		},
+		"unknown-role": func(nc *stevedorev1.EC2NodeClass) { nc.Spec.Role = "NoSuchRole" },
+		"unknown-instance-profile": func(nc *stevedorev1.EC2NodeClass) {
+			nc.Spec.Role, nc.Spec.InstanceProfile = "", new("NoSuchInstanceProfile")
 		},
 	}
 	kinds := slices.Sorted(maps.Keys(broken))
@@ -197,6 +204,8 @@ func TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint(t *testing.T) {
 	n := len(kinds) + 1 // and the healthy one
 	brokenBudget := map[string]int{
 		"EC2.DescribeSubnets": 2 * n, "EC2.DescribeSecurityGroups": 2 * n, "EC2.DescribeImages": 2 * n, "AmazonSSM.GetParameter": 2*n + 4,
+		// the unknown role and the unknown profile: one look a resolution; the role's profile was created before
+		"IAM.GetInstanceProfile": 2 * 2, "IAM.AddRoleToInstanceProfile": 2, "IAM.CreateInstanceProfile": 0,
 	}
 	for call, budget := range brokenBudget {
 		if calls[call] > budget {

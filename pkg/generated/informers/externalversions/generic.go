@@ -47,6 +47,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().EC2NodeClasses().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("nodeclaims"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodeClaims().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("nodeoverlays"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodeOverlays().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("nodepools"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodePools().Informer()}, nil
 

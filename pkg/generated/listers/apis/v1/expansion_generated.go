@@ -22,6 +22,10 @@ type EC2NodeClassListerExpansion interface{}
 // NodeClaimLister.
 type NodeClaimListerExpansion interface{}
 
+// NodeOverlayListerExpansion allows custom methods to be added to
+// NodeOverlayLister.
+type NodeOverlayListerExpansion interface{}
+
 // NodePoolListerExpansion allows custom methods to be added to
 // NodePoolLister.
 type NodePoolListerExpansion interface{}

@@ -18,6 +18,8 @@ type Interface interface {
 	EC2NodeClasses() TypedEC2NodeClassInformer
 	// NodeClaims returns a NodeClaimInformer.
 	NodeClaims() TypedNodeClaimInformer
+	// NodeOverlays returns a NodeOverlayInformer.
+	NodeOverlays() TypedNodeOverlayInformer
 	// NodePools returns a NodePoolInformer.
 	NodePools() TypedNodePoolInformer
 }
@@ -46,6 +48,11 @@ func (v *version) EC2NodeClasses() TypedEC2NodeClassInformer {
 // NodeClaims returns a TypedNodeClaimInformer.
 func (v *version) NodeClaims() TypedNodeClaimInformer {
 	return &nodeClaimInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// NodeOverlays returns a TypedNodeOverlayInformer.
+func (v *version) NodeOverlays() TypedNodeOverlayInformer {
+	return &nodeOverlayInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // NodePools returns a TypedNodePoolInformer.

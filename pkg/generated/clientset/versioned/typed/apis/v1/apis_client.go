@@ -19,6 +19,7 @@ type StevedoreV1Interface interface {
 	CapacityBuffersGetter
 	EC2NodeClassesGetter
 	NodeClaimsGetter
+	NodeOverlaysGetter
 	NodePoolsGetter
 }
 
@@ -37,6 +38,10 @@ func (c *StevedoreV1Client) EC2NodeClasses() EC2NodeClassInterface {
 
 func (c *StevedoreV1Client) NodeClaims() NodeClaimInterface {
 	return newNodeClaims(c)
+}
+
+func (c *StevedoreV1Client) NodeOverlays() NodeOverlayInterface {
+	return newNodeOverlays(c)
 }
 
 func (c *StevedoreV1Client) NodePools() NodePoolInterface {

@@ -12,4 +12,6 @@ type EC2NodeClassExpansion interface{}
 
 type NodeClaimExpansion interface{}
 
+type NodeOverlayExpansion interface{}
+
 type NodePoolExpansion interface{}

@@ -28,6 +28,10 @@ func (c *FakeStevedoreV1) NodeClaims() v1.NodeClaimInterface {
 	return newFakeNodeClaims(c)
 }
 
+func (c *FakeStevedoreV1) NodeOverlays() v1.NodeOverlayInterface {
+	return newFakeNodeOverlays(c)
+}
+
 func (c *FakeStevedoreV1) NodePools() v1.NodePoolInterface {
 	return newFakeNodePools(c)
 }

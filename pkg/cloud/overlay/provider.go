@@ -1,0 +1,39 @@
+package overlay
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+)
+
+// Lister lists NodeOverlays (the informer's lister).
+type Lister interface {
+	List(selector labels.Selector) ([]*stevedorev1.NodeOverlay, error)
+}
+
+// Provider is a cloud provider whose instance types carry the NodeOverlays in force.
+type Provider struct {
+	cloud.Provider
+	overlays Lister
+}
+
+// NewProvider wraps a cloud provider.
+func NewProvider(p cloud.Provider, overlays Lister) *Provider {
+	return &Provider{Provider: p, overlays: overlays}
+}
+
+// InstanceTypes returns the NodePool's instance types with the NodeOverlays applied.
+func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
+	its, err := p.Provider.InstanceTypes(ctx, np)
+	if err != nil {
+		return nil, err
+	}
+	list, err := p.overlays.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	return NewSet(list).Apply(np, its), nil
+}
