@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package quiet checks that Stevedore's controllers reach a fixed point: a healthy cluster at rest, and
 // EC2NodeClasses that cannot resolve, cost a bounded number of AWS calls and object writes a minute, instead of a
 // loop in which every status write wakes the next reconcile.
@@ -132,9 +136,10 @@ func TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint(t *testing.T) {
 	calls, written := during(t, w)
 	t.Logf("a healthy cluster at rest, one minute: AWS calls %s; writes %s", format(calls), format(written))
 	idleBudget := map[string]int{
-		// the resync: one resolution of the node class a minute (subnets, security groups, the AMI's parameter and
-		// images), instance types and prices, and the garbage collector's instance listing
-		"EC2.DescribeSubnets": 2, "EC2.DescribeSecurityGroups": 2, "EC2.DescribeImages": 2, "AmazonSSM.GetParameter": 4,
+		// the resync: one resolution of the node class a minute, two when the window straddles them (subnets,
+		// security groups, images, and the five parameters of the al2023@latest alias: standard, NVIDIA and Neuron
+		// images by architecture), and the garbage collector's instance listing
+		"EC2.DescribeSubnets": 2, "EC2.DescribeSecurityGroups": 2, "EC2.DescribeImages": 2, "AmazonSSM.GetParameter": 2 * 5,
 		"EC2.DescribeInstances": 4,
 	}
 	total := 0
@@ -203,7 +208,7 @@ func TestAQuietClusterAndBrokenNodeClassesReachAFixedPoint(t *testing.T) {
 	t.Logf("%d broken EC2NodeClasses with pods waiting, one minute: AWS calls %s; writes %s", len(kinds), format(calls), format(written))
 	n := len(kinds) + 1 // and the healthy one
 	brokenBudget := map[string]int{
-		"EC2.DescribeSubnets": 2 * n, "EC2.DescribeSecurityGroups": 2 * n, "EC2.DescribeImages": 2 * n, "AmazonSSM.GetParameter": 2*n + 4,
+		"EC2.DescribeSubnets": 2 * n, "EC2.DescribeSecurityGroups": 2 * n, "EC2.DescribeImages": 2 * n, "AmazonSSM.GetParameter": 2 * 5 * n,
 		// the unknown role and the unknown profile: one look a resolution; the role's profile was created before
 		"IAM.GetInstanceProfile": 2 * 2, "IAM.AddRoleToInstanceProfile": 2, "IAM.CreateInstanceProfile": 0,
 	}
