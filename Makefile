@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog
+.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release figures verify-figures
 
 all: build
 
@@ -63,7 +63,7 @@ integration: build $(BIN)/kubectl $(BIN)/helm
 demo: build
 	$(BIN)/scheduler sandbox --scenario inflate --log-file /tmp/stevedore-demo.log
 
-## bench: the README's benchmark figures (solver on Karpenter's benchmark input, 1000 pods and consolidation 1000 -> 700 in the sandbox)
+## bench: every benchmark (BENCH_INPUT: Karpenter's benchmark input, for the solver), written to docs/benchmarks-raw.md
 bench:
 	hack/bench.sh
 
@@ -97,8 +97,17 @@ verify-catalog: catalog
 	@git diff --exit-code -- pkg/cloud/catalog/default.json || \
 	  (echo "the embedded catalog is stale: run make catalog and commit" >&2; exit 1)
 
-## verify: lint, generated files and the embedded catalog
-verify: lint verify-generated verify-catalog
+## verify: lint, generated files, the embedded catalog and the benchmark figures
+verify: lint verify-generated verify-catalog verify-figures
+
+## figures: the SVG figures of docs/benchmarks.md, drawn from docs/benchmarks-raw.md (hack/benchplot, gonum/plot)
+figures:
+	cd hack/benchplot && $(GO) run . --raw ../../docs/benchmarks-raw.md --karpenter ../../docs/figures/karpenter.json \
+	  --out ../../docs/figures
+
+## verify-figures: fail if the figures are not what `make figures` draws from the committed counters
+verify-figures: figures
+	@git diff --exit-code -- docs/figures || (echo "the figures are stale: run make figures and commit" >&2; exit 1)
 
 ## image: the OCI image (bin/stevedore-image.tar, an OCI image layout archive) for IMAGE_ARCHS, built without a
 ## container engine: static binaries cross-compiled per architecture, assembled by hack/image (go-containerregistry)
@@ -111,5 +120,10 @@ image:
 	cd hack/image && $(GO) run . --version $(VERSION) --out $(BIN)/stevedore-image.tar \
 	  $(foreach arch,$(IMAGE_ARCHS),--binary $(arch)=$(BIN)/linux-$(arch)/scheduler)
 
+## release: VERSION=vX.Y.Z: the image archive, the chart, the CRDs, the kustomize base and the Terraform example,
+## all naming that version, with release notes from CHANGELOG.md and checksums, in dist/<version> (hack/release.sh)
+release: $(BIN)/helm
+	BIN=$(BIN) VERSION=$(VERSION) hack/release.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

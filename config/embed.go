@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package config carries Stevedore's KubeSchedulerConfiguration, embedded so that the sandbox runs the scheduler
 // exactly as it is configured in production.
 package config

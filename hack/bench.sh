@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark and writes docs/benchmarks.md (figures, machine, commit, commands):
+# Runs every benchmark and writes docs/benchmarks-raw.md (figures, machine, commit, commands):
 #  - the solver on Karpenter's scheduling benchmark input (100, 1000, 5000, 20000, 50000 pods: pods/s, allocations
 #    per pod, peak RSS, cost against the fractional lower bound, first-fit-decreasing for comparison, and whether
 #    repeated solves gave identical plans);
@@ -9,13 +9,14 @@
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
 #    changes);
 #  - the soak: SOAK_BURSTS (default 200) randomized bursts, the slowest wait for a ready node (make soak).
-# BENCH_INPUT points at the benchmark input (default ../shared/bench/karpenter-400); BENCH_OUT at the report.
+# BENCH_INPUT points at the solver benchmarks' input: Karpenter's scheduling benchmark as JSON (its pods and
+# instance types, with convert.py turning them into manifests); BENCH_OUT at the report (docs/benchmarks-raw.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-input=${BENCH_INPUT:-../shared/bench/karpenter-400}
-out=${BENCH_OUT:-docs/benchmarks.md}
+input=${BENCH_INPUT:-}
+out=${BENCH_OUT:-docs/benchmarks-raw.md}
 if [[ ! -f "$input/convert.py" ]]; then
-  echo "benchmark input not found at $input (set BENCH_INPUT)" >&2
+  echo "set BENCH_INPUT to the directory of Karpenter's scheduling benchmark input (convert.py, pods_<n>.json, instance_types_400.json, bounds_summary.json)" >&2
   exit 1
 fi
 dir=$(mktemp -d)
@@ -63,3 +64,4 @@ run "soak: ${SOAK_BURSTS:-200} randomized bursts, the slowest wait after a pod's
   -run TestRandomBurstsBindAsSoonAsTheirNodesAreReady ./test/integration/bursts/
 
 hack/benchdoc.sh "$raw" "$out"
+make --no-print-directory figures

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package manifests embeds the CustomResourceDefinitions and the examples, so that the sandbox installs exactly
 // what `kubectl apply -k manifests/` installs and its scenarios apply the examples a user would.
 package manifests

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Command scheduler is Stevedore: kube-scheduler with the Provisioner plugin registered. With no subcommand it
 // runs the scheduler (every kube-scheduler flag works); `sandbox` runs a local cluster with a simulated AWS,
 // `plan` runs the provisioning solver offline, `version` prints the build.

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package terraform holds the Terraform example; its test checks the files the way `terraform fmt -check` and
 // `terraform validate`'s parser do (the hcl library Terraform is built on), since no terraform binary can be
 // installed here.

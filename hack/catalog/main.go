@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Command catalog regenerates the embedded instance catalog (pkg/cloud/catalog/default.json) from the data in
 // hack/catalog/data: `make catalog` runs it, `make verify` checks its output is what is committed.
 //

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Command image builds Stevedore's container image without a container engine: for each architecture, one layer
 // holding the static scheduler binary at /scheduler, the build machine's CA certificates and an /etc/passwd entry
 // for the non-root user; the image runs as 65532:65532 with /scheduler as its entrypoint. The images go into an

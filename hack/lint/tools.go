@@ -1,5 +1,9 @@
 //go:build tools
 
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package lint pins golangci-lint, built from the module graph by `make lint`.
 package lint
 

@@ -1,5 +1,10 @@
-// Command testsummary reads `go test -json` on stdin, prints the output of failed tests and a summary (tests
-// passed, failed and skipped per package, and in total), and exits 1 if anything failed. For a failed test it
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Command testsummary reads `go test -json` on stdin and, as each package finishes, prints a line with its counts
+// and the output of its failed tests; at the end a summary (tests passed, failed and skipped per package, and in
+// total, and the failed tests' names), and exits 1 if anything failed. For a failed test it
 // prints the test's own messages (t.Log, t.Error, t.Fatal: the lines "    name_test.go:NN: ..." and their
 // continuation lines) in full, then the last lines of its whole output: a test that starts a process (the
 // sandboxes' schedulers) has that process's log in its output too, and its last lines alone can hide the message
@@ -10,6 +15,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -32,18 +38,25 @@ type counts struct {
 }
 
 func main() {
+	if !summarize(os.Stdin, os.Stdout) {
+		os.Exit(1)
+	}
+}
+
+// summarize reads go test -json events from in and writes the report to out; it reports whether everything passed.
+func summarize(in io.Reader, out io.Writer) bool {
 	pkgs := map[string]*counts{}
 	outputs := map[string]*strings.Builder{}
 	messages := map[string]*testMessages{}
 	var failures []string
-	sc := bufio.NewScanner(os.Stdin)
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	start := time.Now()
 	for sc.Scan() {
 		line := sc.Bytes()
 		var ev event
 		if err := json.Unmarshal(line, &ev); err != nil || ev.Action == "" {
-			fmt.Println(string(line)) // build errors and other plain output
+			fmt.Fprintln(out, string(line)) // build errors and other plain output
 			continue
 		}
 		c := pkgs[ev.Package]
@@ -75,6 +88,7 @@ func main() {
 					c.failedBuild = true
 					failures = append(failures, key)
 				}
+				finished(out, ev.Package, c, failures, messages, outputs, start)
 				continue
 			}
 			switch ev.Action {
@@ -92,22 +106,13 @@ func main() {
 			}
 		}
 	}
-	for _, key := range failures {
-		fmt.Printf("=== FAILED %s\n", key)
-		if m := messages[key]; m != nil && m.b.Len() > 0 {
-			fmt.Printf("--- the test's own messages:\n%s", m.b.String())
-		}
-		if b := outputs[key]; b != nil {
-			fmt.Printf("--- the last lines of its output:\n%s", tail(b.String(), 200))
-		}
-	}
 	names := make([]string, 0, len(pkgs))
 	for n := range pkgs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var total counts
-	fmt.Println("\n==== go test summary ====")
+	fmt.Fprintln(out, "\n==== go test summary ====")
 	for _, n := range names {
 		c := pkgs[n]
 		if c.pass+c.fail+c.skip == 0 && !c.failedBuild {
@@ -117,16 +122,45 @@ func main() {
 		if c.fail > 0 || c.failedBuild {
 			status = "FAIL"
 		}
-		fmt.Printf("%s %-70s %4d passed %3d failed %3d skipped %7.1fs\n", status, n, c.pass, c.fail, c.skip, c.elapsed)
+		fmt.Fprintf(out, "%s %-70s %4d passed %3d failed %3d skipped %7.1fs\n", status, n, c.pass, c.fail, c.skip, c.elapsed)
 		total.pass += c.pass
 		total.fail += c.fail
 		total.skip += c.skip
 		total.failedBuild = total.failedBuild || c.failedBuild
 	}
-	fmt.Printf("TOTAL: %d tests passed, %d failed, %d skipped (%s)\n", total.pass, total.fail, total.skip, time.Since(start).Round(time.Second))
-	if total.fail > 0 || total.failedBuild {
-		os.Exit(1)
+	for _, key := range failures {
+		fmt.Fprintf(out, "FAILED %s\n", key)
 	}
+	fmt.Fprintf(out, "TOTAL: %d tests passed, %d failed, %d skipped (%s)\n", total.pass, total.fail, total.skip, time.Since(start).Round(time.Second))
+	return total.fail == 0 && !total.failedBuild
+}
+
+// finished prints, when a package's tests are done, its failed tests' messages and output, then one line with its
+// counts and the time since the run started.
+func finished(out io.Writer, pkg string, c *counts, failures []string, messages map[string]*testMessages, outputs map[string]*strings.Builder, start time.Time) {
+	for _, key := range failures {
+		if !strings.HasPrefix(key, pkg+" ") {
+			continue
+		}
+		fmt.Fprintf(out, "=== FAILED %s\n", key)
+		if m := messages[key]; m != nil && m.b.Len() > 0 {
+			fmt.Fprintf(out, "--- the test's own messages:\n%s", m.b.String())
+		}
+		if b := outputs[key]; b != nil {
+			fmt.Fprintf(out, "--- the last lines of its output:\n%s", tail(b.String(), 200))
+		}
+		delete(messages, key)
+		delete(outputs, key)
+	}
+	if c.pass+c.fail+c.skip == 0 && !c.failedBuild {
+		return // no tests
+	}
+	status := "ok  "
+	if c.fail > 0 || c.failedBuild {
+		status = "FAIL"
+	}
+	fmt.Fprintf(out, "%s %s: %d passed, %d failed, %d skipped in %.1fs [%s]\n", status, pkg, c.pass, c.fail, c.skip, c.elapsed,
+		time.Since(start).Round(time.Second))
 }
 
 func tail(s string, lines int) string {

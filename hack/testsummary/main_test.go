@@ -1,6 +1,13 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTestMessagesKeepsOnlyTheTestsOwnLines(t *testing.T) {
 	cases := []struct {
@@ -35,5 +42,32 @@ func TestTestMessagesKeepsOnlyTheTestsOwnLines(t *testing.T) {
 				t.Errorf("kept %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEachPackageIsReportedWhenItFinishes: a package's line, and its failures, are written as soon as its result
+// arrives, before the next package's; the summary comes last and names the failed test.
+func TestEachPackageIsReportedWhenItFinishes(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"a","Test":"TestA"}`,
+		`{"Action":"output","Package":"a","Test":"TestA","Output":"    a_test.go:3: broke\n"}`,
+		`{"Action":"fail","Package":"a","Test":"TestA"}`,
+		`{"Action":"fail","Package":"a","Elapsed":1.5}`,
+		`{"Action":"pass","Package":"b","Test":"TestB"}`,
+		`{"Action":"pass","Package":"b","Elapsed":2}`,
+	}, "\n")
+	var out strings.Builder
+	if summarize(strings.NewReader(in), &out) {
+		t.Error("a failed test reported as success")
+	}
+	got := out.String()
+	order := []string{"=== FAILED a TestA", "a_test.go:3: broke", "FAIL a: 0 passed, 1 failed", "ok   b: 1 passed", "==== go test summary ====", "FAILED a TestA", "TOTAL: 1 tests passed, 1 failed"}
+	at := 0
+	for _, w := range order {
+		i := strings.Index(got[at:], w)
+		if i < 0 {
+			t.Fatalf("%q missing or out of order in:\n%s", w, got)
+		}
+		at += i + len(w)
 	}
 }

@@ -1,5 +1,9 @@
 //go:build tools
 
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package tools pins the code generators `make generate` runs.
 package tools
 

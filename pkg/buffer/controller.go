@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package buffer keeps warm capacity for CapacityBuffers: each buffer's chunks are virtual pods (never created)
 // that the provisioner keeps room for, launching nodes when the room on the cluster's nodes does not hold them.
 // Real pods take that room first; the next pass launches again for the chunks left without room.

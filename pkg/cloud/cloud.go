@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package cloud is the only door from Stevedore to the cloud: launch a node for a NodeClaim, delete it, find
 // instances, list the instance types and offerings a NodePool may use, and tell whether a node drifted from its
 // node class. Package aws implements it on aws-sdk-go-v2; package catalog reads instance-type catalogs.

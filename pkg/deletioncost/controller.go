@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package deletioncost steers scale-in: it ranks the nodes Stevedore launched in the order consolidation would
 // remove them and sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods they run, lowest on the
 // node to go first. When a Deployment scales in, the ReplicaSet controller deletes the pods with the lowest cost

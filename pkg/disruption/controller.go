@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package disruption removes or replaces the nodes Stevedore launched when that saves money or keeps the fleet
 // current: empty nodes, drifted nodes, expired nodes, and nodes whose pods fit elsewhere more cheaply. Decisions
 // are answered by the provisioning solver over the scheduler's own Filter plugins, so the scheduler never

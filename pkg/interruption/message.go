@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package interruption reads the EventBridge notices AWS sends before it takes an instance away (spot
 // interruption warnings, rebalance recommendations, instance state changes, AWS Health scheduled changes) from an
 // SQS queue, and has the affected nodes replaced and drained in time.

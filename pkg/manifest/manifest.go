@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package manifest reads Kubernetes objects from YAML or JSON files, as kubectl would: multi-document YAML, JSON,
 // and v1 Lists, decoded into typed core, apps, batch, node, policy and Stevedore objects; and expands workloads
 // into the pods their controllers would create (Expand).

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package metrics defines Stevedore's Prometheus metrics. They are registered in component-base's legacy
 // registry, which kube-scheduler serves on /metrics, so one scrape of the scheduler pod returns the scheduler's
 // metrics and Stevedore's. As everywhere in Kubernetes, the collectors are process-wide and registered once.

@@ -1,28 +1,37 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 package metrics
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// TestDocumentedAndUsedMetricsExist: every metric is documented in the README, and every stevedore_ name the
-// README, the alert rules and the Grafana dashboard use is a metric that exists (a rename breaks this test, not
+// TestDocumentedAndUsedMetricsExist: every metric is documented in docs/operations.md, and every stevedore_ name
+// the docs, the alert rules and the Grafana dashboard use is a metric that exists (a rename breaks this test, not
 // an operator's pager).
 func TestDocumentedAndUsedMetricsExist(t *testing.T) {
 	names := map[string]bool{}
 	for _, m := range All() {
 		names[m.FQName()] = true
 	}
-	readme := read(t, "../../README.md")
+	reference := read(t, "../../docs/operations.md")
 	for name := range names {
-		if !strings.Contains(readme, "`"+name) {
-			t.Errorf("metric %s is not documented in the README", name)
+		if !strings.Contains(reference, "`"+name) {
+			t.Errorf("metric %s is not documented in docs/operations.md", name)
 		}
 	}
 	used := regexp.MustCompile(`stevedore_[a-z_]+`)
-	for _, file := range []string{"../../README.md", "../../manifests/monitoring/prometheus-rules.yaml", "../../manifests/monitoring/grafana-dashboard.json"} {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs found: %v", err)
+	}
+	for _, file := range append(docs, "../../README.md", "../../manifests/monitoring/prometheus-rules.yaml", "../../manifests/monitoring/grafana-dashboard.json") {
 		for _, name := range used.FindAllString(read(t, file), -1) {
 			base := name
 			for _, suffix := range []string{"_bucket", "_count", "_sum"} {

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package operator builds Stevedore's controllers and wires them together: the provisioner and the NodeClaim
 // lifecycle the scheduler plugin adapts, disruption, interruption, NodePool and EC2NodeClass status, and the
 // cloud provider they share. It is the one place that knows every component; the scheduler plugin only adapts

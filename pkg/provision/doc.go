@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package provision turns the solver's plans into nodes and keeps them: the provisioner batches the pods no node
 // fits (PostFilter), solves each batch (package solver) and creates one NodeClaim per planned node, nominating each
 // pod to the node coming up for it (nominate.go) and keeping the room of planned pods until they bind

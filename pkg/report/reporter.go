@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package report tells operators what Stevedore runs: it writes each NodePool's status (nodes, resources, hourly
 // cost) and keeps the cluster-state metrics current (NodePool usage against limits and cost, utilisation of
 // Stevedore's nodes, pending pods, the unavailable-offerings cache), and times pods from creation to Running.

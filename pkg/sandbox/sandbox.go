@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package sandbox runs a real local Kubernetes cluster in one process for the demo and the tests: embedded etcd,
 // kube-apiserver, the kube-controller-manager controllers, kwok's simulated kubelets, bootstrap nodes standing in
 // for an EKS managed node group, a simulated AWS (package awsemu) and, by default, the Stevedore scheduler

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package schedulerapp runs kube-scheduler with Stevedore's plugins registered, either as the binary's root
 // command or inside another process (the sandbox). It uses the scheduler's own option parsing, Setup and Run, so
 // every kube-scheduler flag and KubeSchedulerConfiguration field works as upstream.

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package scheduling is the algebra of node requirements: NodePool requirements, a pod's node selector and
 // required node affinity, and an instance type's labels are all Requirements, intersected and compared one way.
 // It narrows the instance types and offerings a node may use; whether a pod fits a node is decided by the

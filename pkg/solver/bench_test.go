@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 package solver
 
 import (
@@ -21,7 +25,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
-// benchDir is where `python3 shared/bench/karpenter-400/convert.py DIR` wrote Karpenter's scheduling benchmark as
+// benchDir is where the input's convert.py (`python3 $BENCH_INPUT/convert.py DIR`) wrote Karpenter's scheduling benchmark as
 // Kubernetes objects; `make bench` sets it.
 func benchDir(b *testing.B) string {
 	dir := os.Getenv("STEVEDORE_BENCH_DIR")

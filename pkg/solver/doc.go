@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package solver decides which nodes to launch for pods no node fits, and which pods go on each: the cheapest set
 // of EC2 instances (NodePools by weight, their instance types, zones and capacity types) on which kube-scheduler's
 // own PreFilter and Filter plugins accept every pod with all the others in place. It knows nothing of the API

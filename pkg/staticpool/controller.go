@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package staticpool keeps each static NodePool (spec.replicas set) at its size: it creates NodeClaims when the
 // NodePool has fewer live ones than replicas (limits.nodes permitting) and deletes the surplus when it has more.
 // Pods never make a static NodePool grow, and consolidation leaves its nodes alone; drift and expiry replace them

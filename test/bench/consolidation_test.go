@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package bench holds benchmarks that run a whole sandbox. They are run by `make bench`, not by `make test` (the
 // package has no tests).
 package bench

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package conformance runs the placement scenarios in testdata (see README.md): each is solved offline, exactly as
 // `scheduler plan` solves it, and the plan is checked against the scenario's expectations and against the
 // properties every plan must have.

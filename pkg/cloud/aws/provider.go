@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package aws implements Stevedore's cloud provider on aws-sdk-go-v2: CreateFleet launches, TerminateInstances,
 // subnet, security group and AMI discovery, launch templates with AL2023 and Bottlerocket user data, and the
 // instance-type catalog from the EC2 and pricing APIs.

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package fake is an in-memory cloud.Provider for unit tests of decision logic: instance types from the embedded
 // catalog, instances kept in a map, and fault injection (errors queued per call, offerings without capacity,
 // drifted NodeClaims). Tests that need the real AWS wire use the emulator in pkg/sandbox/awsemu instead.

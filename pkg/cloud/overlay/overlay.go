@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package overlay applies NodeOverlays to the instance types a NodePool may launch: the price of the offerings an
 // overlay selects, and extended resources added to the capacity of the types it selects. Overlays are ordered by
 // weight (highest first), then by name; the first that selects an offering and sets a price decides it, and each

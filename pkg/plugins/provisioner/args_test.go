@@ -1,6 +1,13 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 package provisioner
 
 import (
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +128,50 @@ func TestDecodeArgs(t *testing.T) {
 			}
 			tc.check(t, a)
 		})
+	}
+}
+
+// TestEveryArgumentIsInTheReference: each field of Args (and of nodeRepair) has its row in the plugin-argument
+// table of docs/configuration.md, and each row there is a field, so the reference and the code stay in step.
+func TestEveryArgumentIsInTheReference(t *testing.T) {
+	raw, err := os.ReadFile("../../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "## Plugin arguments")
+	if start < 0 {
+		t.Fatal("docs/configuration.md has no section Plugin arguments")
+	}
+	section := doc[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	want := map[string]bool{}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+				walk(prefix+name+".", f.Type.Elem()) // a group of arguments: a row per field
+				continue
+			}
+			want[prefix+name] = true
+		}
+	}
+	walk("", reflect.TypeFor[Args]())
+	for name := range want {
+		if !strings.Contains(section, "| `"+name+"` |") {
+			t.Errorf("argument %s has no row in docs/configuration.md", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Za-z.]+)` \\|").FindAllStringSubmatch(section, -1) {
+		if !want[m[1]] {
+			t.Errorf("docs/configuration.md documents %s, which is not an argument", m[1])
+		}
 	}
 }

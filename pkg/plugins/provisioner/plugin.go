@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package provisioner adapts Stevedore's provisioning to the kube-scheduler framework. It is thin: the plugin
 // receives the pods no node fits (PostFilter), keeps the in-flight capacity accounting exact (Reserve,
 // Unreserve) and holds pods bound for nodes that are still initializing (Permit); the decisions are made in

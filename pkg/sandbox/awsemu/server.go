@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package awsemu is an AWS emulator for the sandbox and the tests: an HTTP server on loopback speaking the real
 // wire protocols of the calls Stevedore makes — EC2 and IAM Query (form-encoded requests, XML responses), EKS REST, SQS JSON 1.0,
 // SSM and Pricing JSON 1.1 — so that the unmodified aws-sdk-go-v2 clients talk to it exactly as to AWS. Its state

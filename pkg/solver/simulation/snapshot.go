@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package simulation runs the scheduler's own PreFilter and Filter plugins against a cluster that does not exist
 // yet: real nodes and their pods, nodes being launched, and virtual nodes the solver is considering, each a
 // NodeInfo carrying the labels, taints and allocatable the real node will have. Whatever passes here passes in

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package bursts applies randomized, seeded mixes of workloads to a live sandbox (pod affinity and anti-affinity
 // among pending pods, spread within node affinities and with minDomains, architecture- and zone-specific
 // DaemonSets, several NodePools with weights, taints and minValues, preferences, scheduler restarts mid-burst) and

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package disruption tests the disruption loop on a sandbox: emptiness, consolidation, budgets, do-not-disrupt,
 // drift, expiry, manual deletion and garbage collection.
 package disruption

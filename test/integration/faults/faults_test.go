@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package faults tests what Stevedore does when AWS misbehaves (throttling, server errors, slow answers, capacity
 // running out mid-fleet, instances that never register), when a NodePool can never fit a pod, and that it never
 // touches an instance this cluster does not own.

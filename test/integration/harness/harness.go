@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package harness runs the integration tests against a sandbox started in the test process: one control plane
 // per test package, a namespace per test, and helpers that wait for conditions by polling.
 package harness

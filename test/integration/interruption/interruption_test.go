@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package interruption tests interruption handling on a sandbox: notices sent to the emulated SQS queue as
 // EventBridge would, and the emulated EC2 taking spot instances away when the notice runs out.
 package interruption

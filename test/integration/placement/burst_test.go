@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package placement applies, in one go, workloads whose placement depends on every rule Stevedore must get right
 // (pod affinity among pods planned together, zone spread limited by node affinity, an architecture-specific
 // DaemonSet, a NodePool chosen by a template label with minValues, pods asking for labels no NodePool offers) and

@@ -1,3 +1,7 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
 // Package status keeps the Ready condition of each NodeOverlay: whether it is applied, or why not.
 package status
 
