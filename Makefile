@@ -40,6 +40,7 @@ test: build $(BIN)/kubectl $(BIN)/helm
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
 	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
+	set -o pipefail; (cd hack/promrules && $(GO) test -json ./...) 2>&1 | $(SUMMARY)
 
 REGISTRATION_HUNT := TestBarePodsBoundToNewNodesAreNeverEvicted
 
@@ -63,7 +64,8 @@ integration: build $(BIN)/kubectl $(BIN)/helm
 demo: build
 	$(BIN)/scheduler sandbox --scenario inflate --log-file /tmp/stevedore-demo.log
 
-## bench: every benchmark (BENCH_INPUT: Karpenter's benchmark input, for the solver), written to docs/benchmarks-raw.md
+## bench: every benchmark (the solver's on Karpenter's benchmark input, pkg/solver/testdata/karpenter-bench), written
+## to docs/benchmarks-raw.md, with the figures redrawn
 bench:
 	hack/bench.sh
 

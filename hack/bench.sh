@@ -9,20 +9,13 @@
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
 #    changes);
 #  - the soak: SOAK_BURSTS (default 200) randomized bursts, the slowest wait for a ready node (make soak).
-# BENCH_INPUT points at the solver benchmarks' input: Karpenter's scheduling benchmark as JSON (its pods and
-# instance types, with convert.py turning them into manifests); BENCH_OUT at the report (docs/benchmarks-raw.md).
+# The solver's input is Karpenter's scheduling benchmark, in pkg/solver/testdata/karpenter-bench. BENCH_OUT is the
+# report (docs/benchmarks-raw.md); make figures redraws docs/figures from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-input=${BENCH_INPUT:-}
 out=${BENCH_OUT:-docs/benchmarks-raw.md}
-if [[ ! -f "$input/convert.py" ]]; then
-  echo "set BENCH_INPUT to the directory of Karpenter's scheduling benchmark input (convert.py, pods_<n>.json, instance_types_400.json, bounds_summary.json)" >&2
-  exit 1
-fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-python3 "$input/convert.py" "$dir" >/dev/null
-cp "$input/bounds_summary.json" "$dir/"
 make build >/dev/null
 raw="$dir/raw.txt"
 : >"$raw"
@@ -44,7 +37,7 @@ run() { # title, command...
 for n in ${BENCH_SIZES:-100 1000 5000 20000 50000}; do
   times=${BENCH_TIME:-3x}
   if ((n >= 20000)); then times=2x; fi
-  run "solver on $input, $n pods" env STEVEDORE_BENCH_DIR="$dir" go test -run '^$' \
+  run "solver on Karpenter's benchmark input, $n pods" go test -run '^$' \
     -bench "BenchmarkPlan$n\$" -benchtime "$times" -benchmem -timeout 120m ./pkg/solver/
 done
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \

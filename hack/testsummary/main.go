@@ -31,6 +31,10 @@ type event struct {
 	Elapsed float64
 }
 
+// longTest is how long a test runs before its end is reported as it happens (the package's line comes when all
+// its tests are done).
+const longTest = 30 * time.Second
+
 type counts struct {
 	pass, fail, skip int
 	elapsed          float64
@@ -90,6 +94,10 @@ func summarize(in io.Reader, out io.Writer) bool {
 				}
 				finished(out, ev.Package, c, failures, messages, outputs, start)
 				continue
+			}
+			if ev.Elapsed >= longTest.Seconds() && !strings.Contains(ev.Test, "/") {
+				// a long test shows progress inside its package
+				fmt.Fprintf(out, "     %s %s.%s (%.0fs)\n", ev.Action, ev.Package, ev.Test, ev.Elapsed)
 			}
 			switch ev.Action {
 			case "pass":

@@ -53,6 +53,7 @@ func TestEachPackageIsReportedWhenItFinishes(t *testing.T) {
 		`{"Action":"output","Package":"a","Test":"TestA","Output":"    a_test.go:3: broke\n"}`,
 		`{"Action":"fail","Package":"a","Test":"TestA"}`,
 		`{"Action":"fail","Package":"a","Elapsed":1.5}`,
+		`{"Action":"pass","Package":"b","Test":"TestLong","Elapsed":45}`,
 		`{"Action":"pass","Package":"b","Test":"TestB"}`,
 		`{"Action":"pass","Package":"b","Elapsed":2}`,
 	}, "\n")
@@ -61,7 +62,7 @@ func TestEachPackageIsReportedWhenItFinishes(t *testing.T) {
 		t.Error("a failed test reported as success")
 	}
 	got := out.String()
-	order := []string{"=== FAILED a TestA", "a_test.go:3: broke", "FAIL a: 0 passed, 1 failed", "ok   b: 1 passed", "==== go test summary ====", "FAILED a TestA", "TOTAL: 1 tests passed, 1 failed"}
+	order := []string{"=== FAILED a TestA", "a_test.go:3: broke", "FAIL a: 0 passed, 1 failed", "pass b.TestLong (45s)", "ok   b: 2 passed", "==== go test summary ====", "FAILED a TestA", "TOTAL: 2 tests passed, 1 failed"}
 	at := 0
 	for _, w := range order {
 		i := strings.Index(got[at:], w)

@@ -18,81 +18,146 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
-	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
-// benchDir is where the input's convert.py (`python3 $BENCH_INPUT/convert.py DIR`) wrote Karpenter's scheduling benchmark as
-// Kubernetes objects; `make bench` sets it.
-func benchDir(b *testing.B) string {
-	dir := os.Getenv("STEVEDORE_BENCH_DIR")
-	if dir == "" {
-		b.Skip("STEVEDORE_BENCH_DIR is not set: run `make bench`")
-	}
-	return dir
-}
+// benchInput is Karpenter's scheduling benchmark input (testdata/karpenter-bench/README.md).
+const benchInput = "testdata/karpenter-bench"
 
 type bound struct {
 	N  int     `json:"n"`
 	LP float64 `json:"lp"`
 }
 
-func loadProblem(b *testing.B, dir string, n int) (*OfflineProblem, float64) {
+// benchPod is a pod of the input: its requests, labels and at most one scheduling constraint.
+type benchPod struct {
+	Idx        int               `json:"idx"`
+	Kind       string            `json:"kind"`
+	CPUm       int               `json:"cpu_m"`
+	MemMi      int               `json:"mem_mi"`
+	Labels     map[string]string `json:"labels"`
+	Constraint *struct {
+		Type        string            `json:"type"`
+		TopologyKey string            `json:"topology_key"`
+		MaxSkew     int32             `json:"max_skew"`
+		Selector    map[string]string `json:"selector"`
+	} `json:"constraint"`
+}
+
+func (bp benchPod) pod(name string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: bp.Labels,
+		Annotations: map[string]string{"bench/kind": bp.Kind}}}
+	p.Spec.SchedulerName = "stevedore"
+	p.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(bp.CPUm), resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(int64(bp.MemMi)<<20, resource.BinarySI)}}}}
+	c := bp.Constraint
+	if c == nil {
+		return p
+	}
+	term := corev1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: c.Selector}, TopologyKey: c.TopologyKey}
+	switch c.Type {
+	case "topologySpread":
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: c.Selector}}}
+	case "podAffinity":
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	case "podAntiAffinity":
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	}
+	return p
+}
+
+// benchCatalog is the input's 400 instance types as a catalog: each type's overhead pinned to the benchmark's
+// (100m CPU, 10Mi, no VM overhead), so that costs compare one to one with Karpenter's.
+func benchCatalog(b *testing.B) *catalog.File {
 	b.Helper()
-	cat, err := catalog.ReadFile(filepath.Join(dir, "catalog.json"))
+	var types []struct {
+		Name      string   `json:"name"`
+		CPU       int      `json:"cpu"`
+		MemGi     int64    `json:"mem_gi"`
+		Pods      int      `json:"pods"`
+		Offerings []string `json:"offerings"`
+	}
+	readJSON(b, "instance_types_400.json", &types)
+	zero := 0.0
+	cat := &catalog.File{Region: "test-region"}
+	for _, it := range types {
+		ct := catalog.InstanceType{Name: it.Name, Architecture: "amd64", VCPU: it.CPU, MemoryMiB: it.MemGi * 1024, MaxPods: it.Pods,
+			Overhead: &catalog.Overhead{CPU: "100m", Memory: "10Mi", VMMemoryPercent: &zero}}
+		for _, o := range it.Offerings { // "spot/test-zone-1@0.31"
+			kindZone, price, _ := strings.Cut(o, "@")
+			capacityType, zone, _ := strings.Cut(kindZone, "/")
+			v, err := strconv.ParseFloat(price, 64)
+			if err != nil {
+				b.Fatalf("offering %q: %v", o, err)
+			}
+			ct.Offerings = append(ct.Offerings, catalog.Offering{Zone: zone, CapacityType: capacityType, Price: v})
+		}
+		cat.InstanceTypes = append(cat.InstanceTypes, ct)
+	}
+	return cat
+}
+
+func readJSON(b *testing.B, name string, v any) {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join(benchInput, name))
 	if err != nil {
 		b.Fatal(err)
 	}
-	dec := manifest.NewDecoder()
-	var objs []runtime.Object
+	if err := json.Unmarshal(raw, v); err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+}
+
+func loadProblem(b *testing.B, n int) (*OfflineProblem, float64) {
+	b.Helper()
 	// The input stops at 5000 pods; larger sizes repeat its 5000-pod mix (each group grows, as Karpenter's
 	// benchmark does when it is given more pods).
 	file, copies := n, 1
-	if _, err := os.Stat(filepath.Join(dir, "pods_"+strconv.Itoa(n)+".json")); err != nil && n > 5000 && n%5000 == 0 {
+	if n > 5000 && n%5000 == 0 {
 		file, copies = 5000, n/5000
 	}
-	for _, f := range []string{"nodepool.yaml", "pods_" + strconv.Itoa(file) + ".json"} {
-		o, err := dec.DecodeFile(filepath.Join(dir, f))
-		if err != nil {
-			b.Fatal(err)
-		}
-		objs = append(objs, o...)
-		for c := 1; c < copies && strings.HasPrefix(f, "pods_"); c++ {
-			for _, obj := range o {
-				pod, ok := obj.(*corev1.Pod)
-				if !ok {
-					continue
-				}
-				cp := pod.DeepCopy()
-				cp.Name = fmt.Sprintf("%s-copy%d", pod.Name, c)
-				cp.UID = ""
-				objs = append(objs, cp)
+	var pods []benchPod
+	readJSON(b, "pods_"+strconv.Itoa(file)+".json", &pods)
+	objs := []runtime.Object{
+		&stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole"}},
+		&stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.NodePoolSpec{
+			Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"}}},
+			Limits:   stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}},
+	}
+	for c := 0; c < copies; c++ {
+		for _, bp := range pods {
+			name := fmt.Sprintf("p-%d", bp.Idx)
+			if c > 0 {
+				name = fmt.Sprintf("p-%d-copy%d", bp.Idx, c)
 			}
+			objs = append(objs, bp.pod(name))
 		}
 	}
-	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: cat})
+	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: benchCatalog(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	var bounds []bound
+	readJSON(b, "bounds_summary.json", &bounds)
 	lp := 0.0
-	if raw, err := os.ReadFile(filepath.Join(dir, "bounds_summary.json")); err == nil {
-		var bounds []bound
-		_ = json.Unmarshal(raw, &bounds)
-		for _, x := range bounds {
-			if x.N == n {
-				lp = x.LP
-			}
+	for _, x := range bounds {
+		if x.N == n {
+			lp = x.LP
 		}
 	}
 	return p, lp
 }
 
 func benchmarkPlan(b *testing.B, n int) {
-	dir := benchDir(b)
-	p, lp := loadProblem(b, dir, n)
+	p, lp := loadProblem(b, n)
 	ctx := context.Background()
 	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
 	if err != nil {
