@@ -292,7 +292,11 @@ func (c *Controller) driftReason(ctx context.Context, cand *Candidate) (string, 
 // is not (a false drift would replace nodes forever; template labels are covered by the NodePool hash).
 func nodePoolDefined(string) bool { return true }
 
-// multiNodeConsolidation removes as many nodes as it can at once, replacing them by at most one cheaper node.
+// savingsEpsilon is the smallest hourly saving that counts: prices differ by more, float sums by less.
+const savingsEpsilon = 1e-9
+
+// multiNodeConsolidation removes as many nodes as it can at once, replacing them by at most one cheaper node, as
+// long as each node added to the set makes it save more.
 // It grows the set one candidate at a time, cheapest to disrupt first, keeping a candidate only if the set still
 // consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
 // (a binary search on prefixes of the candidate list stops at the first such node). Budgets bound the set, not
@@ -314,7 +318,8 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 		if err != nil {
 			return nil, err
 		}
-		if cmd != nil {
+		// a larger set only if it saves more: one that saves as much moves more pods (a smaller move dominates it)
+		if cmd != nil && (best == nil || cmd.Savings() > best.Savings()+savingsEpsilon) {
 			set, best = trial, cmd
 			b.take(cand)
 		}
@@ -379,15 +384,28 @@ func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Comm
 	}
 	total := 0.0
 	allSpot := true
-	types := map[string]bool{}
+	// the cheapest candidate of each instance type
+	byType := map[string]float64{}
 	for _, cand := range cands {
 		total += cand.Price
 		allSpot = allSpot && cand.Claim.Status.CapacityType == stevedorev1.CapacityTypeSpot
-		types[cand.Claim.Status.InstanceType] = true
+		if p, ok := byType[cand.Claim.Status.InstanceType]; !ok || cand.Price < p {
+			byType[cand.Claim.Status.InstanceType] = cand.Price
+		}
 	}
 	replacement := r.Plan.NewNodes[0].Restrict(func(it *cloud.InstanceType, price float64) bool {
-		// never the same type for a single node: that saves nothing and churns
-		return price < total && !(len(cands) == 1 && types[it.Name])
+		cheapest, same := byType[it.Name]
+		switch {
+		case price >= total:
+			return false
+		case same && len(cands) == 1:
+			return false // the same type for a single node saves nothing and churns
+		case same:
+			// N nodes for a node of a type one of them has, at no lower price: keeping that node and deleting
+			// the others saves as much and moves fewer pods (their pods fit in a node of that type)
+			return price < cheapest
+		}
+		return true
 	})
 	if replacement == nil {
 		return nil, nil

@@ -691,15 +691,35 @@ func TestSingleNodeConsolidation(t *testing.T) {
 func TestMultiNodeConsolidation(t *testing.T) {
 	runMethodCases(t, MethodMultiNode, []methodCase{
 		{
-			// (with the small types allowed the solver would plan two small nodes, which is no merge)
-			name: "two half-empty nodes merge into one cheaper node",
+			// replacing both by a new m5.xlarge saves one m5.xlarge, as deleting one of them does, and moves both
+			// pods instead of one: single-node consolidation's to do (Karpenter refuses such a merge too)
+			name: "two half-empty nodes are not merged into a node of their own type",
 			objs: objects(onDemandPool().Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.xlarge", "m5.2xlarge"),
 				node("a", "m5.xlarge"), node("b", "m5.xlarge"), pod("web1", "a", "1500m", "1Gi"), pod("web2", "b", "1500m", "1Gi")),
+		},
+		{
+			name: "three nodes are not merged into one of their type: two of them are deleted instead",
+			objs: objects(onDemandPool().Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.xlarge", "m5.2xlarge"),
+				node("a", "m5.xlarge"), node("b", "m5.xlarge"), node("c", "m5.xlarge"),
+				pod("web1", "a", "1200m", "1Gi"), pod("web2", "b", "1200m", "1Gi"), pod("web3", "c", "1200m", "1Gi")),
 			want: []string{"a", "b"},
 			check: func(t *testing.T, h *harness, cmd *Command) {
-				wantReplacement("m5.xlarge", onDemand)(t, h, cmd)
+				wantReplacement("", "")(t, h, cmd)
 				checkPods(t, cmd, 2)
-				if want := priceOf("m5.xlarge", onDemand); math.Abs(cmd.Savings()-want) > 1e-9 {
+			},
+		},
+		{
+			// the same type as spot costs less than the on-demand nodes: that merge saves more than any deletion
+			name: "two on-demand nodes merge into a cheaper spot node of their type",
+			objs: objects(pool().Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.xlarge", "m5.2xlarge").
+				Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, spot, onDemand),
+				machine{name: "a", pool: "default", typ: "m5.xlarge", capacity: onDemand}, machine{name: "b", pool: "default", typ: "m5.xlarge", capacity: onDemand},
+				pod("web1", "a", "1500m", "1Gi"), pod("web2", "b", "1500m", "1Gi")),
+			want: []string{"a", "b"},
+			check: func(t *testing.T, h *harness, cmd *Command) {
+				wantReplacement("m5.xlarge", spot)(t, h, cmd)
+				checkPods(t, cmd, 2)
+				if want := 2*priceOf("m5.xlarge", onDemand) - priceOf("m5.xlarge", spot); math.Abs(cmd.Savings()-want) > 1e-9 {
 					t.Errorf("savings = %v, want %v", cmd.Savings(), want)
 				}
 			},
