@@ -111,7 +111,7 @@ func (l *Lifecycle) enqueueNode(obj any) {
 	} else if c := l.claimByProviderID(n.Spec.ProviderID); c != nil {
 		l.queue.Add(c.Name)
 	}
-	if n.DeletionTimestamp != nil && hasTerminationFinalizer(n.Finalizers) {
+	if n.DeletionTimestamp != nil && stevedorev1.HasTerminationFinalizer(n.Finalizers) {
 		l.nodes.Add(n.Name)
 	}
 }

@@ -90,7 +90,7 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			cur.Labels[k] = v
 		}
 		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name
-		if !hasTerminationFinalizer(cur.Finalizers) {
+		if !stevedorev1.HasTerminationFinalizer(cur.Finalizers) {
 			cur.Finalizers = append(cur.Finalizers, stevedorev1.TerminationFinalizer)
 		}
 		owned := false
@@ -116,15 +116,6 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 		_, err = l.prov.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-}
-
-func hasTerminationFinalizer(list []string) bool {
-	for _, x := range list {
-		if x == stevedorev1.TerminationFinalizer {
-			return true
-		}
-	}
-	return false
 }
 
 func hasTaint(list []corev1.Taint, t corev1.Taint) bool {

@@ -43,7 +43,7 @@ func client(p *Provisioner) typedv1.NodeClaimInterface {
 func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	p := l.prov
 	p.ForgetClaim(ctx, claim.Name)
-	if !hasTerminationFinalizer(claim.Finalizers) {
+	if !stevedorev1.HasTerminationFinalizer(claim.Finalizers) {
 		return 0, nil
 	}
 	if node := l.nodeOf(claim); node != nil {
@@ -52,7 +52,7 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 				return 0, err
 			}
 		}
-		if hasTerminationFinalizer(node.Finalizers) {
+		if stevedorev1.HasTerminationFinalizer(node.Finalizers) {
 			return 2 * time.Second, nil // the node's drain finishes first
 		}
 	}
@@ -149,7 +149,7 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if node.DeletionTimestamp == nil || !hasTerminationFinalizer(node.Finalizers) {
+	if node.DeletionTimestamp == nil || !stevedorev1.HasTerminationFinalizer(node.Finalizers) {
 		return true, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("node", name)

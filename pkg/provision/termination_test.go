@@ -493,7 +493,7 @@ func TestTerminateClaim(t *testing.T) {
 			if released := got == nil; released != tc.want.released {
 				t.Errorf("NodeClaim released = %v, want %v", released, tc.want.released)
 			}
-			if got != nil && len(tc.claim.Finalizers) > 0 && !hasTerminationFinalizer(got.Finalizers) {
+			if got != nil && len(tc.claim.Finalizers) > 0 && !stevedorev1.HasTerminationFinalizer(got.Finalizers) {
 				t.Errorf("NodeClaim lost its finalizer: %q", got.Finalizers)
 			}
 			if d := deleted(h.kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
@@ -507,7 +507,7 @@ func TestTerminateClaim(t *testing.T) {
 			}
 			_, expected := h.prov.daemons.byNode["n1"]
 			// the room goes as soon as the node is gone, whatever happens to the instance
-			if wantForgotten := hasTerminationFinalizer(tc.claim.Finalizers) && tc.want.after == 0 && tc.claim.Status.NodeName != ""; expected == wantForgotten {
+			if wantForgotten := stevedorev1.HasTerminationFinalizer(tc.claim.Finalizers) && tc.want.after == 0 && tc.claim.Status.NodeName != ""; expected == wantForgotten {
 				t.Errorf("DaemonSet room of n1 kept = %v, want %v", expected, !wantForgotten)
 			}
 		})

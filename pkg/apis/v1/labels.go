@@ -4,7 +4,11 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 package v1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Labels that workloads select on. They keep Karpenter's spelling so that pod specs written for Karpenter
 // schedule unchanged on Stevedore's nodes.
@@ -111,4 +115,9 @@ func WellKnownLabels() []string {
 		LabelInstanceCPU, LabelInstanceMemory, LabelInstanceHypervisor, LabelInstanceType, LabelZone, LabelRegion,
 		LabelArch, LabelOS,
 	}
+}
+
+// HasTerminationFinalizer reports whether finalizers hold TerminationFinalizer.
+func HasTerminationFinalizer(finalizers []string) bool {
+	return slices.Contains(finalizers, TerminationFinalizer)
 }

@@ -109,7 +109,7 @@ type cachedResolution struct {
 // resolve returns what a node class resolves to, from the cache when it is fresh.
 func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
 	// the finalizer lets the managed instance profile be created
-	key := fmt.Sprintf("%s/%d/%s/%t", nc.Name, nc.Generation, nc.UID, hasFinalizer(nc.Finalizers))
+	key := fmt.Sprintf("%s/%d/%s/%t", nc.Name, nc.Generation, nc.UID, stevedorev1.HasTerminationFinalizer(nc.Finalizers))
 	d.mu.Lock()
 	c, ok := d.cache[key]
 	d.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -91,7 +90,7 @@ func (p *instanceProfiles) resolve(ctx context.Context, nc *stevedorev1.EC2NodeC
 		return *nc.Spec.InstanceProfile, p.check(ctx, *nc.Spec.InstanceProfile)
 	}
 	name := ManagedInstanceProfileName(p.clusterName, p.region, nc.Name)
-	if !hasFinalizer(nc.Finalizers) {
+	if !stevedorev1.HasTerminationFinalizer(nc.Finalizers) {
 		// created only once the node class cannot go without Stevedore deleting it
 		return name, &errProfileProblem{"instance profile for role " + nc.Spec.Role + " not created yet: waiting for the " +
 			stevedorev1.TerminationFinalizer + " finalizer"}
@@ -241,9 +240,4 @@ func (p *instanceProfiles) lacksTags(have []iamtypes.Tag, nodeClass string) bool
 func isNoSuchEntity(err error) bool {
 	var nse *iamtypes.NoSuchEntityException
 	return errors.As(err, &nse) || errorCode(err) == "NoSuchEntity"
-}
-
-// hasFinalizer reports whether the termination finalizer is in list.
-func hasFinalizer(list []string) bool {
-	return slices.Contains(list, stevedorev1.TerminationFinalizer)
 }

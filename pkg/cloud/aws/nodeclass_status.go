@@ -143,7 +143,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	if nc.DeletionTimestamp != nil {
 		return c.finalize(ctx, nc)
 	}
-	if nc.Spec.Role != "" && !hasFinalizer(nc.Finalizers) {
+	if nc.Spec.Role != "" && !stevedorev1.HasTerminationFinalizer(nc.Finalizers) {
 		// the update wakes the controller again, to resolve with the finalizer in place
 		return c.setFinalizer(ctx, name, true)
 	}
@@ -230,7 +230,7 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 // finalize deletes the managed instance profile of a deleted node class once none of its NodeClaims remain, then
 // lets the node class go.
 func (c *NodeClassStatus) finalize(ctx context.Context, nc *stevedorev1.EC2NodeClass) error {
-	if !hasFinalizer(nc.Finalizers) {
+	if !stevedorev1.HasTerminationFinalizer(nc.Finalizers) {
 		return nil
 	}
 	claims, err := c.claims.List(labels.Everything())
@@ -259,7 +259,7 @@ func (c *NodeClassStatus) setFinalizer(ctx context.Context, name string, want bo
 		if err != nil {
 			return err
 		}
-		if hasFinalizer(cur.Finalizers) == want {
+		if stevedorev1.HasTerminationFinalizer(cur.Finalizers) == want {
 			return nil
 		}
 		if want {

@@ -73,7 +73,7 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 // its instance profile be created.
 func (f *fixture) addNodeClass(t *testing.T, nc *stevedorev1.EC2NodeClass) {
 	t.Helper()
-	if nc.Spec.Role != "" && !hasFinalizer(nc.Finalizers) {
+	if nc.Spec.Role != "" && !stevedorev1.HasTerminationFinalizer(nc.Finalizers) {
 		nc.Finalizers = append(nc.Finalizers, stevedorev1.TerminationFinalizer)
 	}
 	if err := f.classes.Add(nc); err != nil {
