@@ -32,8 +32,13 @@ type Candidate struct {
 	Price float64
 	// Cost of disrupting the node: the eviction cost of its pods.
 	Cost float64
-	// Blocked says why voluntary disruption must leave the node alone ("" if it may not).
-	Blocked string
+	// DisruptionCost is the node's disruption cost as the Balanced policy weighs it: one for the node, plus each
+	// pod's eviction cost where positive.
+	DisruptionCost float64
+	// Blocked says why voluntary disruption must leave the node alone ("" if it may not); BlockedReason is its
+	// reason.
+	Blocked       string
+	BlockedReason RetainReason
 }
 
 func (c *Candidate) String() string {
@@ -49,6 +54,8 @@ type clusterView struct {
 	candidates []*Candidate
 	// pools by name (normalised copies), with their NodeClaims counted.
 	pools map[string]*poolState
+	// verdicts say why the pass left candidates, by node name.
+	verdicts map[string]*verdict
 }
 
 type poolState struct {
@@ -57,6 +64,9 @@ type poolState struct {
 	total, disrupting int
 	// repairing counts the NodeClaims being disrupted because their node was unhealthy.
 	repairing int
+	// cost and disruptionCost total the pool's candidates' prices and disruption costs (the Balanced policy's
+	// denominators).
+	cost, disruptionCost float64
 }
 
 // overlaidPrices returns how a pass prices a candidate: with NodeOverlays in force, by its offering's overlaid
@@ -142,14 +152,22 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		if node == nil || !provision.IsInitialized(claim) {
 			continue
 		}
-		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, provision.ParsePrice(claim.Status.Price))}
+		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, provision.ParsePrice(claim.Status.Price)),
+			DisruptionCost: 1}
 		for _, pod := range byNode[node.Name] {
 			if provision.Reschedulable(pod) {
 				cand.Pods = append(cand.Pods, pod)
-				cand.Cost += evictionCost(pod)
+				cost := evictionCost(pod)
+				cand.Cost += cost
+				cand.DisruptionCost += max(0, cost)
 			}
 		}
-		cand.Blocked = c.blocked(cand, nominated[node.Name], pdbs, now)
+		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
+			cand.Blocked, cand.BlockedReason = why.message, why.reason
+			v.leave(cand, why)
+		}
+		ps.cost += cand.Price
+		ps.disruptionCost += cand.DisruptionCost
 		v.candidates = append(v.candidates, cand)
 	}
 	// cheapest to disrupt first; ties by name, so passes are deterministic
@@ -163,54 +181,16 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 	return v, nil
 }
 
-// Passing reasons for leaving a node alone, not worth an event.
-const (
-	blockedNominated   = "pending pods are nominated to the node"
-	blockedReplacement = "the node was just launched as a replacement"
-)
-
-// reportBlocked records a DisruptionBlocked event on a node and its NodeClaim when the reason voluntary
-// disruption leaves it alone (do-not-disrupt, a PodDisruptionBudget) appears or changes.
-func (c *Controller) reportBlocked(v *clusterView) {
-	seen := map[string]bool{}
-	for _, cand := range v.candidates {
-		name := cand.Node.Name
-		seen[name] = true
-		why := cand.Blocked
-		if why == blockedNominated || why == blockedReplacement {
-			continue
-		}
-		c.mu.Lock()
-		prev := c.blockedReported[name]
-		if why == "" {
-			delete(c.blockedReported, name)
-		} else {
-			c.blockedReported[name] = why
-		}
-		c.mu.Unlock()
-		if why != "" && why != prev {
-			c.event(cand, corev1.EventTypeNormal, ReasonDisruptionBlock, "voluntary disruption leaves the node alone: "+why)
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range c.blockedReported {
-		if !seen[name] {
-			delete(c.blockedReported, name)
-		}
-	}
-}
-
-// blocked says why voluntary disruption must leave a node alone, or "".
-func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, now time.Time) string {
+// blocked says why voluntary disruption must leave a node alone, or nil.
+func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, now time.Time) *verdict {
 	if provision.DoNotDisrupt(cand.Node.Annotations, time.Time{}, now) {
-		return "the node is annotated do-not-disrupt"
+		return &verdict{reason: RetainDoNotDisrupt, message: "the node is annotated do-not-disrupt"}
 	}
 	if nominated {
-		return blockedNominated
+		return &verdict{reason: RetainNominated, message: "pending pods are nominated to the node"}
 	}
 	if c.isProtected(cand.Claim.Name, cand.Empty(), now) {
-		return blockedReplacement
+		return &verdict{reason: RetainJustLaunched, message: "the node was just launched as a replacement"}
 	}
 	for _, pod := range cand.Pods {
 		started := pod.CreationTimestamp.Time
@@ -218,13 +198,13 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 			started = pod.Status.StartTime.Time
 		}
 		if provision.DoNotDisrupt(pod.Annotations, started, now) {
-			return fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)
+			return &verdict{reason: RetainDoNotDisrupt, message: fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)}
 		}
 		if why := pdbs.blocks(pod); why != "" {
-			return fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
+			return &verdict{reason: RetainPodDisruptionBudget, message: fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)}
 		}
 	}
-	return ""
+	return nil
 }
 
 func hasDisruptedTaint(node *corev1.Node) bool {

@@ -340,12 +340,12 @@ func TestBlocked(t *testing.T) {
 		{name: "the node annotation is reported before a PDB", node: nodeDND(stevedorev1.DoNotDisruptKey, "true"),
 			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, want: "the node is annotated do-not-disrupt"},
 		{name: "a pending pod nominated to the node", extra: []runtime.Object{test.Pod("next").Pending().Nominated("a").Obj()},
-			want: blockedNominated},
+			want: "pending pods are nominated to the node"},
 		{name: "a deleted pending pod nominated to the node does not block",
 			extra: []runtime.Object{test.Pod("next").Pending().Nominated("a").Deleting(metav1.NewTime(t0)).Obj()}, want: ""},
 		{name: "a pending pod nominated to another node", extra: []runtime.Object{test.Pod("next").Pending().Nominated("elsewhere").Obj()}, want: ""},
 		{name: "an empty replacement under protection", noPod: true,
-			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: blockedReplacement},
+			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: "the node was just launched as a replacement"},
 		{name: "protection lapses", noPod: true,
 			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(-time.Second)) }, want: ""},
 		{name: "a replacement that got pods is no longer protected",
@@ -387,7 +387,7 @@ func TestBlocked(t *testing.T) {
 	}
 }
 
-func TestReportBlockedOncePerReason(t *testing.T) {
+func TestBlockedIsReportedOncePerReason(t *testing.T) {
 	h := newHarness(t, harnessConfig{}, objects(test.NodePool("default"),
 		machine{name: "a", pool: "default", typ: "m5.large", node: func(w *test.NodeWrapper) { w.Annotations(stevedorev1.DoNotDisruptKey, "true") }},
 		node("b", "m5.large"), test.Pod("next").Pending().Nominated("b"))...)
@@ -402,7 +402,7 @@ func TestReportBlockedOncePerReason(t *testing.T) {
 			}
 		}
 	}
-	h.c.reportBlocked(h.view())
+	h.c.report(h.ctx, h.view(), nil)
 	got := drain()
 	// one event on the NodeClaim and one on the Node of a; none for b (nominated pods are a passing reason)
 	if len(got) != 2 {
@@ -413,12 +413,16 @@ func TestReportBlockedOncePerReason(t *testing.T) {
 			t.Errorf("event %q", e)
 		}
 	}
-	h.c.reportBlocked(h.view())
+	h.c.report(h.ctx, h.view(), nil)
 	if got := drain(); len(got) != 0 {
 		t.Errorf("events on an unchanged reason = %q, want none", got)
 	}
-	if h.c.blockedReported["a"] == "" || h.c.blockedReported["b"] != "" {
-		t.Errorf("blockedReported = %v", h.c.blockedReported)
+	if h.c.reported["a"] == nil || h.c.reported["b"] != nil {
+		t.Errorf("reported = %v", h.c.reported)
+	}
+	cond := meta.FindStatusCondition(h.claim("claim-a").Status.Conditions, stevedorev1.ConditionConsolidatable)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(RetainDoNotDisrupt) {
+		t.Errorf("claim-a's Consolidatable condition = %+v, want False/DoNotDisrupt", cond)
 	}
 }
 
@@ -456,5 +460,77 @@ func TestCandidatesArePricedUnderNodeOverlays(t *testing.T) {
 				t.Fatalf("candidate %v, want price %v", c, tc.want)
 			}
 		})
+	}
+}
+
+// TestVerdictsAreReportedOncePerChange: a node consolidation leaves gets one event (on the Node and the NodeClaim)
+// and the Consolidatable=False condition when its verdict first appears or changes, and nothing while it holds; a
+// verdict already on the NodeClaim when the controller starts is not reported again.
+func TestVerdictsAreReportedOncePerChange(t *testing.T) {
+	drain := func(h *harness) []string {
+		var out []string
+		for len(h.recorder.Events) > 0 {
+			out = append(out, <-h.recorder.Events)
+		}
+		return out
+	}
+	pass := func(t *testing.T, h *harness) {
+		t.Helper()
+		if acted, err := h.c.pass(h.ctx); err != nil || acted {
+			t.Fatalf("pass acted %v, err %v; want nothing done", acted, err)
+		}
+	}
+	condition := func(h *harness) *metav1.Condition {
+		return meta.FindStatusCondition(h.claim("claim-a").Status.Conditions, stevedorev1.ConditionConsolidatable)
+	}
+	expect := func(t *testing.T, h *harness, events int, eventReason string, reason RetainReason) {
+		t.Helper()
+		got := drain(h)
+		if len(got) != events {
+			t.Fatalf("events %q, want %d", got, events)
+		}
+		for _, e := range got {
+			if !strings.Contains(e, eventReason) {
+				t.Errorf("event %q, want reason %s", e, eventReason)
+			}
+		}
+		if c := condition(h); c == nil || c.Status != metav1.ConditionFalse || c.Reason != string(reason) {
+			t.Errorf("condition %+v, want False/%s", c, reason)
+		}
+	}
+
+	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"), pinned("local", "a"))...)
+	pass(t, h)
+	expect(t, h, 2, ReasonUnconsolidatable, RetainPodsFitNowhere)
+	if c := condition(h); !strings.Contains(c.Message, "pod default/local fits on no other node") {
+		t.Errorf("condition message %q", c.Message)
+	}
+	pass(t, h)
+	expect(t, h, 0, "", RetainPodsFitNowhere)
+
+	block := pdb("local", "local", 0)
+	if err := h.listers.Add(block); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, h)
+	expect(t, h, 2, ReasonDisruptionBlock, RetainPodDisruptionBudget)
+	pass(t, h)
+	expect(t, h, 0, "", RetainPodDisruptionBudget)
+
+	if err := h.listers.Delete(block); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, h)
+	expect(t, h, 2, ReasonUnconsolidatable, RetainPodsFitNowhere)
+
+	// a restart: the NodeClaim the new controller reads already carries the verdict
+	recordedClaim := func(w *test.NodeClaimWrapper) {
+		w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionConsolidatable, Status: metav1.ConditionFalse,
+			Reason: string(RetainPodsFitNowhere), Message: "pod default/local fits on no other node (an older message)"})
+	}
+	h = newHarness(t, harnessConfig{}, objects(pool(), machine{name: "a", pool: "default", typ: "m5.large", claim: recordedClaim}, pinned("local", "a"))...)
+	pass(t, h)
+	if got := drain(h); len(got) != 0 {
+		t.Errorf("events after a restart = %q, want none", got)
 	}
 }

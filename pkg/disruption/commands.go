@@ -77,14 +77,14 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	if !m.Resimulate() {
 		return true, nil
 	}
-	again, err := c.consolidate(ctx, cands)
+	again, why, err := c.consolidate(ctx, v, cands)
 	if err != nil || again == nil {
 		if err == nil {
-			logger.V(1).Info("Disruption command abandoned: it no longer saves money", "method", cmd.Method, "nodes", sortedNames(cands))
+			logger.V(1).Info("Disruption command abandoned: it no longer holds", "method", cmd.Method, "nodes", sortedNames(cands), "why", why.message)
 		}
 		return false, err
 	}
-	cmd.Replacements, cmd.Pods = again.Replacements, again.Pods
+	cmd.Replacements, cmd.Pods, cmd.Scores = again.Replacements, again.Pods, again.Scores
 	return true, nil
 }
 
@@ -102,6 +102,9 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	}
 	if s := cmd.Savings(); s > 0 {
 		note += fmt.Sprintf(", saving $%.4f/h", s)
+	}
+	if len(cmd.Scores) > 0 {
+		note += "; " + describeScores(cmd.Scores)
 	}
 	for _, cand := range cmd.Candidates {
 		if err := c.markDisrupting(ctx, cand, string(cmd.Reason)); err != nil {

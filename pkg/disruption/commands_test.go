@@ -164,7 +164,8 @@ func TestPass(t *testing.T) {
 		tainted   []string // nodes tainted stevedore.dev/disrupted
 		eventNote string
 	}{
-		{name: "nothing to do", objs: objects(pool(), node("a", "m5.large"), pinned("local", "a"))},
+		{name: "nothing to do says why", objs: objects(pool(), node("a", "m5.large"), pinned("local", "a")),
+			eventNote: "Unconsolidatable consolidation leaves the node: pod default/local fits on no other node"},
 		{name: "empty nodes are deleted after validation", objs: objects(pool(), node("a", "m5.large"), node("b", "m5.large"),
 			pinned("local", "b")),
 			acted: true, deleted: []string{"claim-a"}, tainted: []string{"a"}, eventNote: "emptiness (Empty): delete"},

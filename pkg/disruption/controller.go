@@ -79,8 +79,8 @@ type Controller struct {
 	lastPodEvent map[string]time.Time
 	// protected holds replacements launched by a command until they got their pods, by NodeClaim name.
 	protected map[string]time.Time
-	// blockedReported is the reason last reported in a DisruptionBlocked event, by node name.
-	blockedReported map[string]string
+	// reported is the verdict last reported for a node (event and condition), by node name.
+	reported map[string]*verdict
 	// repairBlocked is whether repair last waited for a NodePool with too many unhealthy nodes, by name.
 	repairBlocked map[string]bool
 	started       time.Time
@@ -124,7 +124,7 @@ func New(opts Options) *Controller {
 		opts.Repair = &r
 	}
 	return &Controller{opts: opts, lastPodEvent: map[string]time.Time{}, protected: map[string]time.Time{},
-		blockedReported: map[string]string{}, repairBlocked: map[string]bool{}}
+		reported: map[string]*verdict{}, repairBlocked: map[string]bool{}}
 }
 
 // Register watches pods to know when each node last saw a pod arrive or leave (consolidateAfter counts from it).
@@ -177,37 +177,47 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// pass runs the methods in order and carries out the first command found. It reports whether it acted.
+// pass runs the methods in order and carries out the first command found. It reports whether it acted, and
+// says why it left each node it looked at (report).
 func (c *Controller) pass(ctx context.Context) (bool, error) {
 	c.resetModel()
 	v, err := c.view(ctx)
 	if err != nil {
 		return false, err
 	}
+	cmd, m, err := c.find(ctx, v)
 	if c.opts.Voluntary {
-		c.reportBlocked(v)
+		c.report(ctx, v, cmd.nodes())
 	}
+	if err != nil || cmd == nil {
+		return false, err
+	}
+	if m.Validated() {
+		ok, err := c.validate(ctx, cmd, m)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, c.execute(ctx, cmd)
+}
+
+// find runs the methods in order over the view and returns the first command found, with its method.
+func (c *Controller) find(ctx context.Context, v *clusterView) (*Command, Method, error) {
 	for _, m := range c.methods() {
 		start := c.opts.Clock.Now()
 		cmd, err := m.Find(ctx, v)
 		c.opts.Metrics.observeEvaluation(m.Name(), c.opts.Clock.Since(start))
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", m.Name(), err)
+			return nil, nil, fmt.Errorf("%s: %w", m.Name(), err)
 		}
 		if cmd == nil {
 			continue
 		}
 		cmd.Method = m.Name()
 		cmd.evaluated = c.opts.Clock.Since(start)
-		if m.Validated() {
-			ok, err := c.validate(ctx, cmd, m)
-			if err != nil || !ok {
-				return false, err
-			}
-		}
-		return true, c.execute(ctx, cmd)
+		return cmd, m, nil
 	}
-	return false, nil
+	return nil, nil, nil
 }
 
 // resetModel drops the cluster model, so the next simulation reads the caches again.

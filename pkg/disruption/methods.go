@@ -58,7 +58,9 @@ type Command struct {
 	ReplacementWait *time.Duration
 	// DrainTimeout, when positive, bounds the drain of the command's nodes (their pods are deleted after it).
 	DrainTimeout time.Duration
-	evaluated    time.Duration
+	// Scores are the move's scores for the Balanced NodePools among its nodes'.
+	Scores    []poolScore
+	evaluated time.Duration
 }
 
 // Savings is the hourly price of the nodes removed minus that of their replacements.
@@ -71,6 +73,18 @@ func (cmd *Command) Savings() float64 {
 		s -= r.Offering.Price
 	}
 	return s
+}
+
+// nodes names the command's nodes (none for a nil command).
+func (cmd *Command) nodes() map[string]bool {
+	out := map[string]bool{}
+	if cmd == nil {
+		return out
+	}
+	for _, c := range cmd.Candidates {
+		out[c.Node.Name] = true
+	}
+	return out
 }
 
 // Action is "delete" or "replace".
@@ -152,19 +166,24 @@ func (c *Controller) emptiness(ctx context.Context, v *clusterView) (*Command, e
 	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonEmpty)
 	cmd := &Command{Reason: stevedorev1.DisruptionReasonEmpty}
 	for _, cand := range v.candidates {
-		if !cand.Empty() || cand.Blocked != "" || !c.consolidatable(cand, v.now) {
+		if !cand.Empty() || cand.Blocked != "" {
 			continue
 		}
-		policy := cand.NodePool.Spec.Disruption.ConsolidationPolicy
-		if policy != stevedorev1.ConsolidationPolicyWhenEmpty && policy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+		if why := c.unconsolidatable(cand, v.now); why != nil {
+			v.leave(cand, why)
 			continue
 		}
 		if keeps, err := c.keepsRoom(ctx, cand); err != nil || keeps {
+			if keeps {
+				v.leave(cand, &verdict{reason: RetainWarmCapacity, message: "the node keeps room for warm capacity or for pods waiting for a place"})
+			}
 			continue
 		}
-		if b.take(cand) {
-			cmd.Candidates = append(cmd.Candidates, cand)
+		if !b.take(cand) {
+			v.leave(cand, budgetVerdict(cand, stevedorev1.DisruptionReasonEmpty))
+			continue
 		}
+		cmd.Candidates = append(cmd.Candidates, cand)
 	}
 	if len(cmd.Candidates) == 0 {
 		return nil, nil
@@ -301,9 +320,10 @@ const savingsEpsilon = 1e-9
 // consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
 // (a binary search on prefixes of the candidate list stops at the first such node). Budgets bound the set, not
 // the candidates tried: a node that does not join the set takes no room in its NodePool's budget, so nodes that
-// cannot consolidate at the head of the list do not hide those further down that can.
+// cannot consolidate at the head of the list do not hide those further down that can. The set found is then
+// pruned: a node whose leaving the set saves as much is left out (a smaller move dominates the larger).
 func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	cands, b := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates)
+	cands, b := c.consolidationCandidates(ctx, v, maxMultiNodeCandidates, false)
 	if len(cands) < 2 {
 		return nil, nil
 	}
@@ -314,7 +334,7 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 			continue // the set already holds as many of this NodePool's nodes as its budget allows
 		}
 		trial := append(set[:len(set):len(set)], cand)
-		cmd, err := c.consolidate(ctx, trial)
+		cmd, _, err := c.consolidate(ctx, v, trial)
 		if err != nil {
 			return nil, err
 		}
@@ -327,61 +347,167 @@ func (c *Controller) multiNodeConsolidation(ctx context.Context, v *clusterView)
 	if len(set) < 2 {
 		return nil, nil // one node is single-node consolidation's
 	}
-	return best, nil
+	return c.prune(ctx, v, best)
 }
 
-// singleNodeConsolidation removes or replaces one node: the cheapest to disrupt that consolidates. Every node
-// whose NodePool's budget has room for one more is tried, not only as many as the budget has room for (with a
-// budget of one, a first node that cannot consolidate would otherwise hold every other node back).
-func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
-	cands, _ := c.consolidationCandidates(ctx, v, len(v.candidates))
-	for _, cand := range cands {
-		cmd, err := c.consolidate(ctx, []*Candidate{cand})
+// prune drops from a multi-node move each node without which the move saves at least as much, trying the nodes
+// costliest to disrupt first. The nodes joined the set in growing order of disruption cost, each making it save
+// more than the set before it; a node that joined early may still add nothing once later nodes are in (its pods
+// now force a larger replacement, costing what its own price saved).
+func (c *Controller) prune(ctx context.Context, v *clusterView, cmd *Command) (*Command, error) {
+	for i := len(cmd.Candidates) - 1; i >= 0 && len(cmd.Candidates) > 1; i-- {
+		rest := slices.Delete(slices.Clone(cmd.Candidates), i, i+1)
+		smaller, _, err := c.consolidate(ctx, v, rest)
 		if err != nil {
 			return nil, err
 		}
-		if cmd != nil {
-			return cmd, nil
+		if smaller != nil && smaller.Savings() >= cmd.Savings()-savingsEpsilon {
+			cmd = smaller
 		}
 	}
-	return nil, nil
+	return cmd, nil
+}
+
+// singleNodeConsolidation removes or replaces one node: of the nodes cheapest to disrupt that consolidate, the one
+// that saves the most (among equal disruption costs, a larger saving; a costlier disruption is never taken for a
+// larger saving). Every node whose NodePool's budget has room for one more is tried, not only as many as the
+// budget has room for (with a budget of one, a first node that cannot consolidate would otherwise hold every
+// other node back). Each node tried and left gets the verdict of why.
+func (c *Controller) singleNodeConsolidation(ctx context.Context, v *clusterView) (*Command, error) {
+	return c.singleNode(ctx, v, false)
+}
+
+// singleNode is singleNodeConsolidation; exhaustive goes on past the command found to give every other node a
+// verdict (the dry run).
+func (c *Controller) singleNode(ctx context.Context, v *clusterView, exhaustive bool) (*Command, error) {
+	cands, _ := c.consolidationCandidates(ctx, v, len(v.candidates), true)
+	var best *Command
+	for _, cand := range cands {
+		if best != nil && !exhaustive && cand.Cost > best.Candidates[0].Cost+savingsEpsilon {
+			break
+		}
+		if why := bestCaseScore(v, cand); why != nil {
+			v.leave(cand, why)
+			continue
+		}
+		cmd, why, err := c.consolidate(ctx, v, []*Candidate{cand})
+		if err != nil {
+			return nil, err
+		}
+		if cmd == nil {
+			v.leave(cand, why)
+			continue
+		}
+		switch {
+		case best == nil:
+			best = cmd
+		case cand.Cost <= best.Candidates[0].Cost+savingsEpsilon && cmd.Savings() > best.Savings()+savingsEpsilon:
+			v.leave(best.Candidates[0], dominated(best, cmd))
+			best = cmd
+		default:
+			v.leave(cand, dominated(cmd, best))
+		}
+	}
+	return best, nil
+}
+
+// dominated is the verdict of a node whose move another move beats: it saves as much or more for no costlier a
+// disruption, or is cheaper to disrupt.
+func dominated(lost, won *Command) *verdict {
+	return &verdict{reason: RetainOtherMove, message: fmt.Sprintf("this pass takes %s instead (saving $%.4f/h for %d pods moved, against $%.4f/h for %d)",
+		won.String(), won.Savings(), won.Pods, lost.Savings(), lost.Pods)}
 }
 
 // consolidationCandidates lists, cheapest to disrupt first, at most limit non-empty nodes whose NodePool
 // consolidates underutilized nodes, whose consolidateAfter has passed and whose NodePool's budget has room for one
-// more node; it returns the budgets too, for a caller disrupting several nodes to take room from.
-func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int) ([]*Candidate, *budgets) {
+// more node; it returns the budgets too, for a caller disrupting several nodes to take room from. With judge, the
+// nodes left out get a verdict.
+func (c *Controller) consolidationCandidates(ctx context.Context, v *clusterView, limit int, judge bool) ([]*Candidate, *budgets) {
 	b := c.budgets(ctx, v, stevedorev1.DisruptionReasonUnderutilized)
+	leave := func(cand *Candidate, why *verdict) {
+		if judge {
+			v.leave(cand, why)
+		}
+	}
 	var out []*Candidate
 	for _, cand := range v.candidates {
 		if len(out) == limit {
 			break
 		}
-		if cand.Empty() || cand.Blocked != "" || cand.NodePool.Spec.Disruption.ConsolidationPolicy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized ||
-			!c.consolidatable(cand, v.now) {
+		if cand.Empty() || cand.Blocked != "" {
 			continue
 		}
-		if b.left[cand.NodePool.Name] > 0 {
-			out = append(out, cand)
+		if why := c.unconsolidatable(cand, v.now); why != nil {
+			leave(cand, why)
+			continue
 		}
+		if !cand.NodePool.Spec.Disruption.ConsolidationPolicy.ConsolidatesUnderutilized() {
+			leave(cand, &verdict{reason: RetainWhenEmpty, message: fmt.Sprintf("NodePool %s consolidates only empty nodes (consolidationPolicy %s)",
+				cand.NodePool.Name, cand.NodePool.Spec.Disruption.ConsolidationPolicy)})
+			continue
+		}
+		if b.left[cand.NodePool.Name] <= 0 {
+			leave(cand, budgetVerdict(cand, stevedorev1.DisruptionReasonUnderutilized))
+			continue
+		}
+		out = append(out, cand)
 	}
 	return out, b
 }
 
+// unconsolidatable says why consolidation may not consider a node whatever its pods: its NodePool is static, has
+// consolidation off, or the node saw pods arrive or leave within consolidateAfter. Nil if it may.
+func (c *Controller) unconsolidatable(cand *Candidate, now time.Time) *verdict {
+	if isStatic(cand) {
+		return &verdict{reason: RetainStatic, message: fmt.Sprintf("NodePool %s is static: its nodes are replaced, never consolidated", cand.NodePool.Name)}
+	}
+	if after := cand.NodePool.Spec.Disruption.ConsolidateAfter; after == nil || after.IsNever() {
+		return &verdict{reason: RetainConsolidationOff, message: fmt.Sprintf("NodePool %s has consolidation off (consolidateAfter: Never)", cand.NodePool.Name)}
+	}
+	if !c.consolidatable(cand, now) {
+		return &verdict{reason: RetainConsolidateAfter, message: fmt.Sprintf("pods arrived on or left the node within NodePool %s's consolidateAfter (%s)",
+			cand.NodePool.Name, cand.NodePool.Spec.Disruption.ConsolidateAfter.Duration)}
+	}
+	return nil
+}
+
+// budgetVerdict is the verdict of a node its NodePool's budget leaves no room for.
+func budgetVerdict(cand *Candidate, reason stevedorev1.DisruptionReason) *verdict {
+	return &verdict{reason: RetainBudget, message: fmt.Sprintf("NodePool %s's disruption budget allows no more %s disruptions now",
+		cand.NodePool.Name, reason)}
+}
+
 // consolidate answers whether removing the candidates saves money: their pods fit on the other nodes, or on
-// them plus one new node cheaper than the candidates together. It returns the command, or nil.
-func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Command, error) {
+// them plus one new node cheaper than the candidates together, and the move scores high enough for the Balanced
+// NodePools among theirs. It returns the command, or why not.
+func (c *Controller) consolidate(ctx context.Context, v *clusterView, cands []*Candidate) (*Command, *verdict, error) {
 	r, err := c.simulate(ctx, cands)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(r.Plan.Unschedulable) > 0 || len(r.Plan.NewNodes) > 1 {
-		return nil, nil
+	if len(r.Plan.Unschedulable) > 0 {
+		return nil, podsFitNowhere(r), nil
+	}
+	if len(r.Plan.NewNodes) > 1 {
+		return nil, &verdict{reason: RetainNeedsSeveralNodes, message: fmt.Sprintf("its pods need %d new nodes; consolidation launches at most one", len(r.Plan.NewNodes))}, nil
 	}
 	cmd := &Command{Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: cands, Pods: len(r.Pods)}
-	if len(r.Plan.NewNodes) == 0 {
-		return cmd, nil
+	if len(r.Plan.NewNodes) == 1 {
+		replacement, why := c.cheaperReplacement(cands, r.Plan.NewNodes[0])
+		if replacement == nil {
+			return nil, why, nil
+		}
+		cmd.Replacements = []*solver.PlannedNode{replacement}
 	}
+	if why := c.weigh(ctx, v, cmd); why != nil {
+		return nil, why, nil
+	}
+	return cmd, nil, nil
+}
+
+// cheaperReplacement narrows the planned new node to the instance types that make the move save money, or says
+// why none does.
+func (c *Controller) cheaperReplacement(cands []*Candidate, planned *solver.PlannedNode) (*solver.PlannedNode, *verdict) {
 	total := 0.0
 	allSpot := true
 	// the cheapest candidate of each instance type
@@ -393,7 +519,7 @@ func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Comm
 			byType[cand.Claim.Status.InstanceType] = cand.Price
 		}
 	}
-	replacement := r.Plan.NewNodes[0].Restrict(func(it *cloud.InstanceType, price float64) bool {
+	replacement := planned.Restrict(func(it *cloud.InstanceType, price float64) bool {
 		cheapest, same := byType[it.Name]
 		switch {
 		case price >= total:
@@ -408,15 +534,23 @@ func (c *Controller) consolidate(ctx context.Context, cands []*Candidate) (*Comm
 		return true
 	})
 	if replacement == nil {
-		return nil, nil
+		what := "the node's"
+		if len(cands) > 1 {
+			what = "the nodes'"
+		}
+		return nil, &verdict{reason: RetainNotCheaper, message: fmt.Sprintf("its pods fit elsewhere only with a new node, and none they fit on is cheaper than %s $%.4f/h (the cheapest: %s at $%.4f/h)",
+			what, total, planned.InstanceType.Name, planned.Offering.Price)}
 	}
 	if allSpot && replacement.Offering.CapacityType == stevedorev1.CapacityTypeSpot {
-		if !c.opts.SpotToSpot || len(replacement.InstanceTypes) < minSpotToSpotTypes {
-			return nil, nil
+		if !c.opts.SpotToSpot {
+			return nil, &verdict{reason: RetainSpotToSpot, message: "the only cheaper replacement is a spot node, and spot-to-spot consolidation is off"}
+		}
+		if len(replacement.InstanceTypes) < minSpotToSpotTypes {
+			return nil, &verdict{reason: RetainSpotToSpot, message: fmt.Sprintf("a spot-to-spot replacement needs %d cheaper spot types to choose from; %d fit",
+				minSpotToSpotTypes, len(replacement.InstanceTypes))}
 		}
 	}
-	cmd.Replacements = []*solver.PlannedNode{replacement}
-	return cmd, nil
+	return replacement, nil
 }
 
 // simulate asks the solver where the candidates' pods would go without them.

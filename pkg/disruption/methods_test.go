@@ -65,6 +65,8 @@ type methodCase struct {
 	// want are the command's candidates, sorted; nil expects no command.
 	want  []string
 	check func(t *testing.T, h *harness, cmd *Command)
+	// why are the verdicts wanted on nodes the method left, by node name.
+	why map[string]RetainReason
 }
 
 func runMethodCases(t *testing.T, method string, cases []methodCase) {
@@ -75,7 +77,16 @@ func runMethodCases(t *testing.T, method string, cases []methodCase) {
 			if tc.setup != nil {
 				tc.setup(h)
 			}
-			cmd := h.find(h.method(method))
+			v := h.view()
+			cmd, err := h.method(method).Find(h.ctx, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for node, want := range tc.why {
+				if got := v.verdicts[node]; got == nil || got.reason != want {
+					t.Errorf("verdict on %s = %+v, want %s", node, got, want)
+				}
+			}
 			if got := commandNames(cmd); !slices.Equal(got, tc.want) {
 				t.Fatalf("candidates = %v, want %v", got, tc.want)
 			}
@@ -647,25 +658,30 @@ func TestSingleNodeConsolidation(t *testing.T) {
 		{
 			name: "a pod fitting nowhere keeps its node",
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"), pinned("local", "a"), pinned("local2", "b")),
+			why:  map[string]RetainReason{"a": RetainPodsFitNowhere, "b": RetainPodsFitNowhere},
 		},
 		{
 			name: "a PDB allowing no disruption blocks the node",
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"),
 				pod("web", "a", "500m", "512Mi"), pinned("local", "b"), pdb("web", "web", 0)),
+			why: map[string]RetainReason{"a": RetainPodDisruptionBudget, "b": RetainPodsFitNowhere},
 		},
 		{
 			name: "WhenEmpty does not consolidate",
 			objs: objects(onDemandPool().Consolidation(stevedorev1.ConsolidationPolicyWhenEmpty, dur(0)), node("big", "m5.2xlarge"), small()),
+			why:  map[string]RetainReason{"big": RetainWhenEmpty},
 		},
 		{
 			name: "consolidateAfter not passed",
 			objs: objects(onDemandPool().Consolidation(stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized, dur(2*time.Hour)),
 				node("big", "m5.2xlarge"), small()),
+			why: map[string]RetainReason{"big": RetainConsolidateAfter},
 		},
 		{
 			name: "a budget of 0 for Underutilized",
 			objs: objects(onDemandPool().Budgets(budget("100%", "", 0), budget("0", "", 0, stevedorev1.DisruptionReasonUnderutilized)),
 				node("big", "m5.2xlarge"), small()),
+			why: map[string]RetainReason{"big": RetainBudget},
 		},
 		{
 			// single-node consolidation disrupts one node: a budget of 1 must not stop at the first candidate
@@ -674,6 +690,7 @@ func TestSingleNodeConsolidation(t *testing.T) {
 				node("a", "m5.xlarge"), node("b", "m5.xlarge"), node("c", "m5.xlarge"), pinned("local-a", "a"), pinned("local-b", "b"),
 				pod("web1", "c", "500m", "512Mi"), pod("web2", "c", "500m", "512Mi")),
 			want: []string{"c"},
+			why:  map[string]RetainReason{"a": RetainPodsFitNowhere, "b": RetainPodsFitNowhere},
 		},
 		{
 			name: "empty nodes are emptiness's",
@@ -684,6 +701,40 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			name: "a reserved node with a small pod is not replaced",
 			objs: objects(pool().Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeReserved, onDemand, spot),
 				machine{name: "big", pool: "default", typ: "m5.2xlarge", capacity: stevedorev1.CapacityTypeReserved}, small()),
+			why: map[string]RetainReason{"big": RetainNotCheaper},
+		},
+		{
+			// both move one pod; deleting b saves an m5.xlarge, deleting a an m5.large (the first by name)
+			name: "among nodes equally cheap to disrupt, the one that saves most",
+			objs: objects(onDemandPool(), node("a", "m5.large"), node("b", "m5.xlarge"),
+				pod("web1", "a", "250m", "256Mi"), pod("web2", "b", "250m", "256Mi")),
+			want:  []string{"b"},
+			check: wantReplacement("", ""),
+			why:   map[string]RetainReason{"a": RetainOtherMove},
+		},
+		{
+			// deleting b saves more but moves two pods: a costlier disruption is not taken for a larger saving
+			name: "a node cheaper to disrupt goes first even when another saves more",
+			objs: objects(onDemandPool(), node("a", "m5.large"), node("b", "m5.xlarge"),
+				pod("web1", "a", "250m", "256Mi"), pod("web2", "b", "250m", "256Mi"), pod("web3", "b", "250m", "256Mi")),
+			want: []string{"a"},
+		},
+		{
+			name: "a spot node whose only cheaper replacement is spot stays without spot-to-spot",
+			objs: objects(spotPool(), bigSpot, small()),
+			why:  map[string]RetainReason{"big": RetainSpotToSpot},
+		},
+		{
+			name: "consolidateAfter Never",
+			objs: objects(onDemandPool().Consolidation(stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil),
+				node("big", "m5.2xlarge"), small()),
+			why: map[string]RetainReason{"big": RetainConsolidationOff},
+		},
+		{
+			name: "do-not-disrupt",
+			objs: objects(onDemandPool(), machine{name: "big", pool: "default", typ: "m5.2xlarge",
+				node: func(w *test.NodeWrapper) { w.Annotations(stevedorev1.DoNotDisruptKey, "true") }}, small()),
+			why: map[string]RetainReason{"big": RetainDoNotDisrupt},
 		},
 	})
 }
@@ -722,6 +773,18 @@ func TestMultiNodeConsolidation(t *testing.T) {
 				if want := 2*priceOf("m5.xlarge", onDemand) - priceOf("m5.xlarge", spot); math.Abs(cmd.Savings()-want) > 1e-9 {
 					t.Errorf("savings = %v, want %v", cmd.Savings(), want)
 				}
+			},
+		},
+		{
+			// a and b join in name order, {a, b} saving more than {a}; but b alone (its pod moves onto a) saves
+			// more than both with a new node for the two pods, and moves one pod instead of two
+			name: "a node that adds nothing to the set is pruned from it",
+			objs: objects(onDemandPool(), node("a", "t3.medium"), node("b", "m5.xlarge"),
+				pod("web1", "a", "500m", "1Gi"), pod("web2", "b", "1300m", "1536Mi")),
+			want: []string{"b"},
+			check: func(t *testing.T, h *harness, cmd *Command) {
+				wantReplacement("", "")(t, h, cmd)
+				checkPods(t, cmd, 1)
 			},
 		},
 		{

@@ -44,6 +44,20 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"method"})
+	// ConsolidationScore records the score of each move a Balanced NodePool's consolidation weighed, by NodePool and
+	// decision (approved, rejected).
+	ConsolidationScore = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: namespace, Subsystem: "consolidation", Name: "score",
+		Help:           "Score of each consolidation move weighed under the Balanced policy (share of the NodePool's cost saved over share of its disruption cost caused), by NodePool and decision.",
+		Buckets:        []float64{0.1, 0.25, 0.33, 0.5, 1, 2, 5, 10},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "decision"})
+	// ConsolidationMoves counts the moves a Balanced NodePool's consolidation weighed, by NodePool and decision.
+	ConsolidationMoves = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: "consolidation", Name: "moves_total",
+		Help:           "Consolidation moves weighed under the Balanced policy, by NodePool and decision (approved, rejected).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"nodepool", "decision"})
 	// NodesRepaired counts unhealthy nodes repaired, by NodePool, condition and action (reboot, replace).
 	NodesRepaired = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: "node_repair", Name: "actions_total",
@@ -280,6 +294,7 @@ var registerOnce sync.Once
 // All returns every Stevedore metric.
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
+		ConsolidationScore, ConsolidationMoves,
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,

@@ -190,7 +190,7 @@ type NodeSelectorRequirementWithMinValues struct {
 
 // ConsolidationPolicy says which nodes consolidation may act on.
 // WhenUnderutilized is Karpenter's v1beta1 spelling of WhenEmptyOrUnderutilized and is accepted as such.
-// +kubebuilder:validation:Enum=WhenEmpty;WhenEmptyOrUnderutilized;WhenUnderutilized
+// +kubebuilder:validation:Enum=WhenEmpty;WhenEmptyOrUnderutilized;WhenUnderutilized;Balanced
 type ConsolidationPolicy string
 
 // Consolidation policies.
@@ -198,13 +198,27 @@ const (
 	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
 	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
 	ConsolidationPolicyWhenUnderutilized        ConsolidationPolicy = "WhenUnderutilized"
+	// ConsolidationPolicyBalanced consolidates underutilized nodes only when a move's share of its NodePool's
+	// cost saved is at least 1/BalancedK of its share of the NodePool's disruption cost.
+	ConsolidationPolicyBalanced ConsolidationPolicy = "Balanced"
 )
+
+// BalancedK is the factor of the Balanced policy: a move is taken when the share of the NodePool's hourly cost it
+// saves is at least 1/BalancedK times the share of the NodePool's disruption cost it causes.
+const BalancedK = 2
+
+// ConsolidatesUnderutilized reports whether the policy lets consolidation delete or replace nodes that still run
+// pods (WhenEmptyOrUnderutilized and Balanced).
+func (p ConsolidationPolicy) ConsolidatesUnderutilized() bool {
+	return p == ConsolidationPolicyWhenEmptyOrUnderutilized || p == ConsolidationPolicyBalanced
+}
 
 // Disruption configures voluntary disruption of a NodePool's nodes.
 // +kubebuilder:validation:XValidation:message="spec.disruption.budgets: schedule and duration must be set together",rule="!has(self.budgets) || self.budgets.all(b, has(b.schedule) == has(b.duration))"
 type Disruption struct {
 	// ConsolidationPolicy: WhenEmpty removes nodes with no pods but DaemonSet pods; WhenEmptyOrUnderutilized
-	// also deletes or replaces nodes whose pods fit elsewhere more cheaply.
+	// also deletes or replaces nodes whose pods fit elsewhere more cheaply; Balanced does so only for moves whose
+	// saving outweighs the disruption they cause (each as a share of the NodePool's total) by the factor BalancedK.
 	// +kubebuilder:default=WhenEmptyOrUnderutilized
 	// +optional
 	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`

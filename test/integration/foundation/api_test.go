@@ -65,6 +65,7 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"nodepool requirement", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: stevedore.dev/nodepool, operator: In, values: [x]}]}}", "set by Stevedore"},
 		{"bad requirement key", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, requirements: [{key: 'bad key!', operator: Exists}]}}", "spec.template.spec.requirements[0].key"},
 		{"unknown consolidationPolicy", nodePools, "NodePool", validNodePoolSpec + "disruption: {consolidationPolicy: Sometimes}\n", "spec.disruption.consolidationPolicy"},
+		{"consolidationPolicy in lower case", nodePools, "NodePool", validNodePoolSpec + "disruption: {consolidationPolicy: balanced}\n", "spec.disruption.consolidationPolicy"},
 		{"bad consolidateAfter", nodePools, "NodePool", validNodePoolSpec + "disruption: {consolidateAfter: soon}\n", "spec.disruption.consolidateAfter"},
 		{"bad expireAfter", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, expireAfter: 30d}}", "spec.template.spec.expireAfter"},
 		{"bad terminationGracePeriod", nodePools, "NodePool", "template: {spec: {nodeClassRef: {name: d}, terminationGracePeriod: forever}}", "spec.template.spec.terminationGracePeriod"},

@@ -1,0 +1,190 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+)
+
+// RetainReason says why voluntary disruption left a node: the reason of the NodeClaim's Consolidatable=False
+// condition and of the event that goes with it.
+type RetainReason string
+
+// Reasons voluntary disruption leaves a node.
+const (
+	// RetainDoNotDisrupt: the node or one of its pods is annotated do-not-disrupt.
+	RetainDoNotDisrupt RetainReason = "DoNotDisrupt"
+	// RetainPodDisruptionBudget: a PodDisruptionBudget refuses the eviction of one of its pods.
+	RetainPodDisruptionBudget RetainReason = "PodDisruptionBudget"
+	// RetainNominated: pending pods are nominated to the node (passing; not reported).
+	RetainNominated RetainReason = "Nominated"
+	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).
+	RetainJustLaunched RetainReason = "JustLaunched"
+	// RetainWhenEmpty: the NodePool's consolidationPolicy is WhenEmpty and the node runs pods.
+	RetainWhenEmpty RetainReason = "WhenEmptyPolicy"
+	// RetainConsolidationOff: the NodePool's consolidateAfter is Never.
+	RetainConsolidationOff RetainReason = "ConsolidationDisabled"
+	// RetainConsolidateAfter: pods arrived on or left the node within consolidateAfter (the dry run reports it;
+	// the live loop does not, as it changes with every pod).
+	RetainConsolidateAfter RetainReason = "ConsolidateAfter"
+	// RetainBudget: the NodePool's disruption budget allows no more disruptions for the reason now.
+	RetainBudget RetainReason = "DisruptionBudget"
+	// RetainPodsFitNowhere: one of its pods fits on no other node and on no node the NodePools can launch.
+	RetainPodsFitNowhere RetainReason = "PodsFitNowhere"
+	// RetainNeedsSeveralNodes: its pods need more than one new node (consolidation replaces by at most one).
+	RetainNeedsSeveralNodes RetainReason = "NeedsSeveralNodes"
+	// RetainNotCheaper: its pods fit only on a new node that costs as much as the node or more.
+	RetainNotCheaper RetainReason = "NotCheaper"
+	// RetainSpotToSpot: the only cheaper replacement is spot, and spot-to-spot consolidation is off or has too
+	// few cheaper types to choose from.
+	RetainSpotToSpot RetainReason = "SpotToSpot"
+	// RetainBalancedScore: under the Balanced policy, the move's saving does not outweigh its disruption.
+	RetainBalancedScore RetainReason = "BalancedScore"
+	// RetainOtherMove: the pass takes another move that saves as much or more for no costlier a disruption
+	// (passing; not reported).
+	RetainOtherMove RetainReason = "OtherMoveFirst"
+	// RetainStatic: the node belongs to a static NodePool, whose nodes are replaced, never consolidated (passing;
+	// not reported).
+	RetainStatic RetainReason = "StaticNodePool"
+	// RetainWarmCapacity: the empty node keeps room for warm capacity or for pods waiting for a place.
+	RetainWarmCapacity RetainReason = "WarmCapacity"
+)
+
+// Event reasons of the verdicts: DisruptionBlocked for what blocks every voluntary disruption (do-not-disrupt,
+// a PodDisruptionBudget), Unconsolidatable for the rest (Karpenter's name for the same event).
+const (
+	ReasonUnconsolidatable = "Unconsolidatable"
+)
+
+// verdict is why a pass left a node.
+type verdict struct {
+	reason  RetainReason
+	message string
+	// volatile: the message carries figures that move with the cluster (a score, a scheduler's node count), so
+	// only a change of reason or subject is reported again.
+	volatile bool
+	// subject names what the verdict is about when volatile (a pod), for telling one verdict from the next.
+	subject string
+}
+
+// key identifies the verdict for "report once per change".
+func (v *verdict) key() string {
+	if v.volatile {
+		return string(v.reason) + "/" + v.subject
+	}
+	return string(v.reason) + "/" + v.message
+}
+
+// passing reports whether the verdict is too short-lived to be worth an event or a condition.
+func (v *verdict) passing() bool {
+	switch v.reason {
+	case RetainNominated, RetainJustLaunched, RetainConsolidateAfter, RetainOtherMove, RetainStatic:
+		return true
+	}
+	return false
+}
+
+// blocks reports whether the verdict blocks every voluntary disruption, not only consolidation.
+func (v *verdict) blocks() bool {
+	return v.reason == RetainDoNotDisrupt || v.reason == RetainPodDisruptionBudget
+}
+
+// leave records why the pass left a candidate (the last verdict of a pass wins).
+func (v *clusterView) leave(cand *Candidate, why *verdict) {
+	if why == nil {
+		return
+	}
+	if v.verdicts == nil {
+		v.verdicts = map[string]*verdict{}
+	}
+	v.verdicts[cand.Node.Name] = why
+}
+
+// podsFitNowhere is the verdict of a removal that left pods without a place: the first such pod by name, and the
+// scheduler's reason.
+func podsFitNowhere(r *provision.Removal) *verdict {
+	pods := slices.Clone(r.Pods)
+	sort.Slice(pods, func(i, j int) bool {
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	for _, pod := range pods {
+		if why, ok := r.Plan.Unschedulable[pod.UID]; ok {
+			name := pod.Namespace + "/" + pod.Name
+			return &verdict{reason: RetainPodsFitNowhere, subject: name, volatile: true,
+				message: fmt.Sprintf("pod %s fits on no other node and on no node its NodePools can launch: %s", name, why)}
+		}
+	}
+	return &verdict{reason: RetainPodsFitNowhere, message: fmt.Sprintf("%d of its pods fit nowhere else", len(r.Plan.Unschedulable))}
+}
+
+// report records, for each candidate the pass left with a verdict that changed since it was last reported, an
+// event on the node and its NodeClaim and the NodeClaim's Consolidatable=False condition. skip names the nodes a
+// command is taking (not left). A node no longer blocked by do-not-disrupt or a PodDisruptionBudget may be
+// reported blocked again later.
+func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string]bool) {
+	seen := map[string]bool{}
+	for _, cand := range v.candidates {
+		name := cand.Node.Name
+		seen[name] = true
+		why := v.verdicts[name]
+		c.mu.Lock()
+		prev, had := c.reported[name]
+		c.mu.Unlock()
+		if why == nil || skip[name] || why.passing() {
+			if had && prev.blocks() && cand.Blocked == "" {
+				c.mu.Lock()
+				delete(c.reported, name)
+				c.mu.Unlock()
+			}
+			continue
+		}
+		if had && prev.key() == why.key() {
+			continue
+		}
+		c.mu.Lock()
+		c.reported[name] = why
+		c.mu.Unlock()
+		if !had && recorded(cand.Claim, why) {
+			continue // reported before this process started
+		}
+		eventReason := ReasonUnconsolidatable
+		prefix := "consolidation leaves the node: "
+		if why.blocks() {
+			eventReason, prefix = ReasonDisruptionBlock, "voluntary disruption leaves the node alone: "
+		}
+		c.event(cand, corev1.EventTypeNormal, eventReason, prefix+why.message)
+		if err := c.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
+			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.Claim.Name, "err", err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.reported {
+		if !seen[name] {
+			delete(c.reported, name)
+		}
+	}
+}
+
+// recorded reports whether the NodeClaim already carries the verdict as its Consolidatable condition.
+func recorded(claim *stevedorev1.NodeClaim, why *verdict) bool {
+	cond := meta.FindStatusCondition(claim.Status.Conditions, stevedorev1.ConditionConsolidatable)
+	return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == string(why.reason) &&
+		(why.volatile || cond.Message == why.message)
+}
