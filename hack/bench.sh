@@ -4,6 +4,8 @@
 #    per pod, peak RSS, cost against the fractional lower bound, first-fit-decreasing for comparison, and whether
 #    repeated solves gave identical plans);
 #  - interruption messages handled per second;
+#  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
+#    and Balanced on a scale-in and on a drift of pod sizes;
 #  - in the sandbox with --launch-delay 0: scale-out of 1000 and 5000 pods through the real scheduler binary,
 #    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
@@ -48,6 +50,8 @@ run "plugin overhead: plain pods on existing nodes, with and without Stevedore's
   go test -count=1 -run '^$' -bench BenchmarkPluginOverhead -benchtime 1x -timeout 30m ./test/bench/
 run "consolidation 1000 -> 700 pods, with pod-deletion-cost steering (default) and without" go test -count=1 -run '^$' \
   -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 90m ./test/bench/
+run "consolidation policies in memory: evictions and cost of WhenEmptyOrUnderutilized and Balanced (scale-in 1000 -> 700, drift of pod sizes)" \
+  go test -count=1 -run '^$' -bench BenchmarkConsolidationPolicies -benchtime 1x -timeout 30m ./pkg/disruption/
 run "burst of 20 pods, nodes 30 s to come up, with a CapacityBuffer of 20 chunks and without" go test -count=1 -run '^$' \
   -bench BenchmarkBurstTimeToBind -benchtime 1x -timeout 30m ./test/bench/
 run "churn: 20 scale changes, default plugin arguments" go test -count=1 -run '^$' -bench BenchmarkChurn20 \

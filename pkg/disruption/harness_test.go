@@ -59,7 +59,7 @@ const (
 // harness is a disruption controller over a fixed cluster: listers over the objects, fake clientsets holding the
 // same objects (for the status and taint updates the controller writes), a fake cloud and a fake clock.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	clock    *clocktesting.FakeClock
 	cloud    *fake.Provider
@@ -82,7 +82,7 @@ type harnessConfig struct {
 }
 
 // newHarness builds a voluntary disruption controller over objs.
-func newHarness(t *testing.T, cfg harnessConfig, objs ...runtime.Object) *harness {
+func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harness {
 	t.Helper()
 	ctx := context.Background()
 	types := cfg.types
