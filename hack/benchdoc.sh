@@ -15,7 +15,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$out" || echo ' (with local changes)')
   echo "|---|---|---|"
   # a result line is "BenchmarkName-N <iterations> <value> <unit> ..."; logs may have cut it after the name
   awk '
-    /^Benchmark[A-Za-z0-9]+(\/[A-Za-z0-9_.-]+)?-[0-9]+/ { name = $1; sub(/-[0-9]+$/, "", name); if (NF >= 4 && $2 ~ /^[0-9]+$/) { row(3) } else { pending = name }; next }
+    /^Benchmark[A-Za-z0-9]+(\/[A-Za-z0-9_.-]+)*-[0-9]+/ { name = $1; sub(/-[0-9]+$/, "", name); if (NF >= 4 && $2 ~ /^[0-9]+$/) { row(3) } else { pending = name }; next }
     /^[[:space:]]+[0-9]+[[:space:]]+[0-9.e+]+ ns\/op/ && pending != "" { name = pending; pending = ""; row(2) }
     function row(first,   i) { for (i = first; i < NF; i += 2) printf "| %s | %s | %s |\n", name, $(i+1), $i }
   ' "$raw"

@@ -66,14 +66,20 @@ func newPlanCommand() *cobra.Command {
 	var budget time.Duration
 	var vmOverhead float64
 	var minValuesPolicy string
+	var disrupt, spotToSpot bool
 	cmd := &cobra.Command{
-		Use:   "plan -f nodepools.yaml -f pods.json [-f daemonsets.yaml] [--catalog catalog.json] [-o json|table]",
+		Use:   "plan -f nodepools.yaml -f pods.json [-f daemonsets.yaml] [--catalog catalog.json] [--disrupt] [-o json|table]",
 		Short: "Print the nodes Stevedore would launch for the given pods, without a cluster or a cloud",
 		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, NodeOverlays, Pods, workloads
 (Deployments, ReplicaSets, StatefulSets, Jobs and CronJobs, expanded into their pods), DaemonSets, RuntimeClasses,
 Nodes and the pods bound to them (and Lists of any of these) from files, and prints the nodes it would launch, the
 pods on each, the pods the existing nodes take, and the pods it could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
-before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
+before changing a NodePool ("what if"), and as the solver's benchmark harness.
+
+With --disrupt it reads the cluster as it is (NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, the pods
+bound to them, DaemonSets and PodDisruptionBudgets, e.g. kubectl get ... -o json) and prints what one pass of the
+disruption loop would do (the same code as the live loop, without waiting for its validation delay and without
+a cloud: AMI drift is not seen), the hourly cost before and after, and why it leaves every other node.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -98,6 +104,13 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 			ctx := context.Background()
 			if minValuesPolicy != "Strict" && minValuesPolicy != "BestEffort" {
 				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
+			}
+			if output != "json" && output != "table" && output != "" {
+				return fmt.Errorf("-o must be json or table, not %q", output)
+			}
+			if disrupt {
+				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: cat, vmMemoryOverheadPercent: vmOverhead,
+					minValuesBestEffort: minValuesPolicy == "BestEffort", spotToSpot: spotToSpot, output: output})
 			}
 			problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
 				MinValuesBestEffort: minValuesPolicy == "BestEffort"})
@@ -131,6 +144,8 @@ before changing a NodePool ("what if"), and as the solver's benchmark harness.`,
 	cmd.Flags().DurationVar(&budget, "solve-timeout", 2*time.Second, "time the solver may spend improving the packing")
 	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
 	cmd.Flags().StringVar(&minValuesPolicy, "min-values-policy", "Strict", "Strict or BestEffort, as the plugin argument minValuesPolicy")
+	cmd.Flags().BoolVar(&disrupt, "disrupt", false, "print what one disruption pass would do to the given Nodes, NodeClaims and bound pods, and why each other node stays")
+	cmd.Flags().BoolVar(&spotToSpot, "spot-to-spot-consolidation", false, "with --disrupt: as the plugin argument spotToSpotConsolidation")
 	return cmd
 }
 

@@ -65,3 +65,52 @@ func TestPlanShowsAcceleratorsOfTheNodes(t *testing.T) {
 		t.Errorf("plan JSON nodes %+v, want one with 1 nvidia.com/gpu", doc.Nodes)
 	}
 }
+
+// TestPlanDisruptDryRun: plan --disrupt over a cluster dump prints the pass's command (two half-empty m5.xlarge
+// deleted, their pods moving onto the m5.large), the cost before and after, and why the third node stays.
+func TestPlanDisruptDryRun(t *testing.T) {
+	run := func(output string) string {
+		cmd := newPlanCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-o", output})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	table := run("table")
+	for _, want := range []string{
+		"multi-node-consolidation (Underutilized): delete ip-10-0-1-11.ec2.internal, ip-10-0-1-12.ec2.internal, 2 pods move",
+		"cost: $0.4800/h -> $0.0960/h",
+		"keep    PodsFitNowhere: pod shop/cache-0 fits on no other node",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, table)
+		}
+	}
+	var doc disruptOutput
+	if err := json.Unmarshal([]byte(run("json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Command == nil || doc.Command.Action != "delete" || len(doc.Command.Nodes) != 2 || len(doc.Nodes) != 3 ||
+		doc.Nodes[2].Action != "keep" || doc.Nodes[2].Reason != "PodsFitNowhere" {
+		t.Errorf("dry run JSON %+v", doc)
+	}
+}
+
+// TestPlanDisruptRefusesWhatItDoesNotRead: an object of another kind is an error naming it, not dropped.
+func TestPlanDisruptRefusesWhatItDoesNotRead(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "svc.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {ports: [{port: 80}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newPlanCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", file})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "shop/web") || !strings.Contains(err.Error(), "does not read this kind") {
+		t.Errorf("err = %v, want one naming Service shop/web", err)
+	}
+}

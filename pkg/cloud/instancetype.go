@@ -247,6 +247,27 @@ func DefaultOverheadModel() OverheadModel {
 	return OverheadModel{VMMemoryPercent: 7.5, RootVolume: resource.MustParse("20Gi")}
 }
 
+// CatalogInstanceTypes builds every instance type of the catalog under the overhead model of a node class (its
+// kubelet settings and instance-store policy; the defaults when nc is nil) and the VM memory overhead, in every
+// zone: what the offline commands use in place of the AWS provider.
+func CatalogInstanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, vmMemoryPercent float64) ([]*InstanceType, error) {
+	model := DefaultOverheadModel()
+	model.VMMemoryPercent = vmMemoryPercent
+	if nc != nil {
+		model.Kubelet = nc.Spec.Kubelet
+		model.InstanceStoreRAID0 = nc.Spec.InstanceStorePolicy != nil && *nc.Spec.InstanceStorePolicy == stevedorev1.InstanceStorePolicyRAID0
+	}
+	its := make([]*InstanceType, 0, len(cat.InstanceTypes))
+	for _, ct := range cat.InstanceTypes {
+		it, err := NewInstanceType(ct, model, nil)
+		if err != nil {
+			return nil, err
+		}
+		its = append(its, it)
+	}
+	return its, nil
+}
+
 // MaxPods is the pod limit of a type under the model: the kubelet's maxPods if set, else the ENI limit; capped by
 // podsPerCore.
 func (m OverheadModel) MaxPods(it catalog.InstanceType) int64 {

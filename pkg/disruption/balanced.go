@@ -114,6 +114,9 @@ func bestCaseScore(v *clusterView, cand *Candidate) *verdict {
 	return nil
 }
 
+// DescribeScores is the command's Balanced scores in words ("" when none).
+func (cmd *Command) DescribeScores() string { return describeScores(cmd.Scores) }
+
 // describeScores is the scores for an event ("" when none).
 func describeScores(scores []poolScore) string {
 	parts := make([]string, 0, len(scores))

@@ -68,6 +68,8 @@ type Options struct {
 	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
 	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
 	OverlaidTypes func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool)
+	// DryRun makes the controller write nothing (no Drifted condition): for DryRun's offline use.
+	DryRun bool
 }
 
 // Controller is the disruption loop.

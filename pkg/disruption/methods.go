@@ -414,8 +414,16 @@ func (c *Controller) singleNode(ctx context.Context, v *clusterView, exhaustive 
 // dominated is the verdict of a node whose move another move beats: it saves as much or more for no costlier a
 // disruption, or is cheaper to disrupt.
 func dominated(lost, won *Command) *verdict {
-	return &verdict{reason: RetainOtherMove, message: fmt.Sprintf("this pass takes %s instead (saving $%.4f/h for %d pods moved, against $%.4f/h for %d)",
-		won.String(), won.Savings(), won.Pods, lost.Savings(), lost.Pods)}
+	return &verdict{reason: RetainOtherMove, message: fmt.Sprintf("this pass takes %s instead: it saves $%.4f/h moving %s, this node $%.4f/h moving %s",
+		won.String(), won.Savings(), pods(won.Pods), lost.Savings(), pods(lost.Pods))}
+}
+
+// pods is "1 pod" or "n pods".
+func pods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 // consolidationCandidates lists, cheapest to disrupt first, at most limit non-empty nodes whose NodePool
@@ -585,6 +593,9 @@ func (c *Controller) cluster(ctx context.Context) (*provision.Cluster, error) {
 
 // markDrifted records drift on the NodeClaim (condition Drifted) the first time it is seen.
 func (c *Controller) markDrifted(ctx context.Context, cand *Candidate, why string) {
+	if c.opts.DryRun {
+		return
+	}
 	for _, cond := range cand.Claim.Status.Conditions {
 		if cond.Type == stevedorev1.ConditionDrifted && cond.Status == "True" {
 			return

@@ -130,21 +130,13 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		if np.Spec.Replicas != nil {
 			continue // a static NodePool does not provision for pods
 		}
-		model := cloud.DefaultOverheadModel()
-		model.VMMemoryPercent = in.VMMemoryOverheadPercent
+		var nc *stevedorev1.EC2NodeClass
 		if np.Spec.Template.Spec.NodeClassRef != nil {
-			if nc, ok := classes[np.Spec.Template.Spec.NodeClassRef.Name]; ok {
-				model.Kubelet = nc.Spec.Kubelet
-				model.InstanceStoreRAID0 = nc.Spec.InstanceStorePolicy != nil && *nc.Spec.InstanceStorePolicy == stevedorev1.InstanceStorePolicyRAID0
-			}
+			nc = classes[np.Spec.Template.Spec.NodeClassRef.Name]
 		}
-		var its []*cloud.InstanceType
-		for _, ct := range in.Catalog.InstanceTypes {
-			it, err := cloud.NewInstanceType(ct, model, nil)
-			if err != nil {
-				return nil, err
-			}
-			its = append(its, it)
+		its, err := cloud.CatalogInstanceTypes(in.Catalog, nc, in.VMMemoryOverheadPercent)
+		if err != nil {
+			return nil, err
 		}
 		its = overlays.Apply(np, its)
 		opt, err := NewNodePoolOption(np, its, RemainingLimits(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)

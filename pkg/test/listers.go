@@ -5,89 +5,13 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package test
 
 import (
-	"fmt"
-
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
-	"k8s.io/client-go/tools/cache"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
-// Listers read a fixed set of objects the way controllers read informer caches. NodePools are normalised, as
-// the operator wires them.
-type Listers struct {
-	Nodes      corelisters.NodeLister
-	Pods       corelisters.PodLister
-	DaemonSets appslisters.DaemonSetLister
-	PDBs       policylisters.PodDisruptionBudgetLister
-	NodeClaims listers.NodeClaimLister
-	NodePools  listers.NodePoolLister
+// Listers read a fixed set of objects the way controllers read informer caches (state.Listers).
+type Listers = state.Listers
 
-	indexers map[string]cache.Indexer
-}
-
-// NewListers returns listers over objs; it fails on an object of a kind it does not serve.
-func NewListers(objs ...runtime.Object) (*Listers, error) {
-	idx := func() cache.Indexer {
-		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	}
-	l := &Listers{indexers: map[string]cache.Indexer{"Node": idx(), "Pod": idx(), "DaemonSet": idx(),
-		"PodDisruptionBudget": idx(), "NodeClaim": idx(), "NodePool": idx()}}
-	l.Nodes = corelisters.NewNodeLister(l.indexers["Node"])
-	l.Pods = corelisters.NewPodLister(l.indexers["Pod"])
-	l.DaemonSets = appslisters.NewDaemonSetLister(l.indexers["DaemonSet"])
-	l.PDBs = policylisters.NewPodDisruptionBudgetLister(l.indexers["PodDisruptionBudget"])
-	l.NodeClaims = listers.NewNodeClaimLister(l.indexers["NodeClaim"])
-	l.NodePools = state.NormalizedNodePools(listers.NewNodePoolLister(l.indexers["NodePool"]))
-	for _, o := range objs {
-		if err := l.Add(o); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
-}
-
-// Add puts an object into (or replaces it in) its lister.
-func (l *Listers) Add(obj runtime.Object) error {
-	kind, err := kindOf(obj)
-	if err != nil {
-		return err
-	}
-	return l.indexers[kind].Update(obj)
-}
-
-// Delete removes an object from its lister.
-func (l *Listers) Delete(obj runtime.Object) error {
-	kind, err := kindOf(obj)
-	if err != nil {
-		return err
-	}
-	return l.indexers[kind].Delete(obj)
-}
-
-func kindOf(obj runtime.Object) (string, error) {
-	switch obj.(type) {
-	case *corev1.Node:
-		return "Node", nil
-	case *corev1.Pod:
-		return "Pod", nil
-	case *appsv1.DaemonSet:
-		return "DaemonSet", nil
-	case *policyv1.PodDisruptionBudget:
-		return "PodDisruptionBudget", nil
-	case *stevedorev1.NodeClaim:
-		return "NodeClaim", nil
-	case *stevedorev1.NodePool:
-		return "NodePool", nil
-	default:
-		return "", fmt.Errorf("test listers do not serve %T", obj)
-	}
-}
+// NewListers returns listers over objs (state.NewListers).
+func NewListers(objs ...runtime.Object) (*Listers, error) { return state.NewListers(objs...) }
