@@ -12,23 +12,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
-	"github.com/stevedore-dev/stevedore/pkg/cloud/offline"
-	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
-	"github.com/stevedore-dev/stevedore/pkg/manifest"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
-	"github.com/stevedore-dev/stevedore/pkg/state"
+	"github.com/stevedore-dev/stevedore/pkg/disruption/dryrun"
 )
 
 // disruptInput are the settings of `plan --disrupt` besides the objects.
@@ -81,83 +69,10 @@ type disruptNode struct {
 	Message string `json:"message,omitempty"`
 }
 
-// dryRunDisruption builds the disruption controller over the objects (listers over them, the catalog in place of
-// the cloud) and prints one pass.
+// dryRunDisruption runs one disruption pass offline over the objects and prints it.
 func dryRunDisruption(ctx context.Context, w io.Writer, objs []runtime.Object, in disruptInput) error {
-	var kept []runtime.Object
-	for _, obj := range objs {
-		switch obj.(type) {
-		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.NodeClaim, *corev1.Node,
-			*corev1.Pod, *appsv1.DaemonSet, *policyv1.PodDisruptionBudget:
-			kept = append(kept, obj)
-		default:
-			return fmt.Errorf("%s: scheduler plan --disrupt does not read this kind (it reads NodePools, EC2NodeClasses, "+
-				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets and PodDisruptionBudgets)", manifest.Name(obj))
-		}
-	}
-	l, err := state.NewListers(kept...)
-	if err != nil {
-		return err
-	}
-	pools, err := l.NodePools.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	if len(pools) == 0 {
-		return fmt.Errorf("no NodePool in the input")
-	}
-	classes := map[string]*stevedorev1.EC2NodeClass{}
-	ncs, err := l.EC2NodeClasses.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	for _, nc := range ncs {
-		classes[nc.Name] = nc
-	}
-	overlays, err := l.NodeOverlays.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	if set := overlay.NewSet(overlays); len(set.Problems) > 0 {
-		for _, o := range overlays {
-			if why, ok := set.Problems[o.Name]; ok {
-				return fmt.Errorf("NodeOverlay %s is not applied: %s", o.Name, why)
-			}
-		}
-	}
-	base, err := offline.New(offline.Options{Catalog: in.catalog, NodeClasses: classes, VMMemoryOverheadPercent: in.vmMemoryOverheadPercent,
-		NodeClassHash: awscloud.NodeClassHash})
-	if err != nil {
-		return err
-	}
-	provider := overlay.NewProvider(base, l.NodeOverlays)
-	provSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
-	if err != nil {
-		return err
-	}
-	prov := provision.New(provision.Options{Region: in.catalog.Region, SchedulerName: "stevedore", MinValuesBestEffort: in.minValuesBestEffort,
-		Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: provider,
-		Simulator: provSim,
-		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
-			if nc, ok := classes[ref.Name]; ok {
-				return awscloud.NodeClassHash(nc)
-			}
-			return ""
-		}})
-	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
-	if err != nil {
-		return err
-	}
-	d := disruption.New(disruption.Options{Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims, NodePools: l.NodePools,
-		Provisioner: prov, Cloud: provider, Simulator: sim, SpotToSpot: in.spotToSpot, Voluntary: true, DryRun: true,
-		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
-			if len(overlays) == 0 {
-				return nil, false
-			}
-			its, err := provider.InstanceTypes(ctx, np)
-			return its, err == nil
-		}})
-	res, err := d.DryRun(ctx)
+	res, err := dryrun.Run(ctx, objs, dryrun.Options{Catalog: in.catalog, VMMemoryOverheadPercent: in.vmMemoryOverheadPercent,
+		MinValuesBestEffort: in.minValuesBestEffort, SpotToSpot: in.spotToSpot})
 	if err != nil {
 		return err
 	}

@@ -101,13 +101,15 @@ func (c *Controller) weigh(ctx context.Context, v *clusterView, cmd *Command) *v
 }
 
 // bestCaseScore is the score of deleting the candidate with nothing launched in its place: no move of the node
-// scores higher, so a node whose best case falls short is not simulated at all.
+// scores higher, so a node whose best case falls short is not simulated at all (and counts as a move rejected).
 func bestCaseScore(v *clusterView, cand *Candidate) *verdict {
 	if cand.NodePool.Spec.Disruption.ConsolidationPolicy != stevedorev1.ConsolidationPolicyBalanced {
 		return nil
 	}
 	s := balancedScores(v, &Command{Candidates: []*Candidate{cand}})
 	if len(s) == 1 && !s[0].approved() {
+		metrics.ConsolidationScore.WithLabelValues(s[0].pool, "rejected").Observe(s[0].score())
+		metrics.ConsolidationMoves.WithLabelValues(s[0].pool, "rejected").Inc()
 		return &verdict{reason: RetainBalancedScore, volatile: true, subject: s[0].pool,
 			message: "even deleting it outright scores too low: " + s[0].String()}
 	}

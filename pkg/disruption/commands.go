@@ -308,9 +308,16 @@ func (c *Controller) annotateClaim(ctx context.Context, name, key, value string)
 
 // event records an event on the candidate's NodeClaim and Node.
 func (c *Controller) event(cand *Candidate, eventType, reason, note string) {
+	c.eventFor(cand, eventType, reason, "Disrupt", note)
+}
+
+// eventFor records an event with an action on the candidate's NodeClaim and Node. The recorder folds events of
+// the same object, reason and action into one series that keeps its first note: events whose notes must all be
+// read take distinct actions.
+func (c *Controller) eventFor(cand *Candidate, eventType, reason, action, note string) {
 	if c.opts.Recorder == nil {
 		return
 	}
-	c.opts.Recorder.Eventf(cand.Claim, nil, eventType, reason, "Disrupt", "%s", note)
-	c.opts.Recorder.Eventf(cand.Node, nil, eventType, reason, "Disrupt", "%s", note)
+	c.opts.Recorder.Eventf(cand.Claim, nil, eventType, reason, action, "%s", note)
+	c.opts.Recorder.Eventf(cand.Node, nil, eventType, reason, action, "%s", note)
 }

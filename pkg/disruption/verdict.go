@@ -168,7 +168,7 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 		if why.blocks() {
 			eventReason, prefix = ReasonDisruptionBlock, "voluntary disruption leaves the node alone: "
 		}
-		c.event(cand, corev1.EventTypeNormal, eventReason, prefix+why.message)
+		c.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
 		if err := c.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
 			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.Claim.Name, "err", err)
 		}

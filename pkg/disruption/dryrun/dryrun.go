@@ -1,0 +1,119 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Package dryrun runs one disruption pass offline over a dump of a cluster (`scheduler plan --disrupt`): the live
+// loop's controller over listers of the objects given, with the instance-type catalog in place of the cloud.
+package dryrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/offline"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/manifest"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/state"
+)
+
+// Options are the settings of a dry run besides the objects: the plugin arguments that change decisions.
+type Options struct {
+	Catalog                 *catalog.File
+	VMMemoryOverheadPercent float64
+	MinValuesBestEffort     bool
+	SpotToSpot              bool
+}
+
+// Run builds the disruption controller over the objects (listers over them, the catalog in place of the cloud)
+// and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods,
+// DaemonSets and PodDisruptionBudgets; an object of another kind is an error naming it.
+func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.DryRunResult, error) {
+	var kept []runtime.Object
+	for _, obj := range objs {
+		switch obj.(type) {
+		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.NodeClaim, *corev1.Node,
+			*corev1.Pod, *appsv1.DaemonSet, *policyv1.PodDisruptionBudget:
+			kept = append(kept, obj)
+		default:
+			return nil, fmt.Errorf("%s: scheduler plan --disrupt does not read this kind (it reads NodePools, EC2NodeClasses, "+
+				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets and PodDisruptionBudgets)", manifest.Name(obj))
+		}
+	}
+	l, err := state.NewListers(kept...)
+	if err != nil {
+		return nil, err
+	}
+	pools, err := l.NodePools.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	if len(pools) == 0 {
+		return nil, errors.New("no NodePool in the input")
+	}
+	classes := map[string]*stevedorev1.EC2NodeClass{}
+	ncs, err := l.EC2NodeClasses.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, nc := range ncs {
+		classes[nc.Name] = nc
+	}
+	overlays, err := l.NodeOverlays.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	if set := overlay.NewSet(overlays); len(set.Problems) > 0 {
+		for _, o := range overlays {
+			if why, ok := set.Problems[o.Name]; ok {
+				return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", o.Name, why)
+			}
+		}
+	}
+	base, err := offline.New(offline.Options{Catalog: in.Catalog, NodeClasses: classes, VMMemoryOverheadPercent: in.VMMemoryOverheadPercent,
+		NodeClassHash: awscloud.NodeClassHash})
+	if err != nil {
+		return nil, err
+	}
+	provider := overlay.NewProvider(base, l.NodeOverlays)
+	provSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		return nil, err
+	}
+	prov := provision.New(provision.Options{Region: in.Catalog.Region, SchedulerName: "stevedore", MinValuesBestEffort: in.MinValuesBestEffort,
+		Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: provider,
+		Simulator: provSim,
+		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
+			if nc, ok := classes[ref.Name]; ok {
+				return awscloud.NodeClassHash(nc)
+			}
+			return ""
+		}})
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d := disruption.New(disruption.Options{Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims, NodePools: l.NodePools,
+		Provisioner: prov, Cloud: provider, Simulator: sim, SpotToSpot: in.SpotToSpot, Voluntary: true, DryRun: true,
+		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
+			if len(overlays) == 0 {
+				return nil, false
+			}
+			its, err := provider.InstanceTypes(ctx, np)
+			return its, err == nil
+		}})
+	return d.DryRun(ctx)
+}
