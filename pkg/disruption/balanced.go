@@ -80,7 +80,7 @@ func balancedScores(v *clusterView, cmd *Command) []poolScore {
 // weigh scores a consolidation move under the Balanced policy, records the scores in the metrics, and returns the
 // verdict of the first NodePool that rejects it (nil when every Balanced NodePool takes it, or none is involved).
 // The command's Scores carry the scores for its events.
-func (c *Controller) weigh(ctx context.Context, v *clusterView, cmd *Command) *verdict {
+func (m *consolidation) weigh(ctx context.Context, v *clusterView, cmd *Command) *verdict {
 	scores := balancedScores(v, cmd)
 	cmd.Scores = scores
 	var rejected *verdict

@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package disruption
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
@@ -101,4 +103,33 @@ func budgetNodes(nodes string, total int) (int, error) {
 		return 0, fmt.Errorf("budget nodes %q: not a count", nodes)
 	}
 	return v, nil
+}
+
+// budgets tracks, per NodePool, how many more nodes a pass may disrupt for a reason.
+type budgets struct {
+	v      *clusterView
+	reason stevedorev1.DisruptionReason
+	left   map[string]int
+}
+
+func newBudgets(ctx context.Context, v *clusterView, reason stevedorev1.DisruptionReason) *budgets {
+	b := &budgets{v: v, reason: reason, left: map[string]int{}}
+	for name, ps := range v.pools {
+		allowed, err := allowedDisruptions(ps.pool, reason, ps.total, v.now)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "NodePool disruption budget is invalid; nothing is disrupted under it", "nodepool", name)
+		}
+		b.left[name] = max(0, allowed-ps.disrupting)
+	}
+	return b
+}
+
+// take reserves room for one node of the candidate's NodePool.
+func (b *budgets) take(cand *Candidate) bool {
+	name := cand.NodePool.Name
+	if b.left[name] <= 0 {
+		return false
+	}
+	b.left[name]--
+	return true
 }

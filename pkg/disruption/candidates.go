@@ -189,7 +189,7 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 	if nominated {
 		return &verdict{reason: RetainNominated, message: "pending pods are nominated to the node"}
 	}
-	if c.isProtected(cand.Claim.Name, cand.Empty(), now) {
+	if c.activity.isProtected(cand.Claim.Name, cand.Empty(), now) {
 		return &verdict{reason: RetainJustLaunched, message: "the node was just launched as a replacement"}
 	}
 	for _, pod := range cand.Pods {

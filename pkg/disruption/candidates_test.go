@@ -345,11 +345,11 @@ func TestBlocked(t *testing.T) {
 			extra: []runtime.Object{test.Pod("next").Pending().Nominated("a").Deleting(metav1.NewTime(t0)).Obj()}, want: ""},
 		{name: "a pending pod nominated to another node", extra: []runtime.Object{test.Pod("next").Pending().Nominated("elsewhere").Obj()}, want: ""},
 		{name: "an empty replacement under protection", noPod: true,
-			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: "the node was just launched as a replacement"},
+			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: "the node was just launched as a replacement"},
 		{name: "protection lapses", noPod: true,
-			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(-time.Second)) }, want: ""},
+			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(-time.Second)) }, want: ""},
 		{name: "a replacement that got pods is no longer protected",
-			setup: func(c *Controller) { c.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: ""},
+			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,7 +379,7 @@ func TestBlocked(t *testing.T) {
 			}
 			// a protection is dropped once the replacement got pods or it lapsed
 			if tc.setup != nil && tc.want == "" {
-				if _, ok := h.c.protected["claim-a"]; ok {
+				if _, ok := h.c.activity.protected["claim-a"]; ok {
 					t.Error("protection of claim-a kept")
 				}
 			}
@@ -409,7 +409,7 @@ func TestBlockedIsReportedOncePerReason(t *testing.T) {
 		t.Fatalf("events = %q, want 2", got)
 	}
 	for _, e := range got {
-		if !strings.Contains(e, ReasonDisruptionBlock) || !strings.Contains(e, "the node is annotated do-not-disrupt") {
+		if !strings.Contains(e, ReasonDisruptionBlocked) || !strings.Contains(e, "the node is annotated do-not-disrupt") {
 			t.Errorf("event %q", e)
 		}
 	}
@@ -513,7 +513,7 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	pass(t, h)
-	expect(t, h, 2, ReasonDisruptionBlock, RetainPodDisruptionBudget)
+	expect(t, h, 2, ReasonDisruptionBlocked, RetainPodDisruptionBudget)
 	pass(t, h)
 	expect(t, h, 0, "", RetainPodDisruptionBudget)
 

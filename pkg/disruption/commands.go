@@ -15,20 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
-)
-
-// Event reasons of disruption.
-const (
-	ReasonDisrupting       = "Disrupting"
-	ReasonDisruptionFailed = "DisruptionFailed"
-	ReasonDisruptionBlock  = "DisruptionBlocked"
 )
 
 // AnnotationReplaces on a replacement NodeClaim names the nodes it replaces.
@@ -44,7 +36,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 		return false, ctx.Err()
 	case <-c.opts.Clock.After(c.opts.ValidationDelay):
 	}
-	c.resetModel()
+	c.removals.reset()
 	v, err := c.view(ctx)
 	if err != nil {
 		return false, err
@@ -53,7 +45,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	for _, cand := range v.candidates {
 		fresh[cand.Node.Name] = cand
 	}
-	b := c.budgets(ctx, v, cmd.Reason)
+	b := newBudgets(ctx, v, cmd.Reason)
 	var cands []*Candidate
 	for _, old := range cmd.Candidates {
 		cand := fresh[old.Node.Name]
@@ -77,7 +69,11 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	if !m.Resimulate() {
 		return true, nil
 	}
-	again, why, err := c.consolidate(ctx, v, cands)
+	cons, ok := m.(consolidator)
+	if !ok {
+		return false, fmt.Errorf("method %s resimulates but does not consolidate", m.Name())
+	}
+	again, why, err := cons.consolidate(ctx, v, cands)
 	if err != nil || again == nil {
 		if err == nil {
 			logger.V(1).Info("Disruption command abandoned: it no longer holds", "method", cmd.Method, "nodes", sortedNames(cands), "why", why.message)
@@ -111,14 +107,14 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 			c.rollback(ctx, cmd, nil)
 			return fmt.Errorf("marking %s for disruption: %w", cand.Node.Name, err)
 		}
-		c.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
+		c.w.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
 	}
 	if len(cmd.Replacements) > 0 {
 		if err := c.launchReplacements(ctx, cmd); err != nil {
 			c.opts.Metrics.decision(cmd, "failed")
 			if !cmd.Forceful {
 				for _, cand := range cmd.Candidates {
-					c.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
+					c.w.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
 				}
 				return err
 			}
@@ -129,7 +125,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	for _, cand := range cmd.Candidates {
 		if cmd.DrainTimeout > 0 {
 			deadline := c.opts.Clock.Now().Add(cmd.DrainTimeout).UTC().Format(time.RFC3339)
-			if err := c.annotateClaim(ctx, cand.Claim.Name, stevedorev1.AnnotationDrainDeadline, deadline); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.w.annotate(ctx, cand.Claim.Name, stevedorev1.AnnotationDrainDeadline, deadline); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("bounding the drain of NodeClaim %s: %w", cand.Claim.Name, err))
 			}
 		}
@@ -153,7 +149,7 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 	for i, cl := range claims {
 		created[i] = cl.Name
 	}
-	c.protect(created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
+	c.activity.protect(created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
 	if len(claims) < len(cmd.Replacements) {
 		if cmd.Forceful {
 			return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
@@ -201,7 +197,7 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 	}
 	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)
 	// keep them from being taken for empty nodes until the evicted pods arrive
-	c.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
+	c.activity.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
 	return nil
 }
 
@@ -240,7 +236,7 @@ func (c *Controller) markDisrupting(ctx context.Context, cand *Candidate, reason
 	if err != nil {
 		return err
 	}
-	return c.updateClaimStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+	return c.w.updateStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
 		st.DisruptionReason = reason
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: stevedorev1.ConditionDisrupting, Status: metav1.ConditionTrue,
 			Reason: reason, Message: "the node is being disrupted: " + reason})
@@ -270,54 +266,8 @@ func (c *Controller) unmarkDisrupting(ctx context.Context, cand *Candidate) erro
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return c.updateClaimStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+	return c.w.updateStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
 		st.DisruptionReason = ""
 		meta.RemoveStatusCondition(&st.Conditions, stevedorev1.ConditionDisrupting)
 	})
-}
-
-func (c *Controller) setCondition(ctx context.Context, claim, condType string, status metav1.ConditionStatus, reason, message string) error {
-	return c.updateClaimStatus(ctx, claim, func(st *stevedorev1.NodeClaimStatus) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message})
-	})
-}
-
-func (c *Controller) updateClaimStatus(ctx context.Context, name string, mutate func(*stevedorev1.NodeClaimStatus)) error {
-	claims := c.opts.Stevedore.StevedoreV1().NodeClaims()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := claims.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(&cur.Status)
-		_, err = claims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// annotateClaim sets one annotation on a NodeClaim (a merge patch).
-func (c *Controller) annotateClaim(ctx context.Context, name, key, value string) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
-	_, err := c.opts.Stevedore.StevedoreV1().NodeClaims().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
-}
-
-// event records an event on the candidate's NodeClaim and Node.
-func (c *Controller) event(cand *Candidate, eventType, reason, note string) {
-	c.eventFor(cand, eventType, reason, "Disrupt", note)
-}
-
-// eventFor records an event with an action on the candidate's NodeClaim and Node. The recorder folds events of
-// the same object, reason and action into one series that keeps its first note: events whose notes must all be
-// read take distinct actions.
-func (c *Controller) eventFor(cand *Candidate, eventType, reason, action, note string) {
-	if c.opts.Recorder == nil {
-		return
-	}
-	c.opts.Recorder.Eventf(cand.Claim, nil, eventType, reason, action, "%s", note)
-	c.opts.Recorder.Eventf(cand.Node, nil, eventType, reason, action, "%s", note)
 }

@@ -67,7 +67,7 @@ func TestValidate(t *testing.T) {
 			found: []string{"e1", "e2"}, change: addPod(pod("web", "e2", "100m", "64Mi"))},
 		{name: "emptiness, a pod came and went within consolidateAfter", method: MethodEmptiness,
 			objs: objects(quiet, node("e1", "m5.large"), node("e2", "m5.large")), found: []string{"e1", "e2"},
-			change: func(h *harness) { h.c.lastPodEvent["e1"] = h.clock.Now() }},
+			change: func(h *harness) { h.c.activity.lastPodEvent["e1"] = h.clock.Now() }},
 		{name: "emptiness, the node got annotated do-not-disrupt", method: MethodEmptiness,
 			objs: objects(pool(), node("e1", "m5.large"), node("e2", "m5.large")), found: []string{"e1", "e2"},
 			change: replaceNode(withAnnotation("e1"))},
@@ -257,7 +257,7 @@ func TestExecuteRecordsTheReasonAndRollsBack(t *testing.T) {
 	if err := h.client.StevedoreV1().NodeClaims().Delete(h.ctx, "claim-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.updateClaimStatus(h.ctx, "claim-a", func(*stevedorev1.NodeClaimStatus) {}); err != nil {
+	if err := h.c.w.updateStatus(h.ctx, "claim-a", func(*stevedorev1.NodeClaimStatus) {}); err != nil {
 		t.Errorf("updating a deleted NodeClaim: %v", err)
 	}
 	if _, err := h.client.StevedoreV1().NodeClaims().Get(h.ctx, "claim-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -75,21 +75,17 @@ type Options struct {
 // Controller is the disruption loop.
 type Controller struct {
 	opts Options
+	// methods of a pass, in order; single is single-node consolidation (the dry run asks it for every node).
+	methods []Method
+	single  *singleNodeConsolidation
+
+	activity *activity
+	removals *removals
+	w        *claimWriter
 
 	mu sync.Mutex
-	// lastPodEvent is when a pod last arrived on or left a node, by node name.
-	lastPodEvent map[string]time.Time
-	// protected holds replacements launched by a command until they got their pods, by NodeClaim name.
-	protected map[string]time.Time
 	// reported is the verdict last reported for a node (event and condition), by node name.
 	reported map[string]*verdict
-	// repairBlocked is whether repair last waited for a NodePool with too many unhealthy nodes, by name.
-	repairBlocked map[string]bool
-	started       time.Time
-
-	// simMu serialises simulations; model is the current pass's cluster model (nil until first needed).
-	simMu sync.Mutex
-	model *provision.Cluster
 }
 
 // Defaults of Options, used by New for unset fields and by the plugin's arguments.
@@ -120,13 +116,26 @@ func New(opts Options) *Controller {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
+	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator},
+		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}, reported: map[string]*verdict{}}
+	static := &staticReplacement{provisioner: opts.Provisioner}
 	if opts.Repair != nil {
 		r := *opts.Repair
 		r.defaults()
-		opts.Repair = &r
+		c.opts.Repair = &r
+		c.methods = append(c.methods, &repair{opts: &r, removals: c.removals, cloud: opts.Cloud, w: c.w, clock: opts.Clock,
+			blocked: map[string]bool{}})
 	}
-	return &Controller{opts: opts, lastPodEvent: map[string]time.Time{}, protected: map[string]time.Time{},
-		reported: map[string]*verdict{}, repairBlocked: map[string]bool{}}
+	c.methods = append(c.methods, &expiration{removals: c.removals, static: static})
+	cons := &consolidation{removals: c.removals, activity: c.activity, spotToSpot: opts.SpotToSpot}
+	c.single = &singleNodeConsolidation{cons}
+	if opts.Voluntary {
+		c.methods = append(c.methods,
+			&emptiness{activity: c.activity, removals: c.removals, provisioner: opts.Provisioner},
+			&drift{removals: c.removals, cloud: opts.Cloud, static: static, w: c.w, dryRun: opts.DryRun},
+			&multiNodeConsolidation{cons}, c.single)
+	}
+	return c
 }
 
 // Register watches pods to know when each node last saw a pod arrive or leave (consolidateAfter counts from it).
@@ -136,9 +145,7 @@ func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 			obj = tomb.Obj
 		}
 		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			c.mu.Lock()
-			c.lastPodEvent[pod.Spec.NodeName] = c.opts.Clock.Now()
-			c.mu.Unlock()
+			c.activity.touch(pod.Spec.NodeName)
 		}
 	}
 	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -160,9 +167,7 @@ func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("disruption")
 	ctx = klog.NewContext(ctx, logger)
-	c.mu.Lock()
-	c.started = c.opts.Clock.Now()
-	c.mu.Unlock()
+	c.activity.start()
 	go c.runGC(ctx)
 	for ctx.Err() == nil {
 		acted, err := c.pass(ctx)
@@ -182,7 +187,7 @@ func (c *Controller) Run(ctx context.Context) {
 // pass runs the methods in order and carries out the first command found. It reports whether it acted, and
 // says why it left each node it looked at (report).
 func (c *Controller) pass(ctx context.Context) (bool, error) {
-	c.resetModel()
+	c.removals.reset()
 	v, err := c.view(ctx)
 	if err != nil {
 		return false, err
@@ -205,7 +210,7 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 
 // find runs the methods in order over the view and returns the first command found, with its method.
 func (c *Controller) find(ctx context.Context, v *clusterView) (*Command, Method, error) {
-	for _, m := range c.methods() {
+	for _, m := range c.methods {
 		start := c.opts.Clock.Now()
 		cmd, err := m.Find(ctx, v)
 		c.opts.Metrics.observeEvaluation(m.Name(), c.opts.Clock.Since(start))
@@ -220,59 +225,4 @@ func (c *Controller) find(ctx context.Context, v *clusterView) (*Command, Method
 		return cmd, m, nil
 	}
 	return nil, nil, nil
-}
-
-// resetModel drops the cluster model, so the next simulation reads the caches again.
-func (c *Controller) resetModel() {
-	c.simMu.Lock()
-	defer c.simMu.Unlock()
-	c.model = nil
-}
-
-// protect keeps replacement NodeClaims from being seen as empty nodes until they got their pods.
-func (c *Controller) protect(names []string, until time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range names {
-		c.protected[n] = until
-	}
-}
-
-func (c *Controller) isProtected(claim string, empty bool, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	until, ok := c.protected[claim]
-	if !ok {
-		return false
-	}
-	if !empty || now.After(until) {
-		delete(c.protected, claim)
-		return false
-	}
-	return true
-}
-
-// consolidatable reports whether consolidateAfter has passed since the node last saw a pod arrive or leave (and
-// since it initialized, and since this controller started watching). A static NodePool's nodes never are.
-func (c *Controller) consolidatable(cand *Candidate, now time.Time) bool {
-	if isStatic(cand) {
-		return false
-	}
-	after := cand.NodePool.Spec.Disruption.ConsolidateAfter
-	if after == nil || after.IsNever() {
-		return false
-	}
-	c.mu.Lock()
-	last := c.lastPodEvent[cand.Node.Name]
-	started := c.started
-	c.mu.Unlock()
-	for _, cond := range cand.Claim.Status.Conditions {
-		if cond.Type == stevedorev1.ConditionInitialized && cond.LastTransitionTime.After(last) {
-			last = cond.LastTransitionTime.Time
-		}
-	}
-	if started.After(last) {
-		last = started
-	}
-	return !now.Before(last.Add(*after.Duration))
 }

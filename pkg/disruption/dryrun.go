@@ -34,7 +34,7 @@ type DryRunNode struct {
 // has its reason. It neither waits for the validation delay nor writes anything (Options.DryRun should be set so
 // that drift is not recorded either).
 func (c *Controller) DryRun(ctx context.Context) (*DryRunResult, error) {
-	c.resetModel()
+	c.removals.reset()
 	v, err := c.view(ctx)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (c *Controller) DryRun(ctx context.Context) (*DryRunResult, error) {
 	taken := cmd.nodes()
 	// single-node consolidation weighs every node once more, past the command, for the verdicts; the command's
 	// own verdicts are kept
-	if _, err := c.singleNode(ctx, v, true); err != nil {
+	if _, err := c.single.find(ctx, v, true); err != nil {
 		return nil, err
 	}
 	out := &DryRunResult{Command: cmd}

@@ -148,7 +148,7 @@ func (c steppingClock) After(d time.Duration) <-chan time.Time {
 // view reads the cluster as a pass would, failing the test on error.
 func (h *harness) view() *clusterView {
 	h.t.Helper()
-	h.c.resetModel()
+	h.c.removals.reset()
 	v, err := h.c.view(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
@@ -169,7 +169,7 @@ func (h *harness) find(m Method) *Command {
 // method returns the controller's method of that name.
 func (h *harness) method(name string) Method {
 	h.t.Helper()
-	for _, m := range h.c.methods() {
+	for _, m := range h.c.methods {
 		if m.Name() == name {
 			return m
 		}

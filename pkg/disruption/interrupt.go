@@ -64,7 +64,7 @@ func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error 
 		if cand.Blocked != "" {
 			return fmt.Errorf("%w: %s", ErrBlocked, cand.Blocked)
 		}
-		if !c.budgets(ctx, v, "").take(cand) {
+		if !newBudgets(ctx, v, "").take(cand) {
 			return ErrBudget
 		}
 	}
@@ -104,17 +104,7 @@ func (c *Controller) interruptNonCandidate(ctx context.Context, req InterruptReq
 // planReplacements plans new nodes for the pods of the command's candidates that fit on no other node, on a model
 // of its own (the pass's model belongs to the disruption loop).
 func (c *Controller) planReplacements(ctx context.Context, cmd *Command) error {
-	c.simMu.Lock()
-	defer c.simMu.Unlock()
-	cluster, err := c.opts.Provisioner.Cluster(ctx, c.opts.Simulator)
-	if err != nil {
-		return err
-	}
-	names := make([]string, len(cmd.Candidates))
-	for i, cand := range cmd.Candidates {
-		names[i] = cand.Node.Name
-	}
-	r, err := cluster.SimulateRemoval(ctx, c.opts.Simulator, names, 0)
+	r, err := c.removals.simulateFresh(ctx, cmd.Candidates)
 	if err != nil {
 		return err
 	}

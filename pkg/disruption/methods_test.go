@@ -140,7 +140,7 @@ func TestMethodsOfAPass(t *testing.T) {
 	for _, voluntary := range []bool{false, true} {
 		h := newHarness(t, harnessConfig{opts: func(o *Options) { o.Voluntary = voluntary }})
 		var got []string
-		for _, m := range h.c.methods() {
+		for _, m := range h.c.methods {
 			got = append(got, m.Name())
 		}
 		want := []string{MethodExpiration}
@@ -152,7 +152,7 @@ func TestMethodsOfAPass(t *testing.T) {
 		}
 	}
 	h := newHarness(t, repairOn(harnessConfig{opts: func(o *Options) { o.Voluntary = false }}))
-	if got := h.c.methods(); len(got) != 2 || got[0].Name() != MethodRepair || got[1].Name() != MethodExpiration {
+	if got := h.c.methods; len(got) != 2 || got[0].Name() != MethodRepair || got[1].Name() != MethodExpiration {
 		t.Errorf("with repair on, methods start %v; want repair, then expiration", got)
 	}
 }
@@ -204,7 +204,7 @@ func TestStillHolds(t *testing.T) {
 			}
 			h := newHarness(t, harnessConfig{}, objs...)
 			if tc.lastEvent > 0 {
-				h.c.lastPodEvent["a"] = t0.Add(-tc.lastEvent)
+				h.c.activity.lastPodEvent["a"] = t0.Add(-tc.lastEvent)
 			}
 			cand := h.view().candidate("a")
 			for _, name := range all {
@@ -367,13 +367,13 @@ func TestEmptiness(t *testing.T) {
 		{
 			name:  "consolidateAfter not yet passed since a pod left",
 			objs:  objects(after10m(stevedorev1.ConsolidationPolicyWhenEmpty), quietFor(15*time.Minute)),
-			setup: func(h *harness) { h.c.lastPodEvent["e2"] = t0.Add(-time.Minute) },
+			setup: func(h *harness) { h.c.activity.lastPodEvent["e2"] = t0.Add(-time.Minute) },
 			want:  []string{"e1", "e3"},
 		},
 		{
 			name:  "consolidateAfter counts from when the controller started",
 			objs:  objects(after10m(stevedorev1.ConsolidationPolicyWhenEmpty), quietFor(15*time.Minute)),
-			setup: func(h *harness) { h.c.started = t0.Add(-time.Minute) },
+			setup: func(h *harness) { h.c.activity.started = t0.Add(-time.Minute) },
 		},
 		{
 			name: "consolidateAfter Never",
@@ -409,7 +409,7 @@ func TestEmptiness(t *testing.T) {
 		{
 			name:  "an empty replacement under protection is left alone",
 			objs:  objects(pool(), machines("e", "default", 2)),
-			setup: func(h *harness) { h.c.protect([]string{"claim-e1"}, t0.Add(time.Minute)) },
+			setup: func(h *harness) { h.c.activity.protect([]string{"claim-e1"}, t0.Add(time.Minute)) },
 			want:  []string{"e2"},
 		},
 	})

@@ -193,13 +193,13 @@ func (c *benchCluster) cost() float64 {
 func (c *benchCluster) consolidate() (evicted, commands int) {
 	ctx := context.Background()
 	for range 1000 {
-		c.h.c.resetModel()
+		c.h.c.removals.reset()
 		v, err := c.h.c.view(ctx)
 		if err != nil {
 			c.b.Fatal(err)
 		}
 		var cmd *Command
-		for _, m := range c.h.c.methods() {
+		for _, m := range c.h.c.methods {
 			if cmd, err = m.Find(ctx, v); err != nil {
 				c.b.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func (c *benchCluster) consolidate() (evicted, commands int) {
 		if cmd == nil {
 			return evicted, commands
 		}
-		r, err := c.h.c.simulate(ctx, cmd.Candidates)
+		r, err := c.h.c.removals.simulate(ctx, cmd.Candidates)
 		if err != nil {
 			c.b.Fatal(err)
 		}

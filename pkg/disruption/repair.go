@@ -8,26 +8,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-)
-
-// MethodRepair replaces nodes that stay unhealthy (a pass's first method when repair is on).
-const MethodRepair = "repair"
-
-// ReasonUnhealthy is the disruption reason of repair (not a budget reason: repair is bounded by
-// RepairOptions.MaxUnhealthyPercent instead).
-const ReasonUnhealthy = "Unhealthy"
-
-// Event reasons of repair.
-const (
-	ReasonNodeRebooted      = "NodeRebooted"
-	ReasonNodeRepairBlocked = "NodeRepairBlocked"
 )
 
 // AnnotationRepairReboot on a NodeClaim is when repair rebooted its instance (RFC 3339). A node is rebooted at
@@ -162,12 +152,31 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
-// repair finds the nodes whose fault outlasted its toleration and replaces them, or reboots them first where
+// repair replaces (or first reboots) nodes unhealthy past their toleration (forceful: not budgeted, not
+// validated; bounded by RepairOptions.MaxUnhealthyPercent).
+type repair struct {
+	opts     *RepairOptions
+	removals *removals
+	cloud    cloud.Provider
+	w        *claimWriter
+	clock    clock.Clock
+
+	mu sync.Mutex
+	// blocked is whether repair last waited for a NodePool with too many unhealthy nodes, by name.
+	blocked map[string]bool
+}
+
+func (*repair) Name() string                          { return MethodRepair }
+func (*repair) Validated() bool                       { return false }
+func (*repair) StillHolds(*Candidate, time.Time) bool { return true }
+func (*repair) Resimulate() bool                      { return false }
+
+// Find finds the nodes whose fault outlasted its toleration and replaces them, or reboots them first where
 // the policy says so. Per NodePool, at most repairThreshold nodes are repaired at once (those being replaced or
 // waiting after a reboot count), and none while more than that many are unhealthy. Repair is forceful otherwise:
 // budgets, do-not-disrupt and PodDisruptionBudgets do not hold it back beyond the bounded drain.
-func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, error) {
-	o := c.opts.Repair
+func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
+	o := m.opts
 	logger := klog.FromContext(ctx)
 	type faulty struct {
 		cand  *Candidate
@@ -194,7 +203,7 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 		// within the threshold, every one may be repaired, so repairs in flight never exceed it either.
 		unhealthyNodes := len(faults) + ps.repairing
 		blocked := unhealthyNodes > threshold
-		c.reportRepairBlocked(ctx, ps.pool, blocked, unhealthyNodes, ps.total, threshold)
+		m.reportBlocked(ctx, ps.pool, blocked, unhealthyNodes, ps.total, threshold)
 		if blocked {
 			continue
 		}
@@ -207,7 +216,7 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 				continue // counted in flight: the reboot has time to clear the fault
 			}
 			if f.fault.policy.Reboot && at.IsZero() && nodeReachable(f.cand.Node) {
-				err := c.reboot(ctx, f.cand, f.fault)
+				err := m.reboot(ctx, f.cand, f.fault)
 				if err == nil {
 					continue
 				}
@@ -231,7 +240,7 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 	sort.SliceStable(cmd.Candidates, func(i, j int) bool { return order[cmd.Candidates[i]] < order[cmd.Candidates[j]] })
 	cmd.DrainTimeout = o.DrainTimeout
 	// Replacements are best effort, as for expiry: pods that fit nowhere are provisioned again when evicted.
-	if r, err := c.simulate(ctx, cmd.Candidates); err == nil && len(r.Plan.Unschedulable) == 0 {
+	if r, err := m.removals.simulate(ctx, cmd.Candidates); err == nil && len(r.Plan.Unschedulable) == 0 {
 		cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
 	}
 	if !anyReachable {
@@ -243,45 +252,45 @@ func (c *Controller) repair(ctx context.Context, v *clusterView) (*Command, erro
 }
 
 // reboot restarts the candidate's instance and records it on its NodeClaim.
-func (c *Controller) reboot(ctx context.Context, cand *Candidate, f *unhealthy) error {
-	if c.opts.Cloud == nil || cand.Claim.Status.InstanceID == "" {
+func (m *repair) reboot(ctx context.Context, cand *Candidate, f *unhealthy) error {
+	if m.cloud == nil || cand.Claim.Status.InstanceID == "" {
 		return fmt.Errorf("no instance to reboot")
 	}
 	// Record first: a reboot that happened but was not recorded would be repeated.
-	if err := c.annotateClaim(ctx, cand.Claim.Name, AnnotationRepairReboot, c.opts.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+	if err := m.w.annotate(ctx, cand.Claim.Name, AnnotationRepairReboot, m.clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		return fmt.Errorf("recording the reboot on NodeClaim %s: %w", cand.Claim.Name, err)
 	}
-	if err := c.opts.Cloud.Reboot(ctx, cand.Claim.Status.InstanceID); err != nil {
+	if err := m.cloud.Reboot(ctx, cand.Claim.Status.InstanceID); err != nil {
 		return err
 	}
 	metrics.NodesRepaired.WithLabelValues(cand.NodePool.Name, string(f.policy.ConditionType), "reboot").Inc()
 	klog.FromContext(ctx).Info("Node unhealthy past its toleration; rebooted its instance", "node", cand.Node.Name,
 		"instance", cand.Claim.Status.InstanceID, "condition", f.policy.ConditionType, "status", f.policy.Status,
-		"replacedIfStillUnhealthyAfter", c.opts.Repair.RebootWait)
-	c.event(cand, corev1.EventTypeNormal, ReasonNodeRebooted, fmt.Sprintf("%s has been %s since %s: instance %s rebooted; the node is replaced if it is still unhealthy in %s",
-		f.policy.ConditionType, f.policy.Status, f.since.UTC().Format(time.RFC3339), cand.Claim.Status.InstanceID, c.opts.Repair.RebootWait))
+		"replacedIfStillUnhealthyAfter", m.opts.RebootWait)
+	m.w.event(cand, corev1.EventTypeNormal, ReasonNodeRebooted, fmt.Sprintf("%s has been %s since %s: instance %s rebooted; the node is replaced if it is still unhealthy in %s",
+		f.policy.ConditionType, f.policy.Status, f.since.UTC().Format(time.RFC3339), cand.Claim.Status.InstanceID, m.opts.RebootWait))
 	return nil
 }
 
-// reportRepairBlocked records a NodeRepairBlocked event on the NodePool when repair starts waiting for it, and
+// reportBlocked records a NodeRepairBlocked event on the NodePool when repair starts waiting for it, and
 // sets the blocked gauge.
-func (c *Controller) reportRepairBlocked(ctx context.Context, pool *stevedorev1.NodePool, blocked bool, unhealthyNodes, total, threshold int) {
+func (m *repair) reportBlocked(ctx context.Context, pool *stevedorev1.NodePool, blocked bool, unhealthyNodes, total, threshold int) {
 	gauge := 0.0
 	if blocked {
 		gauge = 1
 	}
 	metrics.NodeRepairBlocked.WithLabelValues(pool.Name).Set(gauge)
-	c.mu.Lock()
-	was := c.repairBlocked[pool.Name]
-	c.repairBlocked[pool.Name] = blocked
-	c.mu.Unlock()
+	m.mu.Lock()
+	was := m.blocked[pool.Name]
+	m.blocked[pool.Name] = blocked
+	m.mu.Unlock()
 	if !blocked || was {
 		return
 	}
 	msg := fmt.Sprintf("%d of the NodePool's %d nodes are unhealthy, more than the %d repair may replace at once (%d%%): repair waits",
-		unhealthyNodes, total, threshold, c.opts.Repair.MaxUnhealthyPercent)
+		unhealthyNodes, total, threshold, m.opts.MaxUnhealthyPercent)
 	klog.FromContext(ctx).Info("Node repair blocked", "nodepool", pool.Name, "unhealthy", unhealthyNodes, "nodes", total, "threshold", threshold)
-	if c.opts.Recorder != nil {
-		c.opts.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, ReasonNodeRepairBlocked, "Repair", "%s", msg)
+	if m.w.recorder != nil {
+		m.w.recorder.Eventf(pool, nil, corev1.EventTypeWarning, ReasonNodeRepairBlocked, "Repair", "%s", msg)
 	}
 }

@@ -6,8 +6,25 @@ package disruption
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
+
+const (
+	// maxMultiNodeCandidates bounds the nodes one multi-node consolidation considers (one simulation each).
+	maxMultiNodeCandidates = 100
+	// minSpotToSpotTypes is how many cheaper spot types a spot-to-spot replacement must be able to choose from,
+	// so that it does not land in a pool about to be reclaimed.
+	minSpotToSpotTypes = 15
+)
+
+// savingsEpsilon is the smallest hourly saving that counts: prices differ by more, float sums by less.
+const savingsEpsilon = 1e-9
 
 // Method is one way of finding nodes to disrupt; a pass tries the methods in order and carries out the first
 // command one finds.
@@ -21,96 +38,89 @@ type Method interface {
 	Validated() bool
 	// StillHolds reports, at validation, whether a candidate of the command still qualifies.
 	StillHolds(cand *Candidate, now time.Time) bool
-	// Resimulate reports whether validation must also find the command's pods a place again.
+	// Resimulate reports whether validation must also find the command's pods a place again (the method then
+	// is a consolidator).
 	Resimulate() bool
 }
 
-// methods returns the methods of a pass, in order: repair when enabled, expiration always, the voluntary ones
-// when enabled.
-func (c *Controller) methods() []Method {
-	var out []Method
-	if c.opts.Repair != nil {
-		out = append(out, repair{c})
+// consolidator answers whether removing nodes saves money, and with which command (the consolidation methods).
+type consolidator interface {
+	consolidate(ctx context.Context, v *clusterView, cands []*Candidate) (*Command, *verdict, error)
+}
+
+// Command is what one pass does: remove some nodes, launching replacements first.
+type Command struct {
+	Method string
+	Reason stevedorev1.DisruptionReason
+	// Forceful commands (expiry) are not budgeted and go ahead even when a replacement fails.
+	Forceful     bool
+	Candidates   []*Candidate
+	Replacements []*solver.PlannedNode
+	// Pods that move.
+	Pods int
+	// ReplacementWait overrides how long replacements may take to become ready (nil: ReplacementTimeout; zero or
+	// less: do not wait).
+	ReplacementWait *time.Duration
+	// DrainTimeout, when positive, bounds the drain of the command's nodes (their pods are deleted after it).
+	DrainTimeout time.Duration
+	// Scores are the move's scores for the Balanced NodePools among its nodes'.
+	Scores    []poolScore
+	evaluated time.Duration
+}
+
+// Savings is the hourly price of the nodes removed minus that of their replacements.
+func (cmd *Command) Savings() float64 {
+	s := 0.0
+	for _, c := range cmd.Candidates {
+		s += c.Price
 	}
-	out = append(out, expiration{c})
-	if c.opts.Voluntary {
-		out = append(out, emptiness{c}, drift{c}, multiNodeConsolidation{c}, singleNodeConsolidation{c})
+	for _, r := range cmd.Replacements {
+		s -= r.Offering.Price
+	}
+	return s
+}
+
+// nodes names the command's nodes (none for a nil command).
+func (cmd *Command) nodes() map[string]bool {
+	out := map[string]bool{}
+	if cmd == nil {
+		return out
+	}
+	for _, c := range cmd.Candidates {
+		out[c.Node.Name] = true
 	}
 	return out
 }
 
-// repair replaces (or first reboots) nodes unhealthy past their toleration (forceful: not budgeted, not
-// validated; bounded by RepairOptions.MaxUnhealthyPercent).
-type repair struct{ c *Controller }
-
-func (m repair) Name() string { return MethodRepair }
-func (m repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.repair(ctx, v)
+// Action is "delete" or "replace".
+func (cmd *Command) Action() string {
+	if len(cmd.Replacements) > 0 {
+		return "replace"
+	}
+	return "delete"
 }
-func (repair) Validated() bool                       { return false }
-func (repair) StillHolds(*Candidate, time.Time) bool { return true }
-func (repair) Resimulate() bool                      { return false }
 
-// expiration replaces every node past its NodeClaim's expireAfter (forceful: not budgeted, not validated).
-type expiration struct{ c *Controller }
-
-func (m expiration) Name() string { return MethodExpiration }
-func (m expiration) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.expiration(ctx, v)
+func (cmd *Command) String() string {
+	var names []string
+	for _, c := range cmd.Candidates {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
 }
-func (expiration) Validated() bool                       { return false }
-func (expiration) StillHolds(*Candidate, time.Time) bool { return true }
-func (expiration) Resimulate() bool                      { return false }
 
-// emptiness deletes nodes running nothing but DaemonSet pods past consolidateAfter.
-type emptiness struct{ c *Controller }
-
-func (m emptiness) Name() string { return MethodEmptiness }
-func (m emptiness) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.emptiness(ctx, v)
+func sortedNames(cands []*Candidate) []string {
+	out := make([]string, len(cands))
+	for i, c := range cands {
+		out[i] = c.Node.Name
+	}
+	sort.Strings(out)
+	return out
 }
-func (emptiness) Validated() bool { return true }
 
-// StillHolds: no pod arrived on the node, and it has been quiet for consolidateAfter.
-func (m emptiness) StillHolds(cand *Candidate, now time.Time) bool {
-	return cand.Empty() && m.c.consolidatable(cand, now)
+func describeReplacements(rs []*solver.PlannedNode) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%s/%s/%s $%.4f/h", r.InstanceType.Name, r.Offering.Zone, r.Offering.CapacityType, r.Offering.Price))
+	}
+	return strings.Join(parts, ", ")
 }
-func (emptiness) Resimulate() bool { return false }
-
-// drift replaces nodes whose NodePool or node class changed under them.
-type drift struct{ c *Controller }
-
-func (m drift) Name() string { return MethodDrift }
-func (m drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.drift(ctx, v)
-}
-func (drift) Validated() bool                       { return false }
-func (drift) StillHolds(*Candidate, time.Time) bool { return true }
-func (drift) Resimulate() bool                      { return false }
-
-// multiNodeConsolidation removes the largest set of underutilized nodes whose pods fit elsewhere (plus at most
-// one cheaper new node).
-type multiNodeConsolidation struct{ c *Controller }
-
-func (m multiNodeConsolidation) Name() string { return MethodMultiNode }
-func (m multiNodeConsolidation) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.multiNodeConsolidation(ctx, v)
-}
-func (multiNodeConsolidation) Validated() bool { return true }
-func (m multiNodeConsolidation) StillHolds(cand *Candidate, now time.Time) bool {
-	return m.c.consolidatable(cand, now)
-}
-func (multiNodeConsolidation) Resimulate() bool { return true }
-
-// singleNodeConsolidation deletes one node whose pods fit elsewhere, or replaces it by a cheaper type.
-type singleNodeConsolidation struct{ c *Controller }
-
-func (m singleNodeConsolidation) Name() string { return MethodSingleNode }
-func (m singleNodeConsolidation) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	return m.c.singleNodeConsolidation(ctx, v)
-}
-func (singleNodeConsolidation) Validated() bool { return true }
-func (m singleNodeConsolidation) StillHolds(cand *Candidate, now time.Time) bool {
-	return m.c.consolidatable(cand, now)
-}
-func (singleNodeConsolidation) Resimulate() bool { return true }

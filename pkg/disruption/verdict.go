@@ -19,56 +19,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
-// RetainReason says why voluntary disruption left a node: the reason of the NodeClaim's Consolidatable=False
-// condition and of the event that goes with it.
-type RetainReason string
-
-// Reasons voluntary disruption leaves a node.
-const (
-	// RetainDoNotDisrupt: the node or one of its pods is annotated do-not-disrupt.
-	RetainDoNotDisrupt RetainReason = "DoNotDisrupt"
-	// RetainPodDisruptionBudget: a PodDisruptionBudget refuses the eviction of one of its pods.
-	RetainPodDisruptionBudget RetainReason = "PodDisruptionBudget"
-	// RetainNominated: pending pods are nominated to the node (passing; not reported).
-	RetainNominated RetainReason = "Nominated"
-	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).
-	RetainJustLaunched RetainReason = "JustLaunched"
-	// RetainWhenEmpty: the NodePool's consolidationPolicy is WhenEmpty and the node runs pods.
-	RetainWhenEmpty RetainReason = "WhenEmptyPolicy"
-	// RetainConsolidationOff: the NodePool's consolidateAfter is Never.
-	RetainConsolidationOff RetainReason = "ConsolidationDisabled"
-	// RetainConsolidateAfter: pods arrived on or left the node within consolidateAfter (the dry run reports it;
-	// the live loop does not, as it changes with every pod).
-	RetainConsolidateAfter RetainReason = "ConsolidateAfter"
-	// RetainBudget: the NodePool's disruption budget allows no more disruptions for the reason now.
-	RetainBudget RetainReason = "DisruptionBudget"
-	// RetainPodsFitNowhere: one of its pods fits on no other node and on no node the NodePools can launch.
-	RetainPodsFitNowhere RetainReason = "PodsFitNowhere"
-	// RetainNeedsSeveralNodes: its pods need more than one new node (consolidation replaces by at most one).
-	RetainNeedsSeveralNodes RetainReason = "NeedsSeveralNodes"
-	// RetainNotCheaper: its pods fit only on a new node that costs as much as the node or more.
-	RetainNotCheaper RetainReason = "NotCheaper"
-	// RetainSpotToSpot: the only cheaper replacement is spot, and spot-to-spot consolidation is off or has too
-	// few cheaper types to choose from.
-	RetainSpotToSpot RetainReason = "SpotToSpot"
-	// RetainBalancedScore: under the Balanced policy, the move's saving does not outweigh its disruption.
-	RetainBalancedScore RetainReason = "BalancedScore"
-	// RetainOtherMove: the pass takes another move that saves as much or more for no costlier a disruption
-	// (passing; not reported).
-	RetainOtherMove RetainReason = "OtherMoveFirst"
-	// RetainStatic: the node belongs to a static NodePool, whose nodes are replaced, never consolidated (passing;
-	// not reported).
-	RetainStatic RetainReason = "StaticNodePool"
-	// RetainWarmCapacity: the empty node keeps room for warm capacity or for pods waiting for a place.
-	RetainWarmCapacity RetainReason = "WarmCapacity"
-)
-
-// Event reasons of the verdicts: DisruptionBlocked for what blocks every voluntary disruption (do-not-disrupt,
-// a PodDisruptionBudget), Unconsolidatable for the rest (Karpenter's name for the same event).
-const (
-	ReasonUnconsolidatable = "Unconsolidatable"
-)
-
 // verdict is why a pass left a node.
 type verdict struct {
 	reason  RetainReason
@@ -166,10 +116,10 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 		eventReason := ReasonUnconsolidatable
 		prefix := "consolidation leaves the node: "
 		if why.blocks() {
-			eventReason, prefix = ReasonDisruptionBlock, "voluntary disruption leaves the node alone: "
+			eventReason, prefix = ReasonDisruptionBlocked, "voluntary disruption leaves the node alone: "
 		}
-		c.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
-		if err := c.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
+		c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
+		if err := c.w.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
 			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.Claim.Name, "err", err)
 		}
 	}

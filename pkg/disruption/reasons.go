@@ -1,0 +1,92 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package disruption
+
+// The names of disruption's methods, the reasons it records on NodeClaims, and the reasons of its events: every
+// word a user reads in a log line, an event, a condition or a metric label comes from here.
+
+// Disruption methods, in the order a pass tries them.
+const (
+	MethodExpiration = "expiration"
+	MethodEmptiness  = "emptiness"
+	MethodDrift      = "drift"
+	MethodMultiNode  = "multi-node-consolidation"
+	MethodSingleNode = "single-node-consolidation"
+	// MethodInterruption is not a pass's method: the interruption controller asks for it (Controller.Interrupt).
+	MethodInterruption = "interruption"
+)
+
+// MethodRepair replaces nodes that stay unhealthy (a pass's first method when repair is on).
+const MethodRepair = "repair"
+
+// ReasonExpired is the disruption reason of expiry (not a budget reason: expiry is not budgeted).
+const ReasonExpired = "Expired"
+
+// ReasonUnhealthy is the disruption reason of repair (not a budget reason: repair is bounded by
+// RepairOptions.MaxUnhealthyPercent instead).
+const ReasonUnhealthy = "Unhealthy"
+
+// Event reasons of disruption.
+const (
+	ReasonDisrupting        = "Disrupting"
+	ReasonDisruptionFailed  = "DisruptionFailed"
+	ReasonDisruptionBlocked = "DisruptionBlocked"
+)
+
+// Event reasons of repair.
+const (
+	ReasonNodeRebooted      = "NodeRebooted"
+	ReasonNodeRepairBlocked = "NodeRepairBlocked"
+)
+
+// RetainReason says why voluntary disruption left a node: the reason of the NodeClaim's Consolidatable=False
+// condition and of the event that goes with it.
+type RetainReason string
+
+// Reasons voluntary disruption leaves a node.
+const (
+	// RetainDoNotDisrupt: the node or one of its pods is annotated do-not-disrupt.
+	RetainDoNotDisrupt RetainReason = "DoNotDisrupt"
+	// RetainPodDisruptionBudget: a PodDisruptionBudget refuses the eviction of one of its pods.
+	RetainPodDisruptionBudget RetainReason = "PodDisruptionBudget"
+	// RetainNominated: pending pods are nominated to the node (passing; not reported).
+	RetainNominated RetainReason = "Nominated"
+	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).
+	RetainJustLaunched RetainReason = "JustLaunched"
+	// RetainWhenEmpty: the NodePool's consolidationPolicy is WhenEmpty and the node runs pods.
+	RetainWhenEmpty RetainReason = "WhenEmptyPolicy"
+	// RetainConsolidationOff: the NodePool's consolidateAfter is Never.
+	RetainConsolidationOff RetainReason = "ConsolidationDisabled"
+	// RetainConsolidateAfter: pods arrived on or left the node within consolidateAfter (the dry run reports it;
+	// the live loop does not, as it changes with every pod).
+	RetainConsolidateAfter RetainReason = "ConsolidateAfter"
+	// RetainBudget: the NodePool's disruption budget allows no more disruptions for the reason now.
+	RetainBudget RetainReason = "DisruptionBudget"
+	// RetainPodsFitNowhere: one of its pods fits on no other node and on no node the NodePools can launch.
+	RetainPodsFitNowhere RetainReason = "PodsFitNowhere"
+	// RetainNeedsSeveralNodes: its pods need more than one new node (consolidation replaces by at most one).
+	RetainNeedsSeveralNodes RetainReason = "NeedsSeveralNodes"
+	// RetainNotCheaper: its pods fit only on a new node that costs as much as the node or more.
+	RetainNotCheaper RetainReason = "NotCheaper"
+	// RetainSpotToSpot: the only cheaper replacement is spot, and spot-to-spot consolidation is off or has too
+	// few cheaper types to choose from.
+	RetainSpotToSpot RetainReason = "SpotToSpot"
+	// RetainBalancedScore: under the Balanced policy, the move's saving does not outweigh its disruption.
+	RetainBalancedScore RetainReason = "BalancedScore"
+	// RetainOtherMove: the pass takes another move that saves as much or more for no costlier a disruption
+	// (passing; not reported).
+	RetainOtherMove RetainReason = "OtherMoveFirst"
+	// RetainStatic: the node belongs to a static NodePool, whose nodes are replaced, never consolidated (passing;
+	// not reported).
+	RetainStatic RetainReason = "StaticNodePool"
+	// RetainWarmCapacity: the empty node keeps room for warm capacity or for pods waiting for a place.
+	RetainWarmCapacity RetainReason = "WarmCapacity"
+)
+
+// Event reasons of the verdicts: DisruptionBlocked for what blocks every voluntary disruption (do-not-disrupt,
+// a PodDisruptionBudget), Unconsolidatable for the rest (Karpenter's name for the same event).
+const (
+	ReasonUnconsolidatable = "Unconsolidatable"
+)

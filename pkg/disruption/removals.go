@@ -1,0 +1,80 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package disruption
+
+import (
+	"context"
+	"sync"
+
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+)
+
+// removals answers "where would these nodes' pods go were the nodes removed" over one cluster model per pass,
+// built on first use; simulations are serialised (they share the simulator's snapshot).
+type removals struct {
+	provisioner *provision.Provisioner
+	sim         *simulation.Simulator
+
+	mu    sync.Mutex
+	model *provision.Cluster
+}
+
+// reset drops the cluster model, so that the next question reads the caches again.
+func (r *removals) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.model = nil
+}
+
+// cluster returns the pass's cluster model.
+func (r *removals) cluster(ctx context.Context) (*provision.Cluster, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clusterLocked(ctx)
+}
+
+func (r *removals) clusterLocked(ctx context.Context) (*provision.Cluster, error) {
+	if r.model != nil {
+		return r.model, nil
+	}
+	m, err := r.provisioner.Cluster(ctx, r.sim)
+	if err != nil {
+		return nil, err
+	}
+	r.model = m
+	return m, nil
+}
+
+// simulate asks the solver where the candidates' pods would go without them.
+func (r *removals) simulate(ctx context.Context, cands []*Candidate) (*provision.Removal, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cluster, err := r.clusterLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.SimulateRemoval(ctx, r.sim, nodeNames(cands), 0)
+}
+
+// simulateFresh answers on a model of its own, leaving the pass's alone (the interruption controller asks while
+// a pass may be running).
+func (r *removals) simulateFresh(ctx context.Context, cands []*Candidate) (*provision.Removal, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cluster, err := r.provisioner.Cluster(ctx, r.sim)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.SimulateRemoval(ctx, r.sim, nodeNames(cands), 0)
+}
+
+func nodeNames(cands []*Candidate) []string {
+	names := make([]string, len(cands))
+	for i, cand := range cands {
+		names[i] = cand.Node.Name
+	}
+	return names
+}
