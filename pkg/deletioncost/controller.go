@@ -29,7 +29,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 const (
@@ -124,13 +124,13 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 	}
 	byNode := map[string][]*corev1.Pod{}
 	for _, p := range pods {
-		if p.Spec.NodeName != "" && provision.Reschedulable(p) {
+		if p.Spec.NodeName != "" && podutil.Reschedulable(p) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
 	var nodes []rankedNode
 	for _, cl := range claims {
-		if cl.Status.NodeName == "" || !provision.IsInitialized(cl) {
+		if cl.Status.NodeName == "" || !cl.IsInitialized() {
 			continue
 		}
 		node, err := c.opts.Nodes.Get(cl.Status.NodeName)

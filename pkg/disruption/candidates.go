@@ -19,7 +19,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 // Candidate is a node Stevedore launched that disruption may remove or replace.
@@ -142,20 +142,20 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		}
 		ps.total++
 		node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
-		if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || hasDisruptedTaint(node)) {
+		if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || stevedorev1.IsDisrupted(node)) {
 			ps.disrupting++
 			if claim.Status.DisruptionReason == ReasonUnhealthy {
 				ps.repairing++
 			}
 			continue
 		}
-		if node == nil || !provision.IsInitialized(claim) {
+		if node == nil || !claim.IsInitialized() {
 			continue
 		}
-		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, provision.ParsePrice(claim.Status.Price)),
+		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)),
 			DisruptionCost: 1}
 		for _, pod := range byNode[node.Name] {
-			if provision.Reschedulable(pod) {
+			if podutil.Reschedulable(pod) {
 				cand.Pods = append(cand.Pods, pod)
 				cost := evictionCost(pod)
 				cand.Cost += cost
@@ -183,7 +183,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 
 // blocked says why voluntary disruption must leave a node alone, or nil.
 func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, now time.Time) *verdict {
-	if provision.DoNotDisrupt(cand.Node.Annotations, time.Time{}, now) {
+	if podutil.DoNotDisrupt(cand.Node.Annotations, time.Time{}, now) {
 		return &verdict{reason: RetainDoNotDisrupt, message: "the node is annotated do-not-disrupt"}
 	}
 	if nominated {
@@ -197,7 +197,7 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 		if pod.Status.StartTime != nil {
 			started = pod.Status.StartTime.Time
 		}
-		if provision.DoNotDisrupt(pod.Annotations, started, now) {
+		if podutil.DoNotDisrupt(pod.Annotations, started, now) {
 			return &verdict{reason: RetainDoNotDisrupt, message: fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)}
 		}
 		if why := pdbs.blocks(pod); why != "" {
@@ -205,15 +205,6 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 		}
 	}
 	return nil
-}
-
-func hasDisruptedTaint(node *corev1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == stevedorev1.TaintDisrupted {
-			return true
-		}
-	}
-	return false
 }
 
 // evictionCost weighs how much evicting a pod hurts: one per pod, more for a higher pod-deletion-cost or

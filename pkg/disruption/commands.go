@@ -20,7 +20,6 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
 // AnnotationReplaces on a replacement NodeClaim names the nodes it replaces.
@@ -179,7 +178,7 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 				failure = fmt.Errorf("replacement NodeClaim %s was deleted before it was ready (no capacity, or it did not register)", name)
 				return true, nil
 			}
-			if err == nil && provision.IsInitialized(cl) {
+			if err == nil && cl.IsInitialized() {
 				ready++
 			}
 		}
@@ -220,13 +219,13 @@ func (c *Controller) rollback(ctx context.Context, cmd *Command, replacements []
 
 // markDisrupting taints the node stevedore.dev/disrupted:NoSchedule and records the reason on its NodeClaim.
 func (c *Controller) markDisrupting(ctx context.Context, cand *Candidate, reason string) error {
-	taint := corev1.Taint{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	taint := stevedorev1.DisruptedTaint()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, cand.Node.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if hasDisruptedTaint(node) {
+		if stevedorev1.IsDisrupted(node) {
 			return nil
 		}
 		node.Spec.Taints = append(node.Spec.Taints, taint)

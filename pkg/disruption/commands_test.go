@@ -215,7 +215,7 @@ func TestPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, n := range nodes.Items {
-				if got, want := hasDisruptedTaint(&n), slices.Contains(tc.tainted, n.Name); got != want {
+				if got, want := stevedorev1.IsDisrupted(&n), slices.Contains(tc.tainted, n.Name); got != want {
 					t.Errorf("node %s tainted = %v, want %v", n.Name, got, want)
 				}
 			}
@@ -250,7 +250,7 @@ func TestExecuteRecordsTheReasonAndRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl.Status.DisruptionReason != "" || conditionTrue(cl, stevedorev1.ConditionDisrupting) || hasDisruptedTaint(n) {
+	if cl.Status.DisruptionReason != "" || conditionTrue(cl, stevedorev1.ConditionDisrupting) || stevedorev1.IsDisrupted(n) {
 		t.Errorf("after rollback: status %+v, taints %v", cl.Status, n.Spec.Taints)
 	}
 	// a NodeClaim gone meanwhile is not an error

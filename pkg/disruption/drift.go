@@ -13,7 +13,6 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
@@ -85,8 +84,8 @@ func (m *drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
 
 // reason says why a node no longer matches what its NodePool would launch now ("" if it does).
 func (m *drift) reason(ctx context.Context, cand *Candidate) (string, error) {
-	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != provision.NodePoolHash(cand.NodePool) &&
-		cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHashVersion] == provision.NodePoolHashVersion {
+	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != cand.NodePool.TemplateHash() &&
+		cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHashVersion] == stevedorev1.NodePoolHashVersion {
 		return "NodePoolDrift", nil
 	}
 	reqs, err := solver.NodePoolRequirements(cand.NodePool)

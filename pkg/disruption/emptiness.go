@@ -9,6 +9,7 @@ import (
 	"time"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
@@ -73,7 +74,7 @@ func (m *emptiness) keepsRoom(ctx context.Context, cand *Candidate) (bool, error
 		return false, nil
 	}
 	for _, pi := range ni.GetPods() {
-		if provision.Reschedulable(pi.GetPod()) {
+		if podutil.Reschedulable(pi.GetPod()) {
 			return true, nil
 		}
 	}

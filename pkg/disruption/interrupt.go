@@ -16,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
 // Errors of Interrupt for a voluntary request that cannot go ahead now.
@@ -117,7 +116,7 @@ func (c *Controller) planReplacements(ctx context.Context, cmd *Command) error {
 func (c *Controller) waitInitialized(ctx context.Context, name string, limit time.Duration) {
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(context.Context) (bool, error) {
 		claim, err := c.opts.NodeClaims.Get(name)
-		if err != nil || claim.DeletionTimestamp != nil || claim.Status.InstanceID == "" || provision.IsInitialized(claim) {
+		if err != nil || claim.DeletionTimestamp != nil || claim.Status.InstanceID == "" || claim.IsInitialized() {
 			return true, nil
 		}
 		return false, nil

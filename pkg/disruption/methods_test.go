@@ -19,7 +19,6 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -499,7 +498,7 @@ func TestDrift(t *testing.T) {
 		},
 		{
 			name:  "the NodePool template changed (hash differs)",
-			objs:  objects(pool(), machine{name: "a", pool: "default", typ: "m5.large", claim: hashed("0123456789abcdef", provision.NodePoolHashVersion)}),
+			objs:  objects(pool(), machine{name: "a", pool: "default", typ: "m5.large", claim: hashed("0123456789abcdef", stevedorev1.NodePoolHashVersion)}),
 			want:  []string{"a"},
 			check: recorded("NodePoolDrift", "claim-a"),
 		},
@@ -510,7 +509,7 @@ func TestDrift(t *testing.T) {
 		{
 			name: "the NodePool's current hash is no drift",
 			objs: objects(pool(), machine{name: "a", pool: "default", typ: "m5.large",
-				claim: hashed(provision.NodePoolHash(pool().Obj()), provision.NodePoolHashVersion)}),
+				claim: hashed(pool().Obj().TemplateHash(), stevedorev1.NodePoolHashVersion)}),
 		},
 		{
 			name: "a failed drift check skips the node",

@@ -28,7 +28,7 @@ func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, 
 	var coming []*stevedorev1.NodeClaim
 	claimOfNode := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
-		if c.DeletionTimestamp == nil && !IsInitialized(c) {
+		if c.DeletionTimestamp == nil && !c.IsInitialized() {
 			coming = append(coming, c)
 			if c.Status.NodeName != "" {
 				claimOfNode[c.Status.NodeName] = c
@@ -132,7 +132,7 @@ func (p *Provisioner) startingRefusal(pod *corev1.Pod, node *corev1.Node) string
 		return ""
 	}
 	if name := node.Labels[stevedorev1.LabelNodeClaim]; name != "" {
-		if c, err := p.opts.NodeClaims.Get(name); err == nil && IsInitialized(c) {
+		if c, err := p.opts.NodeClaims.Get(name); err == nil && c.IsInitialized() {
 			return ""
 		}
 	}

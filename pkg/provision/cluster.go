@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -62,7 +63,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 			continue
 		}
 		for _, pi := range ni.GetPods() {
-			if pod := pi.GetPod(); Reschedulable(pod) && !p.isPlanned(pod.UID) {
+			if pod := pi.GetPod(); podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) {
 				displaced = append(displaced, pod)
 			}
 		}
@@ -81,7 +82,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 		return nil, err
 	}
 	for _, pod := range pending {
-		if pod.Spec.NodeName == "" && Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
+		if pod.Spec.NodeName == "" && podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
 			displaced = append(displaced, pod)
 		}
 	}
@@ -110,22 +111,7 @@ func (p *Provisioner) isPlanned(uid types.UID) bool {
 
 // leaving reports whether a node takes no new pods because it is going away or cordoned.
 func leaving(node *corev1.Node) bool {
-	if node.DeletionTimestamp != nil || node.Spec.Unschedulable {
-		return true
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == stevedorev1.TaintDisrupted {
-			return true
-		}
-	}
-	return false
-}
-
-// Reschedulable reports whether a pod would have to be placed elsewhere if its node went away: not a DaemonSet
-// or mirror pod, not finished.
-func Reschedulable(pod *corev1.Pod) bool {
-	return !isDaemonSetPod(pod) && !isMirrorPod(pod) && pod.Status.Phase != corev1.PodSucceeded &&
-		pod.Status.Phase != corev1.PodFailed && pod.DeletionTimestamp == nil
+	return node.DeletionTimestamp != nil || node.Spec.Unschedulable || stevedorev1.IsDisrupted(node)
 }
 
 // Removal is the answer to "what if these nodes went away".
@@ -158,7 +144,7 @@ func (c *Cluster) SimulateRemoval(ctx context.Context, sim *simulation.Simulator
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
 			s.pods = append(s.pods, pod)
-			if Reschedulable(pod) {
+			if podutil.Reschedulable(pod) {
 				moved := pod.DeepCopy()
 				moved.Spec.NodeName = ""
 				moved.Status.NominatedNodeName = ""

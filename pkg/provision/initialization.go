@@ -87,5 +87,5 @@ func (p *Provisioner) IsNodeInitializing(nodeName string) bool {
 	if err != nil {
 		return false
 	}
-	return conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered) && !IsInitialized(claim)
+	return conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered) && !claim.IsInitialized()
 }

@@ -101,8 +101,8 @@ func TestInitialize(t *testing.T) {
 					t.Errorf("%s condition = %+v, want none", ct, c)
 				}
 			}
-			if tc.initialized != IsInitialized(got) {
-				t.Errorf("IsInitialized = %v, want %v", IsInitialized(got), tc.initialized)
+			if tc.initialized != got.IsInitialized() {
+				t.Errorf("IsInitialized = %v, want %v", got.IsInitialized(), tc.initialized)
 			}
 			var wantCalled []string
 			var wantEvents []string

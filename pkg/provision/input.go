@@ -131,7 +131,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	p.adoptNominations(ctx, pods, claims)
 	inflightNodes := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
-		if c.DeletionTimestamp != nil || IsInitialized(c) {
+		if c.DeletionTimestamp != nil || c.IsInitialized() {
 			continue
 		}
 		inflightNodes[ClaimNode(c, its, p.opts.Region).Name] = c

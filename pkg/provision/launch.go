@@ -71,7 +71,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 		}
 		cur.Status.ProviderID, cur.Status.InstanceID, cur.Status.NodeName = inst.ProviderID, inst.ID, inst.NodeName
 		cur.Status.InstanceType, cur.Status.Zone, cur.Status.CapacityType = inst.Type, inst.Zone, inst.CapacityType
-		cur.Status.ImageID, cur.Status.Price = inst.ImageID, formatPrice(inst.Price)
+		cur.Status.ImageID, cur.Status.Price = inst.ImageID, stevedorev1.FormatPrice(inst.Price)
 		if it, ok := its[inst.Type]; ok {
 			cur.Status.Capacity = it.Capacity
 			cur.Status.Allocatable = it.Allocatable()
@@ -98,9 +98,9 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	sort.Strings(podNames)
 	logger.Info("Launched instance", "nodepool", claim.Labels[stevedorev1.LabelNodePool], "instance", inst.ID,
 		"node", inst.NodeName, "type", inst.Type, "zone", inst.Zone, "capacityType", inst.CapacityType,
-		"price", formatPrice(inst.Price), "pods", podNames)
+		"price", stevedorev1.FormatPrice(inst.Price), "pods", podNames)
 	p.claimEvent(claim, corev1.EventTypeNormal, ReasonLaunched, "Launch", "launched %s: %s in %s, %s, $%s/h",
-		inst.ID, inst.Type, inst.Zone, inst.CapacityType, formatPrice(inst.Price))
+		inst.ID, inst.Type, inst.Zone, inst.CapacityType, stevedorev1.FormatPrice(inst.Price))
 	launched, err := p.opts.NodeClaims.Get(claim.Name)
 	if err != nil || launched.Status.NodeName == "" {
 		launched, err = client(p).Get(ctx, claim.Name, metav1.GetOptions{})

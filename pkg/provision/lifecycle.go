@@ -187,7 +187,7 @@ func (l *Lifecycle) reconcile(ctx context.Context, name string) (time.Duration, 
 		return l.launch(ctx, claim)
 	case !conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered):
 		return l.register(ctx, claim)
-	case !IsInitialized(claim):
+	case !claim.IsInitialized():
 		return l.initialize(ctx, claim)
 	}
 	return 0, nil

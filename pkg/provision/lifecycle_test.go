@@ -51,7 +51,7 @@ func TestReconcileDispatch(t *testing.T) {
 		{name: "a registered NodeClaim whose node is ready is initialized", claim: launchedClaim().Registered().Obj(),
 			node: launchedClaim().NodeFor().Obj(),
 			check: func(t *testing.T, h *lifecycleHarness) {
-				if !IsInitialized(h.claim()) {
+				if !h.claim().IsInitialized() {
 					t.Error("NodeClaim not initialized")
 				}
 			}},

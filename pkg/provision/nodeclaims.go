@@ -5,12 +5,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package provision
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,22 +22,6 @@ import (
 // maxClaimInstanceTypes caps the instance types a NodeClaim lists (CreateFleet caps them again).
 const maxClaimInstanceTypes = 60
 
-// NodePoolHashVersion changes whenever what NodePoolHash covers changes: a NodeClaim stamped with another version
-// is not compared (its hash would differ though nothing drifted).
-const NodePoolHashVersion = "v2"
-
-// NodePoolHash hashes the NodePool template a node was launched from (its normalised form, so that an older
-// spelling is no change); a different hash means drift. Every template field counts but the requirements, which
-// drift checks against the node's labels instead (a node whose labels still satisfy them has not drifted).
-// TestNodePoolHashClassifiesEveryTemplateField fails when a field is added to the template without a decision.
-func NodePoolHash(np *stevedorev1.NodePool) string {
-	t := np.Spec.Template.DeepCopy()
-	t.Spec.Requirements = nil // checked against the node's labels
-	raw, _ := json.Marshal(t)
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:8])
-}
-
 // NewNodeClaim turns a planned node into the NodeClaim to create: its NodePool's labels, taints and node class,
 // requirements narrowed to what its pods pinned, and the instance types that fit them, cheapest first.
 func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.NodeClaim {
@@ -49,8 +29,8 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	// the labels the NodePool defines (template labels, its requirements' values for this node); the instance
 	// type's and the offering's are added when the node registers
 	labels := solver.NodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
-	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: NodePoolHash(np),
-		stevedorev1.AnnotationNodePoolHashVersion: NodePoolHashVersion}
+	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: np.TemplateHash(),
+		stevedorev1.AnnotationNodePoolHashVersion: stevedorev1.NodePoolHashVersion}
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
 	}
@@ -169,15 +149,6 @@ func ClaimNodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, regio
 		labels[corev1.LabelTopologyRegion] = region
 	}
 	return scheduling.WithDeprecatedAliases(labels)
-}
-
-// formatPrice renders an hourly price as the API stores it.
-func formatPrice(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
-
-// ParsePrice reads a stored hourly price (0 when absent or malformed).
-func ParsePrice(s string) float64 {
-	v, _ := strconv.ParseFloat(s, 64)
-	return v
 }
 
 func claimString(c *stevedorev1.NodeClaim) string {

@@ -17,7 +17,7 @@ import (
 
 // TestNodePoolHashClassifiesEveryTemplateField fails when a field is added to the NodePool template without a
 // decision on whether changing it is drift: add it to hashed (and check the hash sees it) or to ignored (and clear
-// it in NodePoolHash), and bump NodePoolHashVersion when the hash changes.
+// it in NodePool.TemplateHash), and bump stevedorev1.NodePoolHashVersion when the hash changes.
 func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 	hashed := map[string]bool{"ObjectMeta.Labels": true, "ObjectMeta.Annotations": true, "Spec.Taints": true,
 		"Spec.StartupTaints": true, "Spec.NodeClassRef": true, "Spec.ExpireAfter": true, "Spec.TerminationGracePeriod": true}
@@ -32,12 +32,12 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 	walk("Spec.", reflect.TypeOf(stevedorev1.NodeClaimTemplateSpec{}))
 	for _, f := range fields {
 		if !hashed[f] && !ignored[f] {
-			t.Errorf("NodePool template field %s is neither hashed nor ignored by NodePoolHash", f)
+			t.Errorf("NodePool template field %s is neither hashed nor ignored by NodePool.TemplateHash", f)
 		}
 	}
 
 	base := test.NodePool("np").Obj()
-	h := NodePoolHash(base)
+	h := base.TemplateHash()
 	for name, change := range map[string]func(*stevedorev1.NodePool){
 		"ObjectMeta.Labels":      func(np *stevedorev1.NodePool) { np.Spec.Template.ObjectMeta.Labels = map[string]string{"a": "b"} },
 		"ObjectMeta.Annotations": func(np *stevedorev1.NodePool) { np.Spec.Template.ObjectMeta.Annotations = map[string]string{"a": "b"} },
@@ -55,11 +55,11 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 	} {
 		np := base.DeepCopy()
 		change(np)
-		if NodePoolHash(np) == h {
+		if np.TemplateHash() == h {
 			t.Errorf("changing %s does not change the hash", name)
 		}
 	}
-	if np := test.NodePool("np").Require("k", corev1.NodeSelectorOpExists).Obj(); NodePoolHash(np) != h {
+	if np := test.NodePool("np").Require("k", corev1.NodeSelectorOpExists).Obj(); np.TemplateHash() != h {
 		t.Error("changing the requirements changes the hash; drift checks them against the node's labels")
 	}
 }

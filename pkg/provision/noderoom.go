@@ -161,7 +161,7 @@ func (p *Provisioner) initializingLocked(claim string) bool {
 		return false
 	}
 	c, err := p.opts.NodeClaims.Get(claim)
-	return err == nil && !IsInitialized(c)
+	return err == nil && !c.IsInitialized()
 }
 
 // keptFor is the room a node keeps, when the scheduler considers pod for it, for the pods planned on its NodeClaim:

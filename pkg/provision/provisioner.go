@@ -256,7 +256,7 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, ref
 	if refusedBy != nil && claim.Status.NodeName != "" {
 		refused, why = refusedBy(claim.Status.NodeName)
 	}
-	if refused == pluginnames.NodeResourcesFit && IsInitialized(claim) {
+	if refused == pluginnames.NodeResourcesFit && claim.IsInitialized() {
 		klog.FromContext(ctx).V(1).Info("Planned node has no room left for the pod; provisioning it again", "pod", klog.KObj(pod),
 			"node", claim.Status.NodeName, "nodeclaim", claim.Name)
 		p.forgetPod(pod.UID)
@@ -277,7 +277,7 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, ref
 func (p *Provisioner) claimForNode(nodeName string) *stevedorev1.NodeClaim {
 	claims, _ := p.opts.NodeClaims.List(labels.Everything())
 	for _, c := range claims {
-		if c.Status.NodeName == nodeName && !IsInitialized(c) {
+		if c.Status.NodeName == nodeName && !c.IsInitialized() {
 			return c
 		}
 	}
@@ -496,11 +496,6 @@ func (p *Provisioner) Run(ctx context.Context) {
 	}
 }
 
-// IsInitialized reports whether a NodeClaim's node is ready for pods.
-func IsInitialized(c *stevedorev1.NodeClaim) bool {
-	return conditionTrue(c.Status.Conditions, stevedorev1.ConditionInitialized)
-}
-
 func conditionTrue(conds []metav1.Condition, t string) bool {
 	for _, c := range conds {
 		if c.Type == t {
@@ -545,7 +540,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
-		"hourlyCost", formatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts, "total", p.opts.Clock.Since(start))
+		"hourlyCost", stevedorev1.FormatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts, "total", p.opts.Clock.Since(start))
 	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
 	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
 	for node, placed := range plan.InFlight {
@@ -618,7 +613,7 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
 		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
 			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
-			"capacityType", pn.Offering.CapacityType, "price", formatPrice(pn.Offering.Price), "pods", len(pn.Pods))
+			"capacityType", pn.Offering.CapacityType, "price", stevedorev1.FormatPrice(pn.Offering.Price), "pods", len(pn.Pods))
 	})
 	out := created[:0]
 	for _, c := range created {

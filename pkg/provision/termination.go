@@ -24,6 +24,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 // Event reasons of termination.
@@ -206,7 +207,7 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 }
 
 func (l *Lifecycle) taintDisrupted(ctx context.Context, node *corev1.Node) error {
-	taint := corev1.Taint{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	taint := stevedorev1.DisruptedTaint()
 	if hasTaint(node.Spec.Taints, taint) {
 		return nil
 	}
@@ -224,27 +225,9 @@ func (l *Lifecycle) taintDisrupted(ctx context.Context, node *corev1.Node) error
 	})
 }
 
-// DoNotDisrupt reads the do-not-disrupt annotation (Stevedore's or Karpenter's): "true", or a duration counted
-// from started during which the object must not be disrupted.
-func DoNotDisrupt(annotations map[string]string, started, now time.Time) bool {
-	for _, key := range []string{stevedorev1.DoNotDisruptKey, stevedorev1.KarpenterDoNotDisruptKey} {
-		v, ok := annotations[key]
-		if !ok {
-			continue
-		}
-		if v == "true" {
-			return true
-		}
-		if d, err := time.ParseDuration(v); err == nil && !started.IsZero() && now.Before(started.Add(d)) {
-			return true
-		}
-	}
-	return false
-}
-
 // drainTier orders pods for eviction.
 func drainTier(pod *corev1.Pod) int {
-	if isDaemonSetPod(pod) {
+	if podutil.IsDaemonSetPod(pod) {
 		return 2
 	}
 	if isCritical(pod) {
@@ -253,25 +236,11 @@ func drainTier(pod *corev1.Pod) int {
 	return 0
 }
 
-func isDaemonSetPod(pod *corev1.Pod) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
-}
-
 func isCritical(pod *corev1.Pod) bool {
 	if pod.Spec.PriorityClassName == "system-cluster-critical" || pod.Spec.PriorityClassName == "system-node-critical" {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000
-}
-
-func isMirrorPod(pod *corev1.Pod) bool {
-	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
-	return ok
 }
 
 // PodsOnNode lists the live pods bound to a node.
@@ -293,15 +262,15 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 	var pods []*corev1.Pod
 	lowest := 3
 	held := map[types.UID]bool{}
-	disrupted := []corev1.Taint{{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	disrupted := []corev1.Taint{stevedorev1.DisruptedTaint()}
 	for _, pod := range p.PodsOnNode(node.Name) {
 		// A pod that tolerates the disrupted taint would be scheduled right back (DaemonSet pods that tolerate
 		// everything, for instance); it goes with the node.
 		if tolerates(pod, disrupted) && !expired {
 			continue
 		}
-		if isMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
-			if !isMirrorPod(pod) {
+		if podutil.IsMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
+			if !podutil.IsMirrorPod(pod) {
 				// still terminating: wait for it, and let no later tier go before it is gone
 				pods = append(pods, pod)
 				lowest = min(lowest, drainTier(pod))
@@ -312,7 +281,7 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 		if pod.Status.StartTime != nil {
 			started = pod.Status.StartTime.Time
 		}
-		if !expired && DoNotDisrupt(pod.Annotations, started, p.opts.Clock.Now()) {
+		if !expired && podutil.DoNotDisrupt(pod.Annotations, started, p.opts.Clock.Now()) {
 			// not evicted: it leaves when it finishes, or when the termination grace period is over
 			pods = append(pods, pod)
 			held[pod.UID] = true

@@ -22,6 +22,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -105,7 +106,7 @@ func TestDoNotDisrupt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := DoNotDisrupt(tc.annotations, tc.started, t0); got != tc.want {
+			if got := podutil.DoNotDisrupt(tc.annotations, tc.started, t0); got != tc.want {
 				t.Errorf("DoNotDisrupt = %v, want %v", got, tc.want)
 			}
 		})

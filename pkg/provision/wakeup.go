@@ -185,7 +185,7 @@ func (p *Provisioner) readySince(claim string) time.Time {
 		return at
 	}
 	c, err := p.opts.NodeClaims.Get(claim)
-	if err != nil || !IsInitialized(c) {
+	if err != nil || !c.IsInitialized() {
 		return time.Time{}
 	}
 	for _, cond := range c.Status.Conditions {

@@ -10,7 +10,6 @@ package report
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,8 +131,8 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 
 // writeStatus updates the NodePool's status when it changed.
 func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u *state.Usage) error {
-	want := stevedorev1.NodePoolStatus{Nodes: u.Nodes, ReadyNodes: u.ReadyNodes, HourlyCost: strconv.FormatFloat(u.Cost, 'f', 4, 64), Resources: u.Resources.DeepCopy()}
-	want.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
+	want := stevedorev1.NodePoolStatus{Nodes: u.Nodes, ReadyNodes: u.ReadyNodes, HourlyCost: stevedorev1.FormatPrice(u.Cost), Resources: u.Resources.DeepCopy()}
+	want.Resources[stevedorev1.ResourceNodes] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
 	ready := r.readyCondition(np)
 	cur := meta.FindStatusCondition(np.Status.Conditions, stevedorev1.ConditionReady)
 	readySame := ready == nil || cur != nil && cur.Status == ready.Status && cur.Reason == ready.Reason && cur.Message == ready.Message
@@ -202,8 +201,8 @@ func (r *Reporter) setPoolMetrics(np *stevedorev1.NodePool, u *state.Usage) {
 	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, u.Resources[res]))
 	}
-	metrics.NodePoolUsage.WithLabelValues(np.Name, "nodes").Set(float64(u.Nodes))
-	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, "nodes"} {
+	metrics.NodePoolUsage.WithLabelValues(np.Name, string(stevedorev1.ResourceNodes)).Set(float64(u.Nodes))
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, stevedorev1.ResourceNodes} {
 		if q, ok := np.Spec.Limits[res]; ok {
 			metrics.NodePoolLimit.WithLabelValues(np.Name, string(res)).Set(gaugeValue(res, q))
 		} else {

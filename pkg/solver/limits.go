@@ -21,7 +21,7 @@ func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType)
 		return types
 	}
 	used, count := st.poolUsage(pool, nil)
-	if nodes, ok := pool.Remaining["nodes"]; ok && count+1 > nodes.Value() {
+	if nodes, ok := pool.Remaining[stevedorev1.ResourceNodes]; ok && count+1 > nodes.Value() {
 		return nil
 	}
 	var out []*cloud.InstanceType
@@ -120,7 +120,7 @@ func limitUnits(name corev1.ResourceName, q resource.Quantity) int64 {
 // fitsLimits reports whether one more node of type it keeps used (limitUnits) within the remaining limits.
 func fitsLimits(used map[corev1.ResourceName]int64, it *cloud.InstanceType, remaining corev1.ResourceList) bool {
 	for name, limit := range remaining {
-		if name == "nodes" {
+		if name == stevedorev1.ResourceNodes {
 			continue
 		}
 		total := used[name]

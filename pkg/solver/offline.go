@@ -122,9 +122,9 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 			sum.Add(q)
 			u[name] = sum
 		}
-		count := u["nodes"]
+		count := u[stevedorev1.ResourceNodes]
 		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
-		u["nodes"] = count
+		u[stevedorev1.ResourceNodes] = count
 	}
 	for _, np := range pools {
 		if np.Spec.Replicas != nil {

@@ -26,6 +26,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
@@ -166,7 +167,7 @@ func (c *Controller) surplus(live []*stevedorev1.NodeClaim, n int) []*stevedorev
 	if c.opts.Pods != nil {
 		if all, err := c.opts.Pods.List(labels.Everything()); err == nil {
 			for _, p := range all {
-				if p.Spec.NodeName != "" && provision.Reschedulable(p) {
+				if p.Spec.NodeName != "" && podutil.Reschedulable(p) {
 					pods[p.Spec.NodeName]++
 				}
 			}
@@ -175,7 +176,7 @@ func (c *Controller) surplus(live []*stevedorev1.NodeClaim, n int) []*stevedorev
 	out := append([]*stevedorev1.NodeClaim(nil), live...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if ia, ib := provision.IsInitialized(a), provision.IsInitialized(b); ia != ib {
+		if ia, ib := a.IsInitialized(), b.IsInitialized(); ia != ib {
 			return !ia
 		}
 		if pa, pb := pods[a.Status.NodeName], pods[b.Status.NodeName]; pa != pb {

@@ -24,7 +24,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
@@ -183,7 +182,7 @@ func liveAndCost(claims []stevedorev1.NodeClaim) ([]stevedorev1.NodeClaim, float
 	for _, c := range claims {
 		if c.DeletionTimestamp == nil {
 			live = append(live, c)
-			total += provision.ParsePrice(c.Status.Price)
+			total += stevedorev1.ParsePrice(c.Status.Price)
 		}
 	}
 	return live, total

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
@@ -146,7 +145,7 @@ func scaleOut(b *testing.B, n int) {
 	claims := harness.LiveNodeClaimsOf(b, sb, "scaleout")
 	cost := 0.0
 	for _, c := range claims {
-		cost += provision.ParsePrice(c.Status.Price)
+		cost += stevedorev1.ParsePrice(c.Status.Price)
 	}
 	lower, plan := podBounds(b, np, pods)
 	rss, cpu := procStats(b, pid)

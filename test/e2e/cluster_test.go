@@ -35,7 +35,6 @@ import (
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -217,7 +216,7 @@ func (s *snapshot) unsettled(replicas int) string {
 		switch {
 		case c.DeletionTimestamp != nil:
 			return "NodeClaim " + c.Name + " is being deleted"
-		case !provision.IsInitialized(&c):
+		case !c.IsInitialized():
 			return "NodeClaim " + c.Name + " is not initialized"
 		case hosts[c.Status.NodeName] == 0:
 			return "NodeClaim " + c.Name + " hosts none of the pods"

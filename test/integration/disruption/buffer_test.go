@@ -15,7 +15,6 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -39,7 +38,7 @@ func warmNodesReady(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, c := range harness.LiveNodeClaimsOf(t, sb, "warm") {
-		if provision.IsInitialized(&c) {
+		if c.IsInitialized() {
 			out[c.Status.NodeName] = true
 		}
 	}

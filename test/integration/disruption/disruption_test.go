@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
@@ -146,7 +145,7 @@ func fleet(t *testing.T, pool string) ([]stevedorev1.NodeClaim, float64) {
 	claims := harness.LiveNodeClaimsOf(t, sb, pool)
 	total := 0.0
 	for _, c := range claims {
-		total += provision.ParsePrice(c.Status.Price)
+		total += stevedorev1.ParsePrice(c.Status.Price)
 	}
 	return claims, total
 }
@@ -376,7 +375,7 @@ func TestChangingTheAMIReplacesEveryNodeWithoutOutage(t *testing.T) {
 	harness.EventuallyWithin(t, 6*time.Minute, "every node replaced by one on the new AMI", func(ctx context.Context) (bool, error) {
 		claims := harness.NodeClaimsOf(t, sb, "drift")
 		for _, c := range claims {
-			if old[c.Name] || !newAMIs[c.Status.ImageID] || !provision.IsInitialized(&c) {
+			if old[c.Name] || !newAMIs[c.Status.ImageID] || !c.IsInitialized() {
 				return false, nil
 			}
 		}

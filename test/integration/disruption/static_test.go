@@ -26,7 +26,7 @@ func waitStaticNodes(t *testing.T, pool string, n int) map[string]bool {
 	harness.EventuallyWithin(t, 3*time.Minute, fmt.Sprintf("NodePool %s at %d ready nodes", pool, n), func(ctx context.Context) (bool, error) {
 		names = map[string]bool{}
 		for _, c := range harness.NodeClaimsOf(t, sb, pool) {
-			if c.DeletionTimestamp != nil || !provision.IsInitialized(&c) || c.Status.DisruptionReason != "" {
+			if c.DeletionTimestamp != nil || !c.IsInitialized() || c.Status.DisruptionReason != "" {
 				return false, nil
 			}
 			names[c.Name] = true

@@ -1,0 +1,56 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Package podutil answers questions about a pod that provisioning, termination and disruption all ask: does it
+// move when its node goes, may it be disrupted now, who owns it.
+package podutil
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+)
+
+// Reschedulable reports whether the pod would need a new place were its node removed: not a DaemonSet or mirror
+// pod, not finished, not being deleted.
+func Reschedulable(pod *corev1.Pod) bool {
+	return !IsDaemonSetPod(pod) && !IsMirrorPod(pod) && pod.Status.Phase != corev1.PodSucceeded &&
+		pod.Status.Phase != corev1.PodFailed && pod.DeletionTimestamp == nil
+}
+
+// IsDaemonSetPod reports whether a DaemonSet owns the pod.
+func IsDaemonSetPod(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsMirrorPod reports whether the pod is the API server's mirror of a static pod.
+func IsMirrorPod(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+// DoNotDisrupt reads the do-not-disrupt annotation (Stevedore's or Karpenter's): "true", or a duration counted
+// from started during which the object must not be disrupted.
+func DoNotDisrupt(annotations map[string]string, started, now time.Time) bool {
+	for _, key := range []string{stevedorev1.DoNotDisruptKey, stevedorev1.KarpenterDoNotDisruptKey} {
+		v, ok := annotations[key]
+		if !ok {
+			continue
+		}
+		if v == "true" {
+			return true
+		}
+		if d, err := time.ParseDuration(v); err == nil && !started.IsZero() && now.Before(started.Add(d)) {
+			return true
+		}
+	}
+	return false
+}
