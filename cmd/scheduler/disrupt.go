@@ -103,8 +103,8 @@ func renderDryRun(res *disruption.DryRunResult) disruptOutput {
 	}
 	for _, n := range res.Nodes {
 		cand := n.Candidate
-		dn := disruptNode{Name: cand.Node.Name, NodePool: cand.NodePool.Name, InstanceType: cand.Claim.Status.InstanceType,
-			CapacityType: cand.Claim.Status.CapacityType, Price: cand.Price, Pods: len(cand.Pods), Action: "keep",
+		dn := disruptNode{Name: cand.Node.Name, NodePool: cand.NodePool.Name, InstanceType: cand.NodeClaim.Status.InstanceType,
+			CapacityType: cand.NodeClaim.Status.CapacityType, Price: cand.Price, Pods: len(cand.Pods), Action: "keep",
 			Reason: string(n.Reason), Message: n.Message}
 		if n.Taken {
 			dn.Action = action

@@ -191,10 +191,10 @@ func (it *InstanceType) AddCapacityType(ct string) {
 type Offerings []Offering
 
 // HasCompatible reports whether an available offering's zone and capacity type reqs allow.
-func (os Offerings) HasCompatible(reqs scheduling.Requirements) bool {
+func (offs Offerings) HasCompatible(reqs scheduling.Requirements) bool {
 	zone, zok := reqs[corev1.LabelTopologyZone]
 	ct, cok := reqs[stevedorev1.LabelCapacityType]
-	for _, o := range os {
+	for _, o := range offs {
 		if o.Available && (!zok || zone.Has(o.Zone)) && (!cok || ct.Has(o.CapacityType)) {
 			return true
 		}
@@ -203,10 +203,10 @@ func (os Offerings) HasCompatible(reqs scheduling.Requirements) bool {
 }
 
 // Compatible returns the available offerings whose zone and capacity type reqs allow.
-func (os Offerings) Compatible(reqs scheduling.Requirements) Offerings {
+func (offs Offerings) Compatible(reqs scheduling.Requirements) Offerings {
 	var out Offerings
 	zone, ct := reqs.Get(corev1.LabelTopologyZone), reqs.Get(stevedorev1.LabelCapacityType)
-	for _, o := range os {
+	for _, o := range offs {
 		if o.Available && zone.Has(o.Zone) && ct.Has(o.CapacityType) {
 			out = append(out, o)
 		}
@@ -215,12 +215,12 @@ func (os Offerings) Compatible(reqs scheduling.Requirements) Offerings {
 }
 
 // Cheapest returns the cheapest offering, and false if there is none.
-func (os Offerings) Cheapest() (Offering, bool) {
-	if len(os) == 0 {
+func (offs Offerings) Cheapest() (Offering, bool) {
+	if len(offs) == 0 {
 		return Offering{}, false
 	}
-	best := os[0]
-	for _, o := range os[1:] {
+	best := offs[0]
+	for _, o := range offs[1:] {
 		if o.Price < best.Price || (o.Price == best.Price && o.Zone < best.Zone) {
 			best = o
 		}

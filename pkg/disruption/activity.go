@@ -84,7 +84,7 @@ func (a *activity) quiet(cand *Candidate, now time.Time) bool {
 	last := a.lastPodEvent[cand.Node.Name]
 	started := a.started
 	a.mu.Unlock()
-	for _, cond := range cand.Claim.Status.Conditions {
+	for _, cond := range cand.NodeClaim.Status.Conditions {
 		if cond.Type == stevedorev1.ConditionInitialized && cond.LastTransitionTime.After(last) {
 			last = cond.LastTransitionTime.Time
 		}

@@ -24,9 +24,9 @@ import (
 
 // Candidate is a node Stevedore launched that disruption may remove or replace.
 type Candidate struct {
-	Node     *corev1.Node
-	Claim    *stevedorev1.NodeClaim
-	NodePool *stevedorev1.NodePool // normalised copy
+	Node      *corev1.Node
+	NodeClaim *stevedorev1.NodeClaim
+	NodePool  *stevedorev1.NodePool // normalised copy
 	// Pods are the node's reschedulable pods (not DaemonSet or mirror pods, not finished).
 	Pods  []*corev1.Pod
 	Price float64
@@ -42,7 +42,7 @@ type Candidate struct {
 }
 
 func (c *Candidate) String() string {
-	return fmt.Sprintf("%s/%s/%s", c.Node.Name, c.Claim.Status.InstanceType, c.Claim.Status.CapacityType)
+	return fmt.Sprintf("%s/%s/%s", c.Node.Name, c.NodeClaim.Status.InstanceType, c.NodeClaim.Status.CapacityType)
 }
 
 // Empty reports whether the node runs no reschedulable pod.
@@ -152,7 +152,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		if node == nil || !claim.IsInitialized() {
 			continue
 		}
-		cand := &Candidate{Node: node, Claim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)),
+		cand := &Candidate{Node: node, NodeClaim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)),
 			DisruptionCost: 1}
 		for _, pod := range byNode[node.Name] {
 			if podutil.Reschedulable(pod) {
@@ -189,7 +189,7 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 	if nominated {
 		return &verdict{reason: RetainNominated, message: "pending pods are nominated to the node"}
 	}
-	if c.activity.isProtected(cand.Claim.Name, cand.Empty(), now) {
+	if c.activity.isProtected(cand.NodeClaim.Name, cand.Empty(), now) {
 		return &verdict{reason: RetainJustLaunched, message: "the node was just launched as a replacement"}
 	}
 	for _, pod := range cand.Pods {

@@ -118,8 +118,8 @@ func TestViewCandidates(t *testing.T) {
 				}
 			}
 			for _, c := range v.candidates {
-				if c.NodePool.Name != c.Claim.Labels[stevedorev1.LabelNodePool] || c.Claim.Status.NodeName != c.Node.Name {
-					t.Errorf("candidate %s: NodePool %s, claim %s mismatched", c.Node.Name, c.NodePool.Name, c.Claim.Name)
+				if c.NodePool.Name != c.NodeClaim.Labels[stevedorev1.LabelNodePool] || c.NodeClaim.Status.NodeName != c.Node.Name {
+					t.Errorf("candidate %s: NodePool %s, claim %s mismatched", c.Node.Name, c.NodePool.Name, c.NodeClaim.Name)
 				}
 			}
 		})

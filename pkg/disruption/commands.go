@@ -124,13 +124,13 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	for _, cand := range cmd.Candidates {
 		if cmd.DrainTimeout > 0 {
 			deadline := c.opts.Clock.Now().Add(cmd.DrainTimeout).UTC().Format(time.RFC3339)
-			if err := c.w.annotate(ctx, cand.Claim.Name, stevedorev1.AnnotationDrainDeadline, deadline); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("bounding the drain of NodeClaim %s: %w", cand.Claim.Name, err))
+			if err := c.w.annotate(ctx, cand.NodeClaim.Name, stevedorev1.AnnotationDrainDeadline, deadline); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("bounding the drain of NodeClaim %s: %w", cand.NodeClaim.Name, err))
 			}
 		}
-		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cand.Claim.Name, metav1.DeleteOptions{})
+		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cand.NodeClaim.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting NodeClaim %s: %w", cand.Claim.Name, err))
+			errs = append(errs, fmt.Errorf("deleting NodeClaim %s: %w", cand.NodeClaim.Name, err))
 			continue
 		}
 		c.opts.Metrics.nodeDisrupted(cand, string(cmd.Reason))
@@ -235,7 +235,7 @@ func (c *Controller) markDisrupting(ctx context.Context, cand *Candidate, reason
 	if err != nil {
 		return err
 	}
-	return c.w.updateStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+	return c.w.updateStatus(ctx, cand.NodeClaim.Name, func(st *stevedorev1.NodeClaimStatus) {
 		st.DisruptionReason = reason
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: stevedorev1.ConditionDisrupting, Status: metav1.ConditionTrue,
 			Reason: reason, Message: "the node is being disrupted: " + reason})
@@ -265,7 +265,7 @@ func (c *Controller) unmarkDisrupting(ctx context.Context, cand *Candidate) erro
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return c.w.updateStatus(ctx, cand.Claim.Name, func(st *stevedorev1.NodeClaimStatus) {
+	return c.w.updateStatus(ctx, cand.NodeClaim.Name, func(st *stevedorev1.NodeClaimStatus) {
 		st.DisruptionReason = ""
 		meta.RemoveStatusCondition(&st.Conditions, stevedorev1.ConditionDisrupting)
 	})

@@ -111,9 +111,9 @@ func (m *consolidation) cheaperReplacement(cands []*Candidate, planned *solver.P
 	byType := map[string]float64{}
 	for _, cand := range cands {
 		total += cand.Price
-		allSpot = allSpot && cand.Claim.Status.CapacityType == stevedorev1.CapacityTypeSpot
-		if p, ok := byType[cand.Claim.Status.InstanceType]; !ok || cand.Price < p {
-			byType[cand.Claim.Status.InstanceType] = cand.Price
+		allSpot = allSpot && cand.NodeClaim.Status.CapacityType == stevedorev1.CapacityTypeSpot
+		if p, ok := byType[cand.NodeClaim.Status.InstanceType]; !ok || cand.Price < p {
+			byType[cand.NodeClaim.Status.InstanceType] = cand.Price
 		}
 	}
 	replacement := planned.Restrict(func(it *cloud.InstanceType, price float64) bool {

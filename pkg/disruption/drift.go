@@ -84,8 +84,8 @@ func (m *drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
 
 // reason says why a node no longer matches what its NodePool would launch now ("" if it does).
 func (m *drift) reason(ctx context.Context, cand *Candidate) (string, error) {
-	if h := cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != cand.NodePool.TemplateHash() &&
-		cand.Claim.Annotations[stevedorev1.AnnotationNodePoolHashVersion] == stevedorev1.NodePoolHashVersion {
+	if h := cand.NodeClaim.Annotations[stevedorev1.AnnotationNodePoolHash]; h != "" && h != cand.NodePool.TemplateHash() &&
+		cand.NodeClaim.Annotations[stevedorev1.AnnotationNodePoolHashVersion] == stevedorev1.NodePoolHashVersion {
 		return "NodePoolDrift", nil
 	}
 	reqs, err := solver.NodePoolRequirements(cand.NodePool)
@@ -98,7 +98,7 @@ func (m *drift) reason(ctx context.Context, cand *Candidate) (string, error) {
 	if m.cloud == nil {
 		return "", nil
 	}
-	return m.cloud.IsDrifted(ctx, cand.Claim)
+	return m.cloud.IsDrifted(ctx, cand.NodeClaim)
 }
 
 // nodePoolDefined: only a label whose value conflicts with a requirement is drift; a label the node does not carry
@@ -110,12 +110,12 @@ func (m *drift) mark(ctx context.Context, cand *Candidate, why string) {
 	if m.dryRun {
 		return
 	}
-	for _, cond := range cand.Claim.Status.Conditions {
+	for _, cond := range cand.NodeClaim.Status.Conditions {
 		if cond.Type == stevedorev1.ConditionDrifted && cond.Status == "True" {
 			return
 		}
 	}
-	if err := m.w.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionDrifted, "True", why, "the node no longer matches its NodePool or node class: "+why); err != nil {
-		klog.FromContext(ctx).V(2).Info("Recording drift failed", "nodeclaim", cand.Claim.Name, "err", err)
+	if err := m.w.setCondition(ctx, cand.NodeClaim.Name, stevedorev1.ConditionDrifted, "True", why, "the node no longer matches its NodePool or node class: "+why); err != nil {
+		klog.FromContext(ctx).V(2).Info("Recording drift failed", "nodeclaim", cand.NodeClaim.Name, "err", err)
 	}
 }

@@ -25,11 +25,11 @@ func (*expiration) Resimulate() bool                      { return false }
 func (m *expiration) Find(ctx context.Context, v *clusterView) (*Command, error) {
 	var expired, static []*Candidate
 	for _, cand := range v.candidates {
-		after := cand.Claim.Spec.ExpireAfter
+		after := cand.NodeClaim.Spec.ExpireAfter
 		if after == nil || after.IsNever() {
 			continue
 		}
-		if v.now.Before(cand.Claim.CreationTimestamp.Add(*after.Duration)) {
+		if v.now.Before(cand.NodeClaim.CreationTimestamp.Add(*after.Duration)) {
 			continue
 		}
 		if isStatic(cand) {

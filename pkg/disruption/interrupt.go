@@ -51,7 +51,7 @@ func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error 
 	}
 	var cand *Candidate
 	for _, cd := range v.candidates {
-		if cd.Claim.Name == req.NodeClaim {
+		if cd.NodeClaim.Name == req.NodeClaim {
 			cand = cd
 			break
 		}

@@ -128,7 +128,7 @@ func wantReplacement(typ, capacityType string) func(t *testing.T, h *harness, cm
 			t.Errorf("action = %s, savings = %v; want a replace that saves", cmd.Action(), cmd.Savings())
 		}
 		for _, it := range r.InstanceTypes {
-			if len(cmd.Candidates) == 1 && it.Name == cmd.Candidates[0].Claim.Status.InstanceType {
+			if len(cmd.Candidates) == 1 && it.Name == cmd.Candidates[0].NodeClaim.Status.InstanceType {
 				t.Errorf("replacement may launch the candidate's own type %s", it.Name)
 			}
 		}

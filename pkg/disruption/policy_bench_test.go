@@ -221,7 +221,7 @@ func (c *benchCluster) consolidate() (evicted, commands int) {
 			if err := c.h.listers.Delete(cand.Node); err != nil {
 				c.b.Fatal(err)
 			}
-			if err := c.h.listers.Delete(cand.Claim); err != nil {
+			if err := c.h.listers.Delete(cand.NodeClaim); err != nil {
 				c.b.Fatal(err)
 			}
 			delete(c.nodes, cand.Node.Name)

@@ -211,7 +211,7 @@ func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 			if v.now.Before(f.fault.due()) {
 				continue
 			}
-			at := rebootedAt(f.cand.Claim)
+			at := rebootedAt(f.cand.NodeClaim)
 			if !at.IsZero() && v.now.Before(at.Add(o.RebootWait)) {
 				continue // counted in flight: the reboot has time to clear the fault
 			}
@@ -253,22 +253,22 @@ func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 
 // reboot restarts the candidate's instance and records it on its NodeClaim.
 func (m *repair) reboot(ctx context.Context, cand *Candidate, f *unhealthy) error {
-	if m.cloud == nil || cand.Claim.Status.InstanceID == "" {
+	if m.cloud == nil || cand.NodeClaim.Status.InstanceID == "" {
 		return fmt.Errorf("no instance to reboot")
 	}
 	// Record first: a reboot that happened but was not recorded would be repeated.
-	if err := m.w.annotate(ctx, cand.Claim.Name, AnnotationRepairReboot, m.clock.Now().UTC().Format(time.RFC3339)); err != nil {
-		return fmt.Errorf("recording the reboot on NodeClaim %s: %w", cand.Claim.Name, err)
+	if err := m.w.annotate(ctx, cand.NodeClaim.Name, AnnotationRepairReboot, m.clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		return fmt.Errorf("recording the reboot on NodeClaim %s: %w", cand.NodeClaim.Name, err)
 	}
-	if err := m.cloud.Reboot(ctx, cand.Claim.Status.InstanceID); err != nil {
+	if err := m.cloud.Reboot(ctx, cand.NodeClaim.Status.InstanceID); err != nil {
 		return err
 	}
 	metrics.NodesRepaired.WithLabelValues(cand.NodePool.Name, string(f.policy.ConditionType), "reboot").Inc()
 	klog.FromContext(ctx).Info("Node unhealthy past its toleration; rebooted its instance", "node", cand.Node.Name,
-		"instance", cand.Claim.Status.InstanceID, "condition", f.policy.ConditionType, "status", f.policy.Status,
+		"instance", cand.NodeClaim.Status.InstanceID, "condition", f.policy.ConditionType, "status", f.policy.Status,
 		"replacedIfStillUnhealthyAfter", m.opts.RebootWait)
 	m.w.event(cand, corev1.EventTypeNormal, ReasonNodeRebooted, fmt.Sprintf("%s has been %s since %s: instance %s rebooted; the node is replaced if it is still unhealthy in %s",
-		f.policy.ConditionType, f.policy.Status, f.since.UTC().Format(time.RFC3339), cand.Claim.Status.InstanceID, m.opts.RebootWait))
+		f.policy.ConditionType, f.policy.Status, f.since.UTC().Format(time.RFC3339), cand.NodeClaim.Status.InstanceID, m.opts.RebootWait))
 	return nil
 }
 

@@ -110,7 +110,7 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 		c.mu.Lock()
 		c.reported[name] = why
 		c.mu.Unlock()
-		if !had && recorded(cand.Claim, why) {
+		if !had && recorded(cand.NodeClaim, why) {
 			continue // reported before this process started
 		}
 		eventReason := ReasonUnconsolidatable
@@ -119,8 +119,8 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 			eventReason, prefix = ReasonDisruptionBlocked, "voluntary disruption leaves the node alone: "
 		}
 		c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
-		if err := c.w.setCondition(ctx, cand.Claim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
-			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.Claim.Name, "err", err)
+		if err := c.w.setCondition(ctx, cand.NodeClaim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
+			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.NodeClaim.Name, "err", err)
 		}
 	}
 	c.mu.Lock()

@@ -70,6 +70,6 @@ func (w *claimWriter) eventFor(cand *Candidate, eventType, reason, action, note 
 	if w.recorder == nil {
 		return
 	}
-	w.recorder.Eventf(cand.Claim, nil, eventType, reason, action, "%s", note)
+	w.recorder.Eventf(cand.NodeClaim, nil, eventType, reason, action, "%s", note)
 	w.recorder.Eventf(cand.Node, nil, eventType, reason, action, "%s", note)
 }

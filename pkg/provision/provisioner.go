@@ -34,14 +34,14 @@ import (
 
 // Event reasons Stevedore records.
 const (
-	ReasonNominated         = "Nominated"
-	ReasonWaitingForNode    = "WaitingForNode"
-	ReasonFailedProvision   = "FailedProvisioning"
-	ReasonLaunched          = "Launched"
-	ReasonLaunchFailed      = "LaunchFailed"
-	ReasonRegistered        = "Registered"
-	ReasonInitialized       = "Initialized"
-	ReasonRegistrationLapse = "RegistrationTimeout"
+	ReasonNominated           = "Nominated"
+	ReasonWaitingForNode      = "WaitingForNode"
+	ReasonFailedProvision     = "FailedProvisioning"
+	ReasonLaunched            = "Launched"
+	ReasonLaunchFailed        = "LaunchFailed"
+	ReasonRegistered          = "Registered"
+	ReasonInitialized         = "Initialized"
+	ReasonRegistrationTimeout = "RegistrationTimeout"
 )
 
 // createWorkers bounds the NodeClaim creates in flight.
@@ -598,7 +598,7 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 		}
 		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{})
 		if err != nil {
-			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodePool", pn.NodePool.Name)
+			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodepool", pn.NodePool.Name)
 			return
 		}
 		p.mu.Lock()

@@ -29,7 +29,7 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 		if waited > l.opts.RegistrationTimeout {
 			klog.FromContext(ctx).Info("Node did not register in time; deleting the NodeClaim and its instance",
 				"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
-			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationLapse, "Register",
+			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationTimeout, "Register",
 				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
 			p.ForgetClaim(ctx, claim.Name)

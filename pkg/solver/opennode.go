@@ -289,9 +289,9 @@ func commonLabels(types []*cloud.InstanceType) map[string]string {
 // Offerings adds solver helpers to cloud offerings.
 type Offerings cloud.Offerings
 
-func (os Offerings) only(n *openNode) cloud.Offerings {
+func (offs Offerings) only(n *openNode) cloud.Offerings {
 	var out cloud.Offerings
-	for _, o := range os {
+	for _, o := range offs {
 		if n.pinned[corev1.LabelTopologyZone] && o.Zone != n.zone {
 			continue
 		}

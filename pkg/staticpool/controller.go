@@ -32,9 +32,9 @@ import (
 
 // Event reasons.
 const (
-	ReasonScaledUp   = "StaticScaledUp"
-	ReasonScaledDown = "StaticScaledDown"
-	ReasonLimited    = "StaticScaleUpLimited"
+	ReasonStaticScaledUp       = "StaticScaledUp"
+	ReasonStaticScaledDown     = "StaticScaledDown"
+	ReasonStaticScaleUpLimited = "StaticScaleUpLimited"
 )
 
 // DefaultInterval separates the controller's passes.
@@ -141,7 +141,7 @@ func (c *Controller) reconcilePool(ctx context.Context, np *stevedorev1.NodePool
 			}
 		}
 		logger.Info("Static NodePool scaled up", "replicas", want, "nodeclaims", len(live)+n, "created", n)
-		c.event(np, corev1.EventTypeNormal, ReasonScaledUp, fmt.Sprintf("created %d NodeClaims to keep %d nodes", n, want))
+		c.event(np, corev1.EventTypeNormal, ReasonStaticScaledUp, fmt.Sprintf("created %d NodeClaims to keep %d nodes", n, want))
 		return nil
 	case len(live) > want && settled:
 		surplus := c.surplus(live, len(live)-want)
@@ -155,7 +155,7 @@ func (c *Controller) reconcilePool(ctx context.Context, np *stevedorev1.NodePool
 			names[i] = cl.Name
 		}
 		logger.Info("Static NodePool scaled down", "replicas", want, "deleted", names)
-		c.event(np, corev1.EventTypeNormal, ReasonScaledDown, fmt.Sprintf("deleted %d NodeClaims to keep %d nodes: %v", len(surplus), want, names))
+		c.event(np, corev1.EventTypeNormal, ReasonStaticScaledDown, fmt.Sprintf("deleted %d NodeClaims to keep %d nodes: %v", len(surplus), want, names))
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (c *Controller) reportLimited(np *stevedorev1.NodePool, why string) {
 	}
 	c.limited[np.Name] = why
 	if why != "" {
-		c.event(np, corev1.EventTypeWarning, ReasonLimited, why)
+		c.event(np, corev1.EventTypeWarning, ReasonStaticScaleUpLimited, why)
 	}
 }
 

@@ -32,6 +32,16 @@ import (
 // Name is the plugin's name in the scheduler configuration.
 const Name = "Provisioner"
 
+// Status messages of the plugin's extension points (formats take the node and NodeClaim named).
+const (
+	msgNominated      = "waiting for node %s, launched for this pod (NodeClaim %s)"
+	msgWaitingLaunch  = "waiting for NodeClaim %s to launch a node for this pod"
+	msgPlanning       = "planning a new node for this pod"
+	msgNoNodePool     = "no NodePool can launch a node for this pod: "
+	msgOnlyComingUp   = "every node is one Stevedore is bringing up for other pods"
+	msgNodeInitialize = "node %s is initializing"
+)
+
 // Provisioner is the scheduler plugin.
 type Provisioner struct {
 	handle fwk.Handle
@@ -106,15 +116,15 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	switch d.Kind {
 	case provision.Nominated:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
-			fwk.NewStatus(fwk.Success, fmt.Sprintf("waiting for node %s, launched for this pod (NodeClaim %s)", d.NodeName, d.Claim))
+			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgNominated, d.NodeName, d.Claim))
 	case provision.Waiting:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
-			fwk.NewStatus(fwk.Success, fmt.Sprintf("waiting for NodeClaim %s to launch a node for this pod", d.Claim))
+			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgWaitingLaunch, d.Claim))
 	case provision.Batched:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
-			fwk.NewStatus(fwk.Success, "planning a new node for this pod")
+			fwk.NewStatus(fwk.Success, msgPlanning)
 	default:
-		return nil, fwk.NewStatus(fwk.Unschedulable, "no NodePool can launch a node for this pod: "+d.Reason)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msgNoNodePool+d.Reason)
 	}
 }
 
@@ -132,7 +142,7 @@ func (p *Provisioner) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 		return nil, nil
 	}
 	if names.Len() == 0 {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "every node is one Stevedore is bringing up for other pods")
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msgOnlyComingUp)
 	}
 	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
@@ -200,7 +210,7 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 	p.shared.mu.Lock()
 	p.shared.waiting[pod.UID] = waitingPod{node: nodeName, handle: p.handle, since: time.Now()}
 	p.shared.mu.Unlock()
-	return fwk.NewStatus(fwk.Wait, "node "+nodeName+" is initializing"), p.args.PermitTimeout.Duration
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf(msgNodeInitialize, nodeName)), p.args.PermitTimeout.Duration
 }
 
 // EventsToRegister lists the cluster events that may let a pod this plugin held back bind, each with a hint that

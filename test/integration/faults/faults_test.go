@@ -220,7 +220,7 @@ func TestAnInstanceThatNeverRegistersIsReplaced(t *testing.T) {
 	if inst := sb.AWS.EC2.Instance(id); inst == nil || live(inst) {
 		t.Errorf("the instance that never registered (%s) is still live", id)
 	}
-	ev := harness.WaitEvent(t, sb, first, provision.ReasonRegistrationLapse)
+	ev := harness.WaitEvent(t, sb, first, provision.ReasonRegistrationTimeout)
 	t.Logf("event on the NodeClaim whose node never registered: %s", ev)
 	if got := harness.Metric(t, "stevedore_nodeclaims_launch_failures_total", map[string]string{"nodepool": "noreg", "reason": "RegistrationTimeout"}) - lapses0; got != 1 {
 		t.Errorf("stevedore_nodeclaims_launch_failures_total{noreg,RegistrationTimeout} went up by %v, want 1", got)
