@@ -16,6 +16,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -32,7 +35,10 @@ import (
 	overlaystatus "github.com/stevedore-dev/stevedore/pkg/cloud/overlay/status"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
+	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/report"
@@ -115,9 +121,9 @@ type Controllers struct {
 }
 
 // New builds the controllers and registers the informers they need; they start once the host's leadership is won
-// (the informers of the host's factory must be started by the host).
+// (the informers of the host's factory must be started by the host). It runs in stages: clients and informers,
+// the cloud provider, the controllers (a flat list, each run by one Run(ctx)), and their start.
 func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
-	logger := klog.FromContext(ctx)
 	kube, err := client.NewKube(host.KubeConfig)
 	if err != nil {
 		return nil, err
@@ -126,26 +132,67 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 	if err != nil {
 		return nil, err
 	}
-	kf := host.Informers
-	nodes, pods, daemonSets := kf.Core().V1().Nodes(), kf.Core().V1().Pods(), kf.Apps().V1().DaemonSets()
-	pdbs := kf.Policy().V1().PodDisruptionBudgets()
-	// registered now, started with the host's informers
-	nodes.Informer()
-	pods.Informer()
-	daemonSets.Informer()
-	pdbs.Informer()
-	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
-	claims, pools, classes := sf.Stevedore().V1().NodeClaims(), sf.Stevedore().V1().NodePools(), sf.Stevedore().V1().EC2NodeClasses()
-	buffers := sf.Stevedore().V1().CapacityBuffers()
-	overlays := sf.Stevedore().V1().NodeOverlays()
-	overlays.Informer()
-	claims.Informer()
-	pools.Informer()
-	classes.Informer()
-	// every controller reads NodePools in their canonical form
-	nodePools := state.NormalizedNodePools(pools.Lister())
+	in := newInformers(host.Informers, stevedore)
+	provider, err := newProvider(ctx, host, opts, in)
+	if err != nil {
+		return nil, err
+	}
+	w := &wiring{ctx: ctx, host: host, opts: opts, kube: kube, stevedore: stevedore, in: in, provider: provider,
+		overlaid: overlay.NewProvider(provider, in.overlays.Lister())} // every decision prices types under the overlays in force
+	c, runs, err := w.controllers()
+	if err != nil {
+		return nil, err
+	}
+	in.sf.Start(ctx.Done())
+	go start(ctx, host.Leadership, in, opts, runs)
+	return c, nil
+}
 
-	// what new nodes need to join: from EKS, never guessed; clusterEndpoint overrides the endpoint EKS gives
+// informerSet are the informers the controllers read: the host's (started by the host) and Stevedore's own.
+type informerSet struct {
+	kf         informers.SharedInformerFactory
+	sf         externalversions.SharedInformerFactory
+	nodes      coreinformers.NodeInformer
+	pods       coreinformers.PodInformer
+	daemonSets appsinformers.DaemonSetInformer
+	pdbs       policyinformers.PodDisruptionBudgetInformer
+	claims     stevedoreinformers.NodeClaimInformer
+	pools      stevedoreinformers.NodePoolInformer
+	classes    stevedoreinformers.EC2NodeClassInformer
+	buffers    stevedoreinformers.CapacityBufferInformer
+	overlays   stevedoreinformers.NodeOverlayInformer
+	nodePools  listers.NodePoolLister // in their canonical form, as every controller reads them
+}
+
+// newInformers registers the informers now, so that the host's factory starts them with its own.
+func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface) *informerSet {
+	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
+	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
+		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
+		classes: sf.Stevedore().V1().EC2NodeClasses(), buffers: sf.Stevedore().V1().CapacityBuffers(), overlays: sf.Stevedore().V1().NodeOverlays()}
+	// asking for an informer registers it on its factory
+	in.nodes.Informer()
+	in.pods.Informer()
+	in.daemonSets.Informer()
+	in.pdbs.Informer()
+	in.claims.Informer()
+	in.pools.Informer()
+	in.classes.Informer()
+	in.overlays.Informer()
+	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
+	return in
+}
+
+// synced are the informers the controllers wait for.
+func (in *informerSet) synced() []cache.InformerSynced {
+	return []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
+		in.nodes.Informer().HasSynced, in.pods.Informer().HasSynced, in.daemonSets.Informer().HasSynced, in.pdbs.Informer().HasSynced,
+		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced}
+}
+
+// newProvider builds the AWS provider from what EKS says new nodes need to join (never guessed; clusterEndpoint
+// overrides the endpoint EKS gives).
+func newProvider(ctx context.Context, host Host, opts Options, in *informerSet) (*awscloud.Provider, error) {
 	cluster, err := awscloud.DescribeCluster(ctx, opts.Region, opts.ClusterName, opts.Env)
 	if err != nil {
 		return nil, fmt.Errorf("the nodes Stevedore launches need the cluster's endpoint, certificate authority and "+
@@ -160,135 +207,188 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		"serviceCIDR", cluster.ServiceCIDR, "ipFamily", cluster.IPFamily)
 	provider, err := awscloud.New(ctx, awscloud.Options{
 		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: cluster.CABundle, ServiceCIDR: cluster.ServiceCIDR,
-		Region: opts.Region, KubernetesVersion: kubernetesVersion(host.ClientSet), Env: opts.Env, NodeClasses: classes.Lister(),
+		Region: opts.Region, KubernetesVersion: kubernetesVersion(host.ClientSet), Env: opts.Env, NodeClasses: in.classes.Lister(),
 		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, UseFallback: opts.EmbeddedCatalog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("AWS provider: %w", err)
 	}
-	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
-	if err != nil {
-		return nil, err
-	}
-	// every decision prices and sizes instance types with the NodeOverlays in force
-	overlaid := overlay.NewProvider(provider, overlays.Lister())
+	return provider, nil
+}
+
+// run is one controller's loop.
+type run struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+// wiring is what building the controllers needs.
+type wiring struct {
+	ctx       context.Context
+	host      Host
+	opts      Options
+	kube      kubernetes.Interface
+	stevedore versioned.Interface
+	in        *informerSet
+	provider  *awscloud.Provider
+	overlaid  cloud.Provider
+}
+
+// simulator is a scheduler framework over a snapshot of its own, reading the host's informers.
+func (w *wiring) simulator() (*simulation.Simulator, error) {
+	return simulation.New(w.ctx, simulation.NewSnapshot(), simulation.Options{Informers: w.in.kf, Client: w.kube})
+}
+
+// controllers builds every controller and lists the loops to run.
+func (w *wiring) controllers() (*Controllers, []run, error) {
 	c := &Controllers{}
-	c.Provisioner = provision.New(provision.Options{
-		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: host.SchedulerName,
+	var err error
+	if c.Provisioner, c.Lifecycle, err = w.provisioner(); err != nil {
+		return nil, nil, err
+	}
+	if c.Disruption, err = w.disruption(c.Provisioner); err != nil {
+		return nil, nil, err
+	}
+	runs := []run{
+		{"provisioner", c.Provisioner.Run},
+		{"pending pods", func(ctx context.Context) { c.Provisioner.WatchPending(ctx, 3*time.Second) }},
+		{"nodeclaim lifecycle", c.Lifecycle.Run},
+		{"ec2nodeclass status", awscloud.NewNodeClassStatus(w.provider, w.stevedore, w.in.classes, w.in.claims, w.host.Recorder).Run},
+		{"nodeoverlay status", overlaystatus.NewController(w.stevedore, w.in.overlays, func(ctx context.Context) {
+			c.Provisioner.OfferingsChanged()
+			c.Provisioner.NodePoolsChanged(ctx)
+		}).Run},
+		{"disruption", c.Disruption.Run},
+		{"static nodepools", staticpool.New(staticpool.Options{Stevedore: w.stevedore, NodePools: w.in.nodePools, Pods: w.in.pods.Lister(),
+			Provisioner: c.Provisioner, Recorder: w.host.Recorder}).Run},
+	}
+	more, err := w.beside(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, append(runs, more...), nil
+}
+
+// provisioner builds the provisioner and the NodeClaim lifecycle, and has NodePool changes reach the provisioner.
+func (w *wiring) provisioner() (*provision.Provisioner, *provision.Lifecycle, error) {
+	sim, err := w.simulator()
+	if err != nil {
+		return nil, nil, err
+	}
+	in, opts, classes := w.in, w.opts, w.in.classes.Lister()
+	p := provision.New(provision.Options{
+		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: w.host.SchedulerName,
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
-		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), DaemonSets: daemonSets.Lister(),
-		NodeClaims: claims.Lister(), NodePools: nodePools, Cloud: overlaid, Simulator: sim, Recorder: host.Recorder,
-		Queue: host.Queue,
+		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
+		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
+		Queue: w.host.Queue,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
-			if nc, err := classes.Lister().Get(ref.Name); err == nil {
+			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
 			}
 			return ""
 		},
 	})
-	c.Lifecycle = provision.NewLifecycle(c.Provisioner, provision.LifecycleOptions{
-		RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: host.OnInitialized,
-	})
-	if err := c.Lifecycle.Register(ctx, claims.Informer(), nodes.Informer(), pods.Informer()); err != nil {
-		return nil, err
+	lc := provision.NewLifecycle(p, provision.LifecycleOptions{RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: w.host.OnInitialized})
+	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer(), in.pods.Informer()); err != nil {
+		return nil, nil, err
 	}
-	if _, err := pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.Provisioner.NodePoolsChanged(ctx) },
+	ctx := w.ctx
+	if _, err := in.pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { p.NodePoolsChanged(ctx) },
 		// a spec change only: the status, rewritten every few seconds, changes nothing a pod could use
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okOld := oldObj.(*stevedorev1.NodePool)
 			n, okNew := newObj.(*stevedorev1.NodePool)
 			if !okOld || !okNew || o.Generation != n.Generation {
-				c.Provisioner.NodePoolsChanged(ctx)
+				p.NodePoolsChanged(ctx)
 			}
 		},
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	disruptionSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	return p, lc, nil
+}
+
+// disruption builds the disruption controller, which prices candidates under the NodeOverlays in force.
+func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, error) {
+	sim, err := w.simulator()
 	if err != nil {
 		return nil, err
 	}
-	c.Disruption = disruption.New(disruption.Options{
-		Kube: kube, Stevedore: stevedore, Nodes: nodes.Lister(), Pods: pods.Lister(), PDBs: pdbs.Lister(),
-		NodeClaims: claims.Lister(), NodePools: nodePools, Provisioner: c.Provisioner, Cloud: overlaid, Simulator: disruptionSim,
-		Recorder: host.Recorder, PollInterval: opts.DisruptionPollInterval,
+	in, opts, overlays := w.in, w.opts, w.in.overlays.Lister()
+	d := disruption.New(disruption.Options{
+		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
+		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
+		Recorder: w.host.Recorder, PollInterval: opts.DisruptionPollInterval,
 		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
 		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
 		Repair: opts.Repair,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
-			list, err := overlays.Lister().List(labels.Everything())
+			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {
 				return nil, false
 			}
-			its, err := c.Provisioner.InstanceTypes(ctx, np)
+			its, err := p.InstanceTypes(ctx, np)
 			return its, err == nil
 		},
 	})
-	overlayStatus := overlaystatus.NewController(stevedore, overlays, func(ctx context.Context) {
-		c.Provisioner.OfferingsChanged()
-		c.Provisioner.NodePoolsChanged(ctx)
-	})
-	if err := c.Disruption.Register(pods.Informer()); err != nil {
+	if err := d.Register(in.pods.Informer()); err != nil {
 		return nil, err
 	}
-	// the interruption controller acts on the queue's notices, when a queue is configured, and on Capacity Blocks
-	// about to end
+	return d, nil
+}
+
+// beside builds the loops that run beside provisioning and disruption: interruption (the queue's notices, when
+// a queue is configured, and Capacity Blocks about to end), status reporting, warm capacity and pod deletion cost.
+func (w *wiring) beside(c *Controllers) ([]run, error) {
+	in, opts := w.in, w.opts
 	interrupts := interruption.New(interruption.Options{
-		Queue: provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: claims.Lister(), Interrupter: c.Disruption,
-		Offerings: offeringsMarker{provider: provider, prov: c.Provisioner}, Recorder: host.Recorder, Rebalance: opts.RebalanceAction,
-		SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout, Reservations: provider,
+		Queue: w.provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
+		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Rebalance: opts.RebalanceAction,
+		SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout, Reservations: w.provider,
 	})
-	if opts.InterruptionQueue == "" {
-		logger.Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
-	}
-	reporter := report.New(report.Options{Stevedore: stevedore, NodePools: nodePools, NodeClaims: claims.Lister(), NodeClasses: classes.Lister(),
-		Nodes: nodes.Lister(), Pods: pods.Lister(), SchedulerName: host.SchedulerName, UnavailableOfferings: provider.UnavailableOfferings().Len})
-	if err := reporter.RegisterPodStartup(pods.Informer()); err != nil {
+	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),
+		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len})
+	if err := reporter.RegisterPodStartup(in.pods.Informer()); err != nil {
 		return nil, err
 	}
-	bufferSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{Informers: kf, Client: kube})
+	sim, err := w.simulator()
 	if err != nil {
 		return nil, err
 	}
-	warm := buffer.New(buffer.Options{Kube: kube, Stevedore: stevedore, Buffers: buffers.Lister(), Provisioner: c.Provisioner,
-		Simulator: bufferSim, Recorder: host.Recorder})
-	costs := deletioncost.New(deletioncost.Options{Kube: kube, Pods: pods.Lister(), Nodes: nodes.Lister(), NodeClaims: claims.Lister(),
-		NodePools: nodePools})
-	static := staticpool.New(staticpool.Options{Stevedore: stevedore, NodePools: nodePools, Pods: pods.Lister(),
-		Provisioner: c.Provisioner, Recorder: host.Recorder})
-	sf.Start(ctx.Done())
-	status := awscloud.NewNodeClassStatus(provider, stevedore, classes, claims, host.Recorder)
-	go func() {
-		select {
-		case <-host.Leadership.Elected():
-		case <-ctx.Done():
-			return
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, pools.Informer().HasSynced, classes.Informer().HasSynced,
-			nodes.Informer().HasSynced, pods.Informer().HasSynced, daemonSets.Informer().HasSynced, pdbs.Informer().HasSynced,
-			buffers.Informer().HasSynced, overlays.Informer().HasSynced) {
-			return
-		}
-		logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region)
-		go c.Provisioner.Run(ctx)
-		go c.Provisioner.WatchPending(ctx, 3*time.Second)
-		go c.Lifecycle.Run(ctx)
-		go status.Run(ctx)
-		go overlayStatus.Run(ctx)
-		go c.Disruption.Run(ctx)
-		go static.Run(ctx)
-		go warm.Run(ctx)
-		if opts.PodDeletionCost {
-			go costs.Run(ctx)
-		}
-		go reporter.Run(ctx)
-		if opts.InterruptionQueue != "" {
-			go interrupts.Run(ctx)
-		}
-		go interrupts.RunCapacityBlocks(ctx)
-	}()
-	return c, nil
+	warm := buffer.New(buffer.Options{Kube: w.kube, Stevedore: w.stevedore, Buffers: in.buffers.Lister(), Provisioner: c.Provisioner,
+		Simulator: sim, Recorder: w.host.Recorder})
+	runs := []run{{"capacity buffers", warm.Run}, {"status", reporter.Run}, {"capacity blocks", interrupts.RunCapacityBlocks}}
+	if opts.PodDeletionCost {
+		costs := deletioncost.New(deletioncost.Options{Kube: w.kube, Pods: in.pods.Lister(), Nodes: in.nodes.Lister(),
+			NodeClaims: in.claims.Lister(), NodePools: in.nodePools})
+		runs = append(runs, run{"pod deletion cost", costs.Run})
+	}
+	if opts.InterruptionQueue != "" {
+		runs = append(runs, run{"interruption queue", interrupts.Run})
+	} else {
+		klog.FromContext(w.ctx).Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
+	}
+	return runs, nil
+}
+
+// start runs every loop once this process leads and the informers have synced.
+func start(ctx context.Context, leadership *state.Leadership, in *informerSet, opts Options, runs []run) {
+	select {
+	case <-leadership.Elected():
+	case <-ctx.Done():
+		return
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), in.synced()...) {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region, "loops", len(runs))
+	for _, r := range runs {
+		logger.V(2).Info("Starting loop", "loop", r.name)
+		go r.run(ctx)
+	}
 }
 
 // kubernetesVersion is the API server's major.minor ("1.37"), or the version the binary was built with.
