@@ -19,8 +19,8 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
-	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 )
@@ -115,9 +115,9 @@ stopping), scheduled (AWS Health scheduled change). The sandbox is found through
 			if err != nil {
 				return err
 			}
-			endpoint, queue := env["AWS_ENDPOINT_URL_EC2"], env[provisioner.EnvInterruptionQueue]
+			endpoint, queue := env["AWS_ENDPOINT_URL_EC2"], env[config.EnvInterruptionQueue]
 			if endpoint == "" || queue == "" {
-				return fmt.Errorf("--env-file %s lacks AWS_ENDPOINT_URL_EC2 or %s", envFile, provisioner.EnvInterruptionQueue)
+				return fmt.Errorf("--env-file %s lacks AWS_ENDPOINT_URL_EC2 or %s", envFile, config.EnvInterruptionQueue)
 			}
 			form := url.Values{"queue": {queue}, "kind": {kind}, "node": {node}, "instance": {instance}}
 			if notice != 0 {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
@@ -90,10 +91,10 @@ type Controller struct {
 
 // Defaults of Options, used by New for unset fields and by the plugin's arguments.
 const (
-	DefaultPollInterval       = 10 * time.Second
-	DefaultValidationDelay    = 15 * time.Second
-	DefaultReplacementTimeout = 15 * time.Minute
-	DefaultGCInterval         = time.Minute
+	DefaultPollInterval       = config.DefaultDisruptionPollInterval
+	DefaultValidationDelay    = config.DefaultDisruptionValidationDelay
+	DefaultReplacementTimeout = config.DefaultRegistrationTimeout
+	DefaultGCInterval         = config.DefaultGarbageCollectionInterval
 )
 
 // New returns a disruption controller.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -50,32 +51,29 @@ type RepairOptions struct {
 
 // Defaults of RepairOptions.
 const (
-	DefaultMaxUnhealthyPercent = 20
-	DefaultRepairDrainTimeout  = 5 * time.Minute
-	DefaultRebootWait          = 10 * time.Minute
+	DefaultMaxUnhealthyPercent = config.DefaultMaxUnhealthyPercent
+	DefaultRepairDrainTimeout  = config.DefaultRepairDrainTimeout
+	DefaultRebootWait          = config.DefaultRebootWait
 )
 
 // Node conditions of the EKS node monitoring agent (node-problem-detector style) that repair acts on.
 const (
-	ConditionAcceleratedHardwareReady corev1.NodeConditionType = "AcceleratedHardwareReady"
-	ConditionStorageReady             corev1.NodeConditionType = "StorageReady"
-	ConditionNetworkingReady          corev1.NodeConditionType = "NetworkingReady"
-	ConditionKernelReady              corev1.NodeConditionType = "KernelReady"
-	ConditionContainerRuntimeReady    corev1.NodeConditionType = "ContainerRuntimeReady"
+	ConditionAcceleratedHardwareReady corev1.NodeConditionType = config.ConditionAcceleratedHardwareReady
+	ConditionStorageReady             corev1.NodeConditionType = config.ConditionStorageReady
+	ConditionNetworkingReady          corev1.NodeConditionType = config.ConditionNetworkingReady
+	ConditionKernelReady              corev1.NodeConditionType = config.ConditionKernelReady
+	ConditionContainerRuntimeReady    corev1.NodeConditionType = config.ConditionContainerRuntimeReady
 )
 
 // DefaultRepairPolicies are the kubelet's Ready condition and the EKS node monitoring agent's conditions, with
 // the toleration windows AWS's Karpenter provider uses; kernel and container-runtime faults reboot first.
 func DefaultRepairPolicies() []RepairPolicy {
-	return []RepairPolicy{
-		{ConditionType: corev1.NodeReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
-		{ConditionType: corev1.NodeReady, Status: corev1.ConditionUnknown, Toleration: 30 * time.Minute},
-		{ConditionType: ConditionAcceleratedHardwareReady, Status: corev1.ConditionFalse, Toleration: 10 * time.Minute},
-		{ConditionType: ConditionStorageReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
-		{ConditionType: ConditionNetworkingReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute},
-		{ConditionType: ConditionKernelReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute, Reboot: true},
-		{ConditionType: ConditionContainerRuntimeReady, Status: corev1.ConditionFalse, Toleration: 30 * time.Minute, Reboot: true},
+	var out []RepairPolicy
+	for _, p := range config.DefaultRepairPolicies() {
+		out = append(out, RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType), Status: corev1.ConditionStatus(p.ConditionStatus),
+			Toleration: p.Toleration.Duration, Reboot: p.Reboot})
 	}
+	return out
 }
 
 func (o *RepairOptions) defaults() {

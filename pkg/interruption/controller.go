@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
@@ -56,8 +57,8 @@ const (
 
 // RebalanceReplace and RebalanceEvent are what a rebalance recommendation does.
 const (
-	RebalanceReplace = "Replace"
-	RebalanceEvent   = "Event"
+	RebalanceReplace = config.RebalanceReplace
+	RebalanceEvent   = config.RebalanceEvent
 )
 
 // Options configure the poller.
@@ -100,7 +101,7 @@ type Controller struct {
 // Defaults of Options, used by New for unset fields and by the plugin's arguments.
 const (
 	// DefaultSpotNotice is AWS's notice before a spot instance is reclaimed.
-	DefaultSpotNotice = 2 * time.Minute
+	DefaultSpotNotice = config.DefaultSpotInterruptionNotice
 	// DefaultScheduledChangeWait bounds the wait of a scheduled-change notice for its replacement.
 	DefaultScheduledChangeWait = 15 * time.Minute
 )

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/buffer"
 	"github.com/stevedore-dev/stevedore/pkg/client"
@@ -59,7 +61,7 @@ type Options struct {
 	EmbeddedCatalog         bool
 	VMMemoryOverheadPercent float64
 	MinValuesBestEffort     bool
-	// RebalanceAction is one of RebalanceActions.
+	// RebalanceAction is one of config.RebalanceActions.
 	RebalanceAction                                   string
 	SpotInterruptionNotice                            time.Duration
 	DisableDisruption, SpotToSpotConsolidation        bool
@@ -73,27 +75,32 @@ type Options struct {
 	Env func(string) string
 }
 
-// DefaultOptions returns the defaults of every Options field that has one; the controllers' own defaults are the
-// source, so each default is stated once.
-func DefaultOptions() Options {
+// OptionsFrom are the controllers' options from defaulted, validated plugin arguments.
+func OptionsFrom(a config.ProvisionerArgs, env func(string) string) Options {
 	return Options{
-		BatchIdle:                 time.Second,
-		BatchMax:                  10 * time.Second,
-		SolveTimeout:              2 * time.Second,
-		RegistrationTimeout:       15 * time.Minute,
-		MaxInstanceTypes:          60,
-		VMMemoryOverheadPercent:   7.5,
-		RebalanceAction:           interruption.RebalanceReplace,
-		SpotInterruptionNotice:    interruption.DefaultSpotNotice,
-		DisruptionPollInterval:    disruption.DefaultPollInterval,
-		DisruptionValidationDelay: disruption.DefaultValidationDelay,
-		GarbageCollectionInterval: disruption.DefaultGCInterval,
+		ClusterName: a.ClusterName, ClusterEndpoint: a.ClusterEndpoint, Region: a.Region, InterruptionQueue: a.InterruptionQueue,
+		BatchIdle: a.BatchIdleDuration.Duration, BatchMax: a.BatchMaxDuration.Duration, SolveTimeout: a.SolveTimeout.Duration,
+		RegistrationTimeout: a.RegistrationTimeout.Duration, MaxInstanceTypes: a.MaxInstanceTypes, EmbeddedCatalog: a.EmbeddedCatalog,
+		VMMemoryOverheadPercent: *a.VMMemoryOverheadPercent, MinValuesBestEffort: a.MinValuesPolicy == config.MinValuesBestEffort,
+		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
+		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
+		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
+		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: repairOptions(a.NodeRepair), PodDeletionCost: *a.PodDeletionCost, Env: env,
 	}
 }
 
-// RebalanceActions are the values RebalanceAction accepts.
-func RebalanceActions() []string {
-	return []string{interruption.RebalanceReplace, interruption.RebalanceEvent}
+// repairOptions converts defaulted, valid repair arguments (nil when repair is off).
+func repairOptions(r *config.NodeRepairArgs) *disruption.RepairOptions {
+	if r == nil || r.Enabled == nil || !*r.Enabled {
+		return nil
+	}
+	out := &disruption.RepairOptions{MaxUnhealthyPercent: r.MaxUnhealthyPercent, DrainTimeout: r.DrainTimeout.Duration,
+		RebootWait: r.RebootWait.Duration}
+	for _, p := range r.Policies {
+		out.Policies = append(out.Policies, disruption.RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType),
+			Status: corev1.ConditionStatus(p.ConditionStatus), Toleration: p.Toleration.Duration, Reboot: p.Reboot})
+	}
+	return out
 }
 
 // Host is what the process hosting the controllers gives them: its API access, its informer factory (started by

@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stevedore-dev/stevedore/config"
+	pluginconfig "github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
-	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/pkg/schedulerapp"
 )
@@ -183,19 +183,19 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	url := s.AWS.URL()
 	// Every AWS endpoint points at the emulator, the catch-all too, so that no SDK client can reach real AWS.
 	s.env = map[string]string{
-		"AWS_REGION":                     s.AWS.Region(),
-		"AWS_ACCESS_KEY_ID":              "sandbox",
-		"AWS_SECRET_ACCESS_KEY":          "sandbox-dummy-secret-key",
-		"AWS_EC2_METADATA_DISABLED":      "true",
-		"AWS_ENDPOINT_URL":               url,
-		"AWS_ENDPOINT_URL_EC2":           url,
-		"AWS_ENDPOINT_URL_SQS":           url,
-		"AWS_ENDPOINT_URL_SSM":           url,
-		"AWS_ENDPOINT_URL_IAM":           url,
-		"AWS_ENDPOINT_URL_PRICING":       url,
-		provisioner.EnvClusterName:       opts.ClusterName,
-		provisioner.EnvClusterEndpoint:   s.RESTConfig.Host,
-		provisioner.EnvInterruptionQueue: s.InterruptionQueueURL,
+		"AWS_REGION":                      s.AWS.Region(),
+		"AWS_ACCESS_KEY_ID":               "sandbox",
+		"AWS_SECRET_ACCESS_KEY":           "sandbox-dummy-secret-key",
+		"AWS_EC2_METADATA_DISABLED":       "true",
+		"AWS_ENDPOINT_URL":                url,
+		"AWS_ENDPOINT_URL_EC2":            url,
+		"AWS_ENDPOINT_URL_SQS":            url,
+		"AWS_ENDPOINT_URL_SSM":            url,
+		"AWS_ENDPOINT_URL_IAM":            url,
+		"AWS_ENDPOINT_URL_PRICING":        url,
+		pluginconfig.EnvClusterName:       opts.ClusterName,
+		pluginconfig.EnvClusterEndpoint:   s.RESTConfig.Host,
+		pluginconfig.EnvInterruptionQueue: s.InterruptionQueueURL,
 	}
 	if err := s.StartScheduler(ctx); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)

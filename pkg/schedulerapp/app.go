@@ -139,7 +139,7 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 		return nil, err
 	}
 	leadership := state.NewLeadership()
-	factory := provisioner.NewFactory(provisioner.Options{Env: deps.env(), Leadership: leadership})
+	factory := provisioner.NewFactory(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
 	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory))
 	cleanup()
 	if err != nil {

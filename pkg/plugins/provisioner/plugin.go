@@ -5,7 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // Package provisioner adapts Stevedore's provisioning to the kube-scheduler framework. It is thin: the plugin
 // receives the pods no node fits (PostFilter), keeps the in-flight capacity accounting exact (Reserve,
 // Unreserve) and holds pods bound for nodes that are still initializing (Permit); the decisions are made in
-// pkg/provision.
+// pkg/provision, which the host hands the plugin as its Backend (Options.Build).
 package provisioner
 
 import (
@@ -18,19 +18,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
-	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // Name is the plugin's name in the scheduler configuration.
-const Name = "Provisioner"
+const Name = config.PluginName
 
 // Status messages of the plugin's extension points (formats take the node and NodeClaim named).
 const (
@@ -45,9 +45,55 @@ const (
 // Provisioner is the scheduler plugin.
 type Provisioner struct {
 	handle fwk.Handle
-	args   Args
+	args   config.ProvisionerArgs
 	shared *Shared
 }
+
+// Backend is what the plugin adapts to the framework: the provisioner's answers and accounting.
+type Backend interface {
+	// Consider keeps a pod no node fits on the node planned for it, puts it on a node being launched with room,
+	// or batches it for the next solve. refusedBy names the plugin that refused a node to the pod, and why.
+	Consider(ctx context.Context, pod *v1.Pod, refusedBy func(node string) (plugin, message string)) Decision
+	// NodesFor narrows the nodes the scheduler evaluates a pod on (restricted false: every node).
+	NodesFor(pod *v1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool)
+	// PlannedClaim names the NodeClaim a pod is planned on ("" if none).
+	PlannedClaim(uid types.UID) string
+	// RoomRefused says why a node's room is not the pod's ("" if it is).
+	RoomRefused(pod *v1.Pod, ni fwk.NodeInfo) string
+	PodReserved(pod *v1.Pod, node string)
+	PodUnreserved(uid types.UID)
+	PodBound(ctx context.Context, uid types.UID, node string)
+	// IsNodeInitializing reports whether a node Stevedore launched is still initializing.
+	IsNodeInitializing(node string) bool
+}
+
+// DecisionKind is what Backend.Consider did with a pod.
+type DecisionKind int
+
+// Decision kinds.
+const (
+	// Nominated: the pod goes to a node being launched, whose name is known.
+	Nominated DecisionKind = iota
+	// Waiting: the pod goes to a NodeClaim whose instance has not been launched yet.
+	Waiting
+	// Batched: the pod waits in the open batch.
+	Batched
+	// Unprovisionable: no NodePool can launch a node for the pod (Reason says why).
+	Unprovisionable
+)
+
+// Decision is Backend.Consider's answer.
+type Decision struct {
+	Kind     DecisionKind
+	NodeName string
+	Claim    string
+	Reason   string
+}
+
+// BuildFunc builds the backend once for the process, with the first plugin instance, while the scheduler sets up
+// (before its informers start, so that every informer the backend needs is registered in time). onInitialized
+// is to be called with a node's name once it finished initializing, to let the pods held in Permit bind.
+type BuildFunc func(ctx context.Context, h fwk.Handle, args config.ProvisionerArgs, onInitialized func(node string)) (Backend, error)
 
 var (
 	_ fwk.PreFilterPlugin   = &Provisioner{}
@@ -62,10 +108,10 @@ var (
 
 // Options are what the hosting process gives the plugin.
 type Options struct {
-	// Env looks up environment variables (argument defaults, AWS settings). Default os.Getenv.
+	// Env looks up environment variables (argument defaults). Default os.Getenv.
 	Env func(string) string
-	// Leadership tells the plugin's background loops when this process leads. Default: leads at once.
-	Leadership *state.Leadership
+	// Build builds the backend. Required.
+	Build BuildFunc
 }
 
 // NewFactory returns the plugin factory to register with the scheduler. All plugin instances it makes share one
@@ -74,15 +120,11 @@ func NewFactory(opts Options) frameworkruntime.PluginFactory {
 	if opts.Env == nil {
 		opts.Env = os.Getenv
 	}
-	if opts.Leadership == nil {
-		opts.Leadership = state.NewLeadership()
-		opts.Leadership.Lead()
-	}
 	// The scheduler's event recorder resolves references through client-go's scheme; NodeClaim events need it.
 	utilruntime.Must(stevedorev1.AddToScheme(clientgoscheme.Scheme))
 	shared := &Shared{opts: opts, waiting: map[types.UID]waitingPod{}}
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		args, err := DecodeArgs(obj, opts.Env)
+		args, err := config.Decode(obj, opts.Env)
 		if err != nil {
 			return nil, err
 		}
@@ -114,13 +156,13 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	}
 	d := p.shared.prov.Consider(ctx, pod, refusedBy)
 	switch d.Kind {
-	case provision.Nominated:
+	case Nominated:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgNominated, d.NodeName, d.Claim))
-	case provision.Waiting:
+	case Waiting:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgWaitingLaunch, d.Claim))
-	case provision.Batched:
+	case Batched:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
 			fwk.NewStatus(fwk.Success, msgPlanning)
 	default:

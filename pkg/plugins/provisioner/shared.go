@@ -6,6 +6,7 @@ package provisioner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -13,20 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/stevedore-dev/stevedore/pkg/operator"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 )
 
-// Shared is what every plugin instance of one process shares: the controllers (built by package operator with
-// the first plugin instance, while the scheduler sets up, before its informers start, so every informer they need
-// is registered in time) and the pods held in Permit.
+// Shared is what every plugin instance of one process shares: the backend (built with the first plugin
+// instance) and the pods held in Permit.
 type Shared struct {
 	opts Options
 
 	once sync.Once
 	err  error
 
-	prov *provision.Provisioner
+	prov Backend
 
 	mu      sync.Mutex
 	waiting map[types.UID]waitingPod
@@ -38,19 +37,20 @@ type waitingPod struct {
 	since  time.Time
 }
 
-func (s *Shared) init(ctx context.Context, h fwk.Handle, args Args) error {
+func (s *Shared) init(ctx context.Context, h fwk.Handle, args config.ProvisionerArgs) error {
 	s.once.Do(func() { s.err = s.build(ctx, h, args) })
 	return s.err
 }
 
-func (s *Shared) build(ctx context.Context, h fwk.Handle, args Args) error {
-	controllers, err := operator.New(ctx, operator.Host{KubeConfig: h.KubeConfig(), ClientSet: h.ClientSet(),
-		Informers: h.SharedInformerFactory(), Recorder: h.EventRecorder(), SchedulerName: h.ProfileName(),
-		Leadership: s.opts.Leadership, OnInitialized: s.allowWaiting, Queue: h}, args.operatorOptions(s.opts.Env))
+func (s *Shared) build(ctx context.Context, h fwk.Handle, args config.ProvisionerArgs) error {
+	if s.opts.Build == nil {
+		return fmt.Errorf("the host gave the plugin no backend to build")
+	}
+	prov, err := s.opts.Build(ctx, h, args, s.allowWaiting)
 	if err != nil {
 		return err
 	}
-	s.prov = controllers.Provisioner
+	s.prov = prov
 	go s.sweepWaiting(ctx, time.Second)
 	return nil
 }

@@ -2,7 +2,7 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provisioner
+package config
 
 import (
 	"os"
@@ -19,18 +19,18 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func TestDecodeArgs(t *testing.T) {
+func TestDecode(t *testing.T) {
 	cases := []struct {
 		name    string
 		raw     string
 		env     map[string]string
 		wantErr string
-		check   func(t *testing.T, a Args)
+		check   func(t *testing.T, a ProvisionerArgs)
 	}{
 		{
 			name: "defaults with the cluster name from the environment",
 			env:  map[string]string{EnvClusterName: "prod", EnvRegion: "eu-west-1", EnvInterruptionQueue: "prod-interruptions"},
-			check: func(t *testing.T, a Args) {
+			check: func(t *testing.T, a ProvisionerArgs) {
 				if a.ClusterName != "prod" || a.Region != "eu-west-1" || a.InterruptionQueue != "prod-interruptions" {
 					t.Errorf("env not applied: %+v", a)
 				}
@@ -52,13 +52,13 @@ func TestDecodeArgs(t *testing.T) {
 			name: "the file wins over the environment",
 			raw:  `{"clusterName": "from-file", "batchIdleDuration": "250ms"}`,
 			env:  map[string]string{EnvClusterName: "from-env"},
-			check: func(t *testing.T, a Args) {
+			check: func(t *testing.T, a ProvisionerArgs) {
 				if a.ClusterName != "from-file" || a.BatchIdleDuration.Duration != 250*time.Millisecond {
 					t.Errorf("got %+v", a)
 				}
 			},
 		},
-		{name: "YAML args", raw: "clusterName: c\nbatchMaxDuration: 30s\n", check: func(t *testing.T, a Args) {
+		{name: "YAML args", raw: "clusterName: c\nbatchMaxDuration: 30s\n", check: func(t *testing.T, a ProvisionerArgs) {
 			if a.BatchMaxDuration.Duration != 30*time.Second {
 				t.Errorf("batchMaxDuration = %v", a.BatchMaxDuration.Duration)
 			}
@@ -77,30 +77,30 @@ func TestDecodeArgs(t *testing.T) {
 		{name: "overhead as Karpenter's fraction", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 0.075}`, wantErr: "looks like Karpenter's fraction: write 7.5"},
 		{name: "cluster name with a space", raw: `{"clusterName": "my cluster"}`, wantErr: "clusterName"},
 		{name: "not an object", raw: `[1, 2]`, wantErr: "Provisioner args"},
-		{name: "repair on by default with the default policies", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a Args) {
-			r := a.operatorOptions(nil).Repair
-			if r == nil || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout != 5*time.Minute || r.RebootWait != 10*time.Minute {
-				t.Errorf("repair options = %+v", r)
+		{name: "repair on by default with the default policies", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			r := a.NodeRepair
+			if r == nil || !*r.Enabled || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout.Duration != 5*time.Minute || r.RebootWait.Duration != 10*time.Minute {
+				t.Errorf("repair arguments = %+v", r)
 			}
 		}},
-		{name: "pod deletion cost on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a Args) {
-			if !a.operatorOptions(nil).PodDeletionCost {
+		{name: "pod deletion cost on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if !*a.PodDeletionCost {
 				t.Error("pod deletion cost steering is off by default")
 			}
-			off, err := DecodeArgs(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "podDeletionCost": false}`)}, nil)
-			if err != nil || off.operatorOptions(nil).PodDeletionCost {
-				t.Errorf("podDeletionCost: false gives %v (err %v)", off.operatorOptions(nil).PodDeletionCost, err)
+			off, err := Decode(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "podDeletionCost": false}`)}, nil)
+			if err != nil || *off.PodDeletionCost {
+				t.Errorf("podDeletionCost: false gives %v (err %v)", *off.PodDeletionCost, err)
 			}
 		}},
-		{name: "repair off", raw: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`, check: func(t *testing.T, a Args) {
-			if r := a.operatorOptions(nil).Repair; r != nil {
-				t.Errorf("repair options = %+v, want nil", r)
+		{name: "repair off", raw: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if r := a.NodeRepair; *r.Enabled {
+				t.Errorf("repair arguments = %+v, want it off", r)
 			}
 		}},
 		{name: "repair policies replace the defaults", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "2m"}, {"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "1m", "reboot": true}]}}`,
-			check: func(t *testing.T, a Args) {
-				r := a.operatorOptions(nil).Repair
-				if len(r.Policies) != 2 || r.Policies[0].Toleration != 2*time.Minute || !r.Policies[1].Reboot || r.Policies[1].ConditionType != "KernelReady" {
+			check: func(t *testing.T, a ProvisionerArgs) {
+				r := a.NodeRepair
+				if len(r.Policies) != 2 || r.Policies[0].Toleration.Duration != 2*time.Minute || !r.Policies[1].Reboot || r.Policies[1].ConditionType != "KernelReady" {
 					t.Errorf("policies = %+v", r.Policies)
 				}
 			}},
@@ -116,7 +116,7 @@ func TestDecodeArgs(t *testing.T) {
 			if tc.raw != "" {
 				obj = &runtime.Unknown{Raw: []byte(tc.raw)}
 			}
-			a, err := DecodeArgs(obj, env(tc.env))
+			a, err := Decode(obj, env(tc.env))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one mentioning %q", err, tc.wantErr)
@@ -131,7 +131,7 @@ func TestDecodeArgs(t *testing.T) {
 	}
 }
 
-// TestEveryArgumentIsInTheReference: each field of Args (and of nodeRepair) has its row in the plugin-argument
+// TestEveryArgumentIsInTheReference: each field of ProvisionerArgs (and of nodeRepair) has its row in the plugin-argument
 // table of docs/configuration.md, and each row there is a field, so the reference and the code stay in step.
 func TestEveryArgumentIsInTheReference(t *testing.T) {
 	raw, err := os.ReadFile("../../../docs/configuration.md")
@@ -163,7 +163,7 @@ func TestEveryArgumentIsInTheReference(t *testing.T) {
 			want[prefix+name] = true
 		}
 	}
-	walk("", reflect.TypeFor[Args]())
+	walk("", reflect.TypeFor[ProvisionerArgs]())
 	for name := range want {
 		if !strings.Contains(section, "| `"+name+"` |") {
 			t.Errorf("argument %s has no row in docs/configuration.md", name)

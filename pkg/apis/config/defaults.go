@@ -1,0 +1,130 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package config
+
+import (
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of the arguments; the controllers default their own options from these.
+const (
+	DefaultBatchIdle                 = time.Second
+	DefaultBatchMax                  = 10 * time.Second
+	DefaultSolveTimeout              = 2 * time.Second
+	DefaultRegistrationTimeout       = 15 * time.Minute
+	DefaultMaxInstanceTypes          = 60
+	DefaultVMMemoryOverheadPercent   = 7.5
+	DefaultSpotInterruptionNotice    = 2 * time.Minute
+	DefaultDisruptionPollInterval    = 10 * time.Second
+	DefaultDisruptionValidationDelay = 15 * time.Second
+	DefaultGarbageCollectionInterval = time.Minute
+	// DefaultPermitTimeout and MaxPermitTimeout bound how long Permit holds a pod for an initializing node (the
+	// framework's own limit is 15 minutes).
+	DefaultPermitTimeout = 5 * time.Minute
+	MaxPermitTimeout     = 15 * time.Minute
+	// Node repair.
+	DefaultMaxUnhealthyPercent = 20
+	DefaultRepairDrainTimeout  = 5 * time.Minute
+	DefaultRebootWait          = 10 * time.Minute
+)
+
+// Node conditions of the EKS node monitoring agent (node-problem-detector style) that repair acts on.
+const (
+	ConditionAcceleratedHardwareReady = "AcceleratedHardwareReady"
+	ConditionStorageReady             = "StorageReady"
+	ConditionNetworkingReady          = "NetworkingReady"
+	ConditionKernelReady              = "KernelReady"
+	ConditionContainerRuntimeReady    = "ContainerRuntimeReady"
+)
+
+// DefaultRepairPolicies are the kubelet's Ready condition and the EKS node monitoring agent's conditions, with
+// Karpenter's tolerations; kernel and container-runtime faults reboot the instance first.
+func DefaultRepairPolicies() []RepairPolicyArgs {
+	d := func(t time.Duration) metav1.Duration { return metav1.Duration{Duration: t} }
+	return []RepairPolicyArgs{
+		{ConditionType: "Ready", ConditionStatus: "False", Toleration: d(30 * time.Minute)},
+		{ConditionType: "Ready", ConditionStatus: "Unknown", Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionAcceleratedHardwareReady, ConditionStatus: "False", Toleration: d(10 * time.Minute)},
+		{ConditionType: ConditionStorageReady, ConditionStatus: "False", Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionNetworkingReady, ConditionStatus: "False", Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionKernelReady, ConditionStatus: "False", Toleration: d(30 * time.Minute), Reboot: true},
+		{ConditionType: ConditionContainerRuntimeReady, ConditionStatus: "False", Toleration: d(30 * time.Minute), Reboot: true},
+	}
+}
+
+// Defaults returns the arguments with every unset field defaulted, empty strings taken from env.
+func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
+	fromEnv := func(v *string, key string) {
+		if *v == "" && env != nil {
+			*v = env(key)
+		}
+	}
+	fromEnv(&a.ClusterName, EnvClusterName)
+	fromEnv(&a.ClusterEndpoint, EnvClusterEndpoint)
+	fromEnv(&a.Region, EnvRegion)
+	fromEnv(&a.InterruptionQueue, EnvInterruptionQueue)
+	defDuration := func(d *metav1.Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	defDuration(&a.BatchIdleDuration, DefaultBatchIdle)
+	defDuration(&a.BatchMaxDuration, DefaultBatchMax)
+	defDuration(&a.SolveTimeout, DefaultSolveTimeout)
+	defDuration(&a.RegistrationTimeout, DefaultRegistrationTimeout)
+	defDuration(&a.PermitTimeout, DefaultPermitTimeout)
+	defDuration(&a.DisruptionPollInterval, DefaultDisruptionPollInterval)
+	defDuration(&a.DisruptionValidationDelay, DefaultDisruptionValidationDelay)
+	defDuration(&a.GarbageCollectionInterval, DefaultGarbageCollectionInterval)
+	defDuration(&a.SpotInterruptionNotice, DefaultSpotInterruptionNotice)
+	if a.MaxInstanceTypes == 0 {
+		a.MaxInstanceTypes = DefaultMaxInstanceTypes
+	}
+	if a.VMMemoryOverheadPercent == nil {
+		v := DefaultVMMemoryOverheadPercent
+		a.VMMemoryOverheadPercent = &v
+	}
+	if a.RebalanceAction == "" {
+		a.RebalanceAction = RebalanceReplace
+	}
+	if a.MinValuesPolicy == "" {
+		a.MinValuesPolicy = MinValuesStrict
+	}
+	a.NodeRepair = a.NodeRepair.defaults()
+	if a.PodDeletionCost == nil {
+		on := true
+		a.PodDeletionCost = &on
+	}
+	return a
+}
+
+// defaults returns a defaulted copy (never nil).
+func (r *NodeRepairArgs) defaults() *NodeRepairArgs {
+	out := NodeRepairArgs{}
+	if r != nil {
+		out = *r
+		out.Policies = slices.Clone(r.Policies)
+	}
+	if out.Enabled == nil {
+		on := true
+		out.Enabled = &on
+	}
+	if len(out.Policies) == 0 {
+		out.Policies = DefaultRepairPolicies()
+	}
+	if out.MaxUnhealthyPercent == 0 {
+		out.MaxUnhealthyPercent = DefaultMaxUnhealthyPercent
+	}
+	if out.DrainTimeout.Duration == 0 {
+		out.DrainTimeout.Duration = DefaultRepairDrainTimeout
+	}
+	if out.RebootWait.Duration == 0 {
+		out.RebootWait.Duration = DefaultRebootWait
+	}
+	return &out
+}

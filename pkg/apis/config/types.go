@@ -1,0 +1,135 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Package config holds the arguments of Stevedore's scheduler plugin (set under pluginConfig in the
+// KubeSchedulerConfiguration): their types, defaults, validation and decoding, as kube-scheduler keeps its plugins'
+// arguments in its apis/config. The controllers take their defaults from here, so each is stated once.
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PluginName is the Provisioner plugin's name in the scheduler configuration, and the prefix of its errors.
+const PluginName = "Provisioner"
+
+// Environment variables that fill arguments left empty in the scheduler configuration, so that one
+// KubeSchedulerConfiguration serves every cluster and the Deployment (or the sandbox's --env-out file) supplies
+// what differs.
+const (
+	EnvClusterName       = "STEVEDORE_CLUSTER_NAME"
+	EnvClusterEndpoint   = "STEVEDORE_CLUSTER_ENDPOINT"
+	EnvInterruptionQueue = "STEVEDORE_INTERRUPTION_QUEUE_URL"
+	EnvRegion            = "AWS_REGION"
+)
+
+// minValues policies.
+const (
+	MinValuesStrict     = "Strict"
+	MinValuesBestEffort = "BestEffort"
+)
+
+// ProvisionerArgs are the Provisioner plugin's arguments, set under pluginConfig in the KubeSchedulerConfiguration.
+type ProvisionerArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ClusterName names the EKS cluster: nodes join it, and EC2 resources are tagged
+	// kubernetes.io/cluster/<name>=owned. Required (or $STEVEDORE_CLUSTER_NAME).
+	ClusterName string `json:"clusterName,omitempty"`
+	// ClusterEndpoint is the API server URL new nodes join. Default $STEVEDORE_CLUSTER_ENDPOINT, else the
+	// endpoint eks:DescribeCluster gives (which also gives the certificate authority and the Service range; the
+	// scheduler does not start without it).
+	ClusterEndpoint string `json:"clusterEndpoint,omitempty"`
+	// Region of the cluster. Default $AWS_REGION, else the SDK's default chain (IMDS on EC2).
+	Region string `json:"region,omitempty"`
+	// InterruptionQueue is the SQS queue URL or name fed by the EventBridge interruption rules. Empty turns
+	// interruption handling off. Default $STEVEDORE_INTERRUPTION_QUEUE_URL.
+	InterruptionQueue string `json:"interruptionQueue,omitempty"`
+	// BatchIdleDuration closes a provisioning batch when no new pod arrived for this long. Default 1s.
+	BatchIdleDuration metav1.Duration `json:"batchIdleDuration,omitempty"`
+	// BatchMaxDuration closes a provisioning batch this long after its first pod at the latest. Default 10s.
+	BatchMaxDuration metav1.Duration `json:"batchMaxDuration,omitempty"`
+	// SolveTimeout bounds the time the solver may spend improving one batch's packing. Default 2s.
+	SolveTimeout metav1.Duration `json:"solveTimeout,omitempty"`
+	// RegistrationTimeout is how long a launched node may take to register before its NodeClaim and instance
+	// are deleted and its pods provisioned again. Default 15m.
+	RegistrationTimeout metav1.Duration `json:"registrationTimeout,omitempty"`
+	// PermitTimeout bounds how long a pod bound for a registered but not yet initialized node is held in
+	// Permit. Default 5m; at most 15m (the scheduler's cap).
+	PermitTimeout metav1.Duration `json:"permitTimeout,omitempty"`
+	// MaxInstanceTypes caps the instance types (cheapest first) offered to one CreateFleet call. Default 60.
+	MaxInstanceTypes int `json:"maxInstanceTypes,omitempty"`
+	// EmbeddedCatalog lets the scheduler use the instance types and prices embedded in the binary when the EC2 and
+	// pricing APIs cannot be read at start-up, and only in the region the embedded catalog was built for. Default
+	// false: nothing is launched until the APIs answer (a catalog read before is kept through later failures).
+	EmbeddedCatalog bool `json:"embeddedCatalog,omitempty"`
+	// VMMemoryOverheadPercent is subtracted from an instance type's memory until a node of that type reports
+	// its real capacity. Default 7.5.
+	VMMemoryOverheadPercent *float64 `json:"vmMemoryOverheadPercent,omitempty"`
+	// RebalanceAction is what an EC2 rebalance recommendation does: Replace (pre-launch a replacement and drain
+	// within the NodePool's budget, the default) or Event (record an event only, as Karpenter does).
+	RebalanceAction string `json:"rebalanceAction,omitempty"`
+	// MinValuesPolicy is what happens to pods whose nodes cannot meet a NodePool requirement's minValues:
+	// Strict (the default, as Karpenter) leaves them unschedulable with the requirement named; BestEffort plans
+	// the node with as many distinct values as the pods allow.
+	MinValuesPolicy string `json:"minValuesPolicy,omitempty"`
+	// SpotInterruptionNotice is how long AWS gives between a spot interruption warning and the termination; the
+	// wait for replacements ends early enough to drain within it. Default 2m (AWS's notice; change it only for an
+	// emulator).
+	SpotInterruptionNotice metav1.Duration `json:"spotInterruptionNotice,omitempty"`
+	// DisableDisruption turns the voluntary disruption loop (emptiness, drift, consolidation) off; expiry,
+	// interruption and manual deletion still work.
+	DisableDisruption bool `json:"disableDisruption,omitempty"`
+	// DisruptionPollInterval separates disruption passes that found nothing to do. Default 10s.
+	DisruptionPollInterval metav1.Duration `json:"disruptionPollInterval,omitempty"`
+	// DisruptionValidationDelay is how long an emptiness or consolidation decision waits before it is checked
+	// again against the cluster and carried out. Default 15s.
+	DisruptionValidationDelay metav1.Duration `json:"disruptionValidationDelay,omitempty"`
+	// SpotToSpotConsolidation lets consolidation replace a spot node by a cheaper spot node when at least 15
+	// cheaper types can be chosen from. Default false (spot nodes are only deleted), as in Karpenter.
+	SpotToSpotConsolidation bool `json:"spotToSpotConsolidation,omitempty"`
+	// GarbageCollectionInterval separates runs of the garbage collector (instances with no NodeClaim, NodeClaims
+	// with no instance). Default 1m.
+	GarbageCollectionInterval metav1.Duration `json:"garbageCollectionInterval,omitempty"`
+	// NodeRepair replaces nodes that stay unhealthy. Default on, with the default policies.
+	NodeRepair *NodeRepairArgs `json:"nodeRepair,omitempty"`
+	// PodDeletionCost sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods of Stevedore's nodes,
+	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
+	// of leaving consolidation pods to evict. Pods whose cost the user set are left alone. Default true.
+	PodDeletionCost *bool `json:"podDeletionCost,omitempty"`
+}
+
+// NodeRepairArgs configure node auto-repair.
+type NodeRepairArgs struct {
+	// Enabled turns repair on or off. Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Policies replace the default policies (Ready False/Unknown 30m; AcceleratedHardwareReady False 10m;
+	// StorageReady, NetworkingReady False 30m; KernelReady, ContainerRuntimeReady False 30m, rebooted first).
+	Policies []RepairPolicyArgs `json:"policies,omitempty"`
+	// MaxUnhealthyPercent of a NodePool's nodes (rounded down, at least one) are repaired at once; while more
+	// are unhealthy, repair waits. Default 20.
+	MaxUnhealthyPercent int `json:"maxUnhealthyPercent,omitempty"`
+	// DrainTimeout bounds the drain of a node being repaired. Default 5m.
+	DrainTimeout metav1.Duration `json:"drainTimeout,omitempty"`
+	// RebootWait is how long a rebooted node has to recover before it is replaced. Default 10m.
+	RebootWait metav1.Duration `json:"rebootWait,omitempty"`
+}
+
+// RepairPolicyArgs is one repair policy: a node condition, its status, and how long it is tolerated.
+type RepairPolicyArgs struct {
+	ConditionType   string          `json:"conditionType"`
+	ConditionStatus string          `json:"conditionStatus"`
+	Toleration      metav1.Duration `json:"toleration"`
+	// Reboot restarts the instance once before replacing it (only where the kubelet still reports).
+	Reboot bool `json:"reboot,omitempty"`
+}
+
+// Rebalance actions: what an EC2 rebalance recommendation does.
+const (
+	RebalanceReplace = "Replace"
+	RebalanceEvent   = "Event"
+)
+
+// RebalanceActions are the values RebalanceAction accepts.
+func RebalanceActions() []string { return []string{RebalanceReplace, RebalanceEvent} }
