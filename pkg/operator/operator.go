@@ -42,6 +42,7 @@ import (
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/report"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -239,6 +240,8 @@ type wiring struct {
 	in        *informerSet
 	provider  *awscloud.Provider
 	overlaid  cloud.Provider
+	// terminator drains and terminates deleted NodeClaims' nodes (built with the lifecycle, run on its own).
+	terminator *termination.Terminator
 }
 
 // simulator is a scheduler framework over a snapshot of its own, reading the host's informers.
@@ -260,6 +263,7 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 		{"provisioner", c.Provisioner.Run},
 		{"pending pods", func(ctx context.Context) { c.Provisioner.WatchPending(ctx, 3*time.Second) }},
 		{"nodeclaim lifecycle", c.Lifecycle.Run},
+		{"termination", w.terminator.Run},
 		{"ec2nodeclass status", awscloud.NewNodeClassStatus(w.provider, w.stevedore, w.in.classes, w.in.claims, w.host.Recorder).Run},
 		{"nodeoverlay status", overlaystatus.NewController(w.stevedore, w.in.overlays, func(ctx context.Context) {
 			c.Provisioner.OfferingsChanged()
@@ -296,7 +300,10 @@ func (w *wiring) provisioner() (*provision.Provisioner, *provision.Lifecycle, er
 			return ""
 		},
 	})
-	lc := provision.NewLifecycle(p, provision.LifecycleOptions{RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: w.host.OnInitialized})
+	w.terminator = termination.New(termination.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
+		Pods: in.pods.Lister(), NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Provisioning: p})
+	lc := provision.NewLifecycle(p, provision.LifecycleOptions{RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: w.host.OnInitialized,
+		Terminator: w.terminator})
 	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer(), in.pods.Informer()); err != nil {
 		return nil, nil, err
 	}

@@ -34,24 +34,39 @@ func TestReschedulable(t *testing.T) {
 	}
 }
 
+// t0 is the time the do-not-disrupt cases are judged at.
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
 func TestDoNotDisrupt(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name    string
-		key, v  string
-		started time.Time
-		want    bool
+	started := t0.Add(-30 * time.Minute)
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		started     time.Time
+		want        bool
 	}{
-		{"Stevedore's key true", stevedorev1.DoNotDisruptKey, "true", time.Time{}, true},
-		{"Karpenter's key true", stevedorev1.KarpenterDoNotDisruptKey, "true", time.Time{}, true},
-		{"false", stevedorev1.DoNotDisruptKey, "false", time.Time{}, false},
-		{"a duration not over", stevedorev1.DoNotDisruptKey, "1h", t0.Add(-30 * time.Minute), true},
-		{"a duration over", stevedorev1.DoNotDisruptKey, "1h", t0.Add(-2 * time.Hour), false},
-		{"a duration without a start", stevedorev1.DoNotDisruptKey, "1h", time.Time{}, false},
-		{"another key", "example.com/do-not-disrupt", "true", time.Time{}, false},
-	} {
-		if got := DoNotDisrupt(map[string]string{tc.key: tc.v}, tc.started, t0); got != tc.want {
-			t.Errorf("%s: DoNotDisrupt = %v, want %v", tc.name, got, tc.want)
-		}
+		{name: "no annotations", annotations: nil, started: started, want: false},
+		{name: "Stevedore's key true", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "true"}, started: started, want: true},
+		{name: "Karpenter's key true", annotations: map[string]string{stevedorev1.KarpenterDoNotDisruptKey: "true"}, started: started, want: true},
+		{name: "false", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "false"}, started: started, want: false},
+		{name: "True is not true", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "True"}, started: started, want: false},
+		{name: "Stevedore's false does not override Karpenter's true",
+			annotations: map[string]string{stevedorev1.DoNotDisruptKey: "false", stevedorev1.KarpenterDoNotDisruptKey: "true"},
+			started:     started, want: true},
+		{name: "duration not over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "1h"}, started: started, want: true},
+		{name: "duration over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "20m"}, started: started, want: false},
+		{name: "duration ending now is over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "30m"}, started: started, want: false},
+		{name: "duration without a start", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "1h"}, want: false},
+		{name: "Karpenter's key with a duration", annotations: map[string]string{stevedorev1.KarpenterDoNotDisruptKey: "45m"},
+			started: started, want: true},
+		{name: "malformed", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "forever"}, started: started, want: false},
+		{name: "other keys", annotations: map[string]string{"example.com/do-not-disrupt": "true"}, started: started, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DoNotDisrupt(tc.annotations, tc.started, t0); got != tc.want {
+				t.Errorf("DoNotDisrupt = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,8 +6,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // fits (PostFilter), solves each batch (package solver) and creates one NodeClaim per planned node, nominating each
 // pod to the node coming up for it (nominate.go) and keeping the room of planned pods until they bind
 // (noderoom.go). The NodeClaim lifecycle launches the instance, registers and initializes its node, and lets a
-// NodeClaim that never registers go (lifecycle.go); termination drains and terminates whatever deleted a NodeClaim
-// (termination.go). cluster.go answers disruption's "what if these nodes went away".
+// NodeClaim that never registers go (lifecycle.go), and hands deleted NodeClaims to the terminator
+// (pkg/nodeclaim/termination), which drains and terminates them. cluster.go answers disruption's "what if these
+// nodes went away".
 //
 // # Pods held back, and what wakes them
 //

@@ -139,7 +139,7 @@ func TestInitializeAgain(t *testing.T) {
 	if _, err := h.life.initialize(h.ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	if n := updated(h.sd.Actions(), "nodeclaims", "status"); n != 0 {
+	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 0 {
 		t.Errorf("%d NodeClaim status updates, want none", n)
 	}
 	for _, a := range h.kube.Actions() {

@@ -41,7 +41,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			// the instance types cached before the launch
 			p.OfferingsChanged()
 			p.ForgetClaim(ctx, claim.Name)
-			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+			return 0, p.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		case errors.As(err, &notReady), errors.As(err, &config):
 			p.claimEvent(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "%v", err)
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "LaunchConfiguration").Inc()
@@ -51,7 +51,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 			if p.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.RegistrationTimeout {
 				logger.Info("NodeClaim could not launch before the registration timeout; deleting it", "err", err)
 				p.ForgetClaim(ctx, claim.Name)
-				return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+				return 0, p.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 			}
 			return 0, err
 		default:
@@ -65,7 +65,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	}
 	its := p.typesFor(ctx, &stevedorev1.NodeClaim{ObjectMeta: claim.ObjectMeta, Status: stevedorev1.NodeClaimStatus{InstanceType: inst.Type}})
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(p).Get(ctx, claim.Name, metav1.GetOptions{})
+		cur, err := p.claims().Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionTrue,
 			Reason: "Launched", Message: fmt.Sprintf("instance %s (%s in %s, %s)", inst.ID, inst.Type, inst.Zone, inst.CapacityType),
 			ObservedGeneration: cur.Generation})
-		_, err = client(p).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		_, err = p.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 		inst.ID, inst.Type, inst.Zone, inst.CapacityType, stevedorev1.FormatPrice(inst.Price))
 	launched, err := p.opts.NodeClaims.Get(claim.Name)
 	if err != nil || launched.Status.NodeName == "" {
-		launched, err = client(p).Get(ctx, claim.Name, metav1.GetOptions{})
+		launched, err = p.claims().Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			return 0, err
 		}
@@ -167,7 +167,7 @@ func cloudErrorCode(err error) string {
 // (its node gets them when it registers), as Karpenter labels reserved nodes.
 func (p *Provisioner) labelReservation(ctx context.Context, name string, inst *cloud.Instance) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(p).Get(ctx, name, metav1.GetOptions{})
+		cur, err := p.claims().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (p *Provisioner) labelReservation(ctx context.Context, name string, inst *c
 		}
 		cur.Labels[stevedorev1.LabelCapacityReservationID] = inst.CapacityReservationID
 		cur.Labels[stevedorev1.LabelCapacityReservationType] = inst.CapacityReservationType
-		_, err = client(p).Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = p.claims().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }

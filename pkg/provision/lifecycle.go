@@ -20,7 +20,6 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
 // LifecycleOptions configure the NodeClaim lifecycle controller.
@@ -30,6 +29,16 @@ type LifecycleOptions struct {
 	LaunchWorkers int
 	// OnInitialized is called with a node's name when its NodeClaim becomes initialized (Permit lets pods bind).
 	OnInitialized func(nodeName string)
+	// Terminator finishes deleted NodeClaims and drains their nodes (run on its own). Required.
+	Terminator Terminator
+}
+
+// Terminator is what the lifecycle hands deleted NodeClaims and their nodes to (pkg/nodeclaim/termination).
+type Terminator interface {
+	// TerminateClaim takes a deleted NodeClaim a step towards its end; it returns when to look again.
+	TerminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error)
+	// EnqueueNode asks for a deleted node to be drained.
+	EnqueueNode(name string)
 }
 
 // Lifecycle drives NodeClaims from launch to initialization and through termination: launch through the cloud,
@@ -39,7 +48,6 @@ type Lifecycle struct {
 	prov  *Provisioner
 	opts  LifecycleOptions
 	queue workqueue.TypedRateLimitingInterface[string]
-	nodes workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewLifecycle returns the controller; Register wires it to informers and Run starts it.
@@ -52,8 +60,6 @@ func NewLifecycle(prov *Provisioner, opts LifecycleOptions) *Lifecycle {
 		prov:  prov,
 		opts:  opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeclaims"}),
-		nodes: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-termination"}),
 	}
 }
 
@@ -112,7 +118,7 @@ func (l *Lifecycle) enqueueNode(obj any) {
 		l.queue.Add(c.Name)
 	}
 	if n.DeletionTimestamp != nil && stevedorev1.HasTerminationFinalizer(n.Finalizers) {
-		l.nodes.Add(n.Name)
+		l.opts.Terminator.EnqueueNode(n.Name)
 	}
 }
 
@@ -129,15 +135,12 @@ func (l *Lifecycle) claimByProviderID(id string) *stevedorev1.NodeClaim {
 	return nil
 }
 
-// Run processes NodeClaims and node terminations until ctx ends; every NodeClaim is also looked at every 30s.
+// Run processes NodeClaims until ctx ends; every NodeClaim is also looked at every 30s. (The terminator runs on
+// its own.)
 func (l *Lifecycle) Run(ctx context.Context) {
 	defer l.queue.ShutDown()
-	defer l.nodes.ShutDown()
 	for i := 0; i < l.opts.LaunchWorkers; i++ {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.process(ctx) }, time.Second)
-	}
-	for i := 0; i < 4; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.processNode(ctx) }, time.Second)
 	}
 	wait.UntilWithContext(ctx, func(context.Context) {
 		claims, _ := l.prov.opts.NodeClaims.List(labels.Everything())
@@ -182,7 +185,7 @@ func (l *Lifecycle) reconcile(ctx context.Context, name string) (time.Duration, 
 	ctx = klog.NewContext(ctx, logger)
 	switch {
 	case claim.DeletionTimestamp != nil:
-		return l.terminateClaim(ctx, claim)
+		return l.opts.Terminator.TerminateClaim(ctx, claim)
 	case !conditionTrue(claim.Status.Conditions, stevedorev1.ConditionLaunched):
 		return l.launch(ctx, claim)
 	case !conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered):
@@ -202,7 +205,7 @@ func (l *Lifecycle) setCondition(ctx context.Context, name, condType string, sta
 func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...metav1.Condition) (bool, error) {
 	changed := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(l.prov).Get(ctx, name, metav1.GetOptions{})
+		cur, err := l.prov.claims().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -215,7 +218,7 @@ func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...met
 		if !changed {
 			return nil
 		}
-		_, err = client(l.prov).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		_, err = l.prov.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	return changed, err
@@ -233,9 +236,4 @@ func (p *Provisioner) claimEvent(claim *stevedorev1.NodeClaim, eventType, reason
 		return
 	}
 	p.opts.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...)
-}
-
-// tolerates reports whether a pod tolerates every NoSchedule/NoExecute taint.
-func tolerates(pod *corev1.Pod, taints []corev1.Taint) bool {
-	return solver.ToleratesAll(pod, taints, func(e corev1.TaintEffect) bool { return e != corev1.TaintEffectPreferNoSchedule })
 }

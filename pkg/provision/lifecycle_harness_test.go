@@ -6,13 +6,11 @@ package provision
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +25,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -50,6 +49,7 @@ type lifecycleHarness struct {
 	rec     *events.FakeRecorder
 	prov    *Provisioner
 	life    *Lifecycle
+	term    *termination.Terminator
 	// initialized collects the node names OnInitialized was called with.
 	initialized []string
 }
@@ -80,14 +80,13 @@ func newLifecycleHarness(t *testing.T, objs ...runtime.Object) *lifecycleHarness
 	h.prov = New(Options{ClusterName: "test", Region: testRegion, Kube: h.kube, Stevedore: h.sd,
 		Nodes: listers.Nodes, Pods: listers.Pods, DaemonSets: listers.DaemonSets, NodeClaims: listers.NodeClaims,
 		NodePools: listers.NodePools, Cloud: cl, Recorder: h.rec, Clock: h.clock})
-	h.life = NewLifecycle(h.prov, LifecycleOptions{RegistrationTimeout: testRegistrationTimeout,
+	h.term = termination.New(termination.Options{Kube: h.kube, Stevedore: h.sd, Cloud: cl, Nodes: listers.Nodes, Pods: listers.Pods,
+		NodeClaims: listers.NodeClaims, Recorder: h.rec, Clock: h.clock, Provisioning: h.prov})
+	h.life = NewLifecycle(h.prov, LifecycleOptions{RegistrationTimeout: testRegistrationTimeout, Terminator: h.term,
 		OnInitialized: func(node string) { h.initialized = append(h.initialized, node) }})
 	honorFinalizers(&h.sd.Fake, h.sd.Tracker(), "nodeclaims", h.clock.Now)
 	honorFinalizers(&h.kube.Fake, h.kube.Tracker(), "nodes", h.clock.Now)
-	t.Cleanup(func() {
-		h.life.queue.ShutDown()
-		h.life.nodes.ShutDown()
-	})
+	t.Cleanup(h.life.queue.ShutDown)
 	return h
 }
 
@@ -185,59 +184,10 @@ func (h *lifecycleHarness) pod(name string) *corev1.Pod {
 }
 
 // events drains the events recorded so far.
-func (h *lifecycleHarness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *lifecycleHarness) events() []string { return test.Events(h.rec) }
 
 // evicted lists the pods evicted through the Eviction API so far, as namespace/name.
-func (h *lifecycleHarness) evicted() []string {
-	var out []string
-	for _, a := range h.kube.Actions() {
-		if a.GetVerb() != "create" || a.GetResource().Resource != "pods" || a.GetSubresource() != "eviction" {
-			continue
-		}
-		ev := a.(clienttesting.CreateAction).GetObject().(*policyv1.Eviction)
-		out = append(out, ev.Namespace+"/"+ev.Name)
-	}
-	return out
-}
-
-// deleted lists the objects of a resource deleted through a clientset so far, with the grace period asked
-// for pods ("name" or "name grace=N").
-func deleted(actions []clienttesting.Action, resource string) []string {
-	var out []string
-	for _, a := range actions {
-		if a.GetVerb() != "delete" || a.GetResource().Resource != resource {
-			continue
-		}
-		d := a.(clienttesting.DeleteActionImpl)
-		s := d.GetName()
-		if g := d.DeleteOptions.GracePeriodSeconds; g != nil {
-			s += " grace=" + strconv.FormatInt(*g, 10)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// updated counts the update actions on a resource (subresource "" or "status").
-func updated(actions []clienttesting.Action, resource, subresource string) int {
-	n := 0
-	for _, a := range actions {
-		if a.GetVerb() == "update" && a.GetResource().Resource == resource && a.GetSubresource() == subresource {
-			n++
-		}
-	}
-	return n
-}
+func (h *lifecycleHarness) evicted() []string { return test.Evicted(h.kube.Actions()) }
 
 // condition returns a NodeClaim's condition of a type, or nil.
 func condition(c *stevedorev1.NodeClaim, condType string) *metav1.Condition {

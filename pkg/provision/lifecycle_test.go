@@ -134,6 +134,8 @@ func TestEnqueueNode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newLifecycleHarness(t, launchedClaim().Obj())
+			drains := &drainRecorder{Terminator: h.term}
+			h.life.opts.Terminator = drains
 			if tc.node == nil {
 				h.life.enqueueNode(test.Pod("p").Obj())
 			} else {
@@ -142,7 +144,7 @@ func TestEnqueueNode(t *testing.T) {
 			if got := queued(h.life.queue); !reflect.DeepEqual(got, tc.wantClaims) {
 				t.Errorf("NodeClaims queued = %q, want %q", got, tc.wantClaims)
 			}
-			if got := queued(h.life.nodes); !reflect.DeepEqual(got, tc.wantDrain) {
+			if got := drains.nodes; !reflect.DeepEqual(got, tc.wantDrain) {
 				t.Errorf("nodes queued for draining = %q, want %q", got, tc.wantDrain)
 			}
 		})
@@ -163,7 +165,15 @@ func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
 	if c := condition(h.claim(), stevedorev1.ConditionLaunched); c == nil || len(c.Message) != 1000 {
 		t.Errorf("Launched condition = %+v, want its message cut to 1000 bytes", c)
 	}
-	if n := updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
+	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
 		t.Errorf("%d status updates, want 1 (the second set changed nothing)", n)
 	}
 }
+
+// drainRecorder records the nodes the lifecycle hands the terminator to drain.
+type drainRecorder struct {
+	Terminator
+	nodes []string
+}
+
+func (r *drainRecorder) EnqueueNode(name string) { r.nodes = append(r.nodes, name) }

@@ -15,6 +15,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
@@ -163,4 +164,9 @@ func plannedPodsAnnotation(pods []*corev1.Pod) string {
 	}
 	sort.Strings(keys)
 	return strings.Join(keys, ",")
+}
+
+// claims is the NodeClaims API.
+func (p *Provisioner) claims() typedv1.NodeClaimInterface {
+	return p.opts.Stevedore.StevedoreV1().NodeClaims()
 }

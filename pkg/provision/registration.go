@@ -10,13 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 )
 
 // register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
@@ -33,7 +33,7 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
 			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
 			p.ForgetClaim(ctx, claim.Name)
-			return 0, client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{})
+			return 0, p.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		}
 		return l.opts.RegistrationTimeout - waited + time.Second, nil
 	}
@@ -55,23 +55,9 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	return 0, nil
 }
 
-// nodeOf returns the Node of a NodeClaim (by provider ID, else by name), or nil.
+// nodeOf returns the Node of a NodeClaim, or nil.
 func (l *Lifecycle) nodeOf(claim *stevedorev1.NodeClaim) *corev1.Node {
-	if claim.Status.NodeName != "" {
-		if n, err := l.prov.opts.Nodes.Get(claim.Status.NodeName); err == nil && (claim.Status.ProviderID == "" || n.Spec.ProviderID == claim.Status.ProviderID) {
-			return n
-		}
-	}
-	if claim.Status.ProviderID == "" {
-		return nil
-	}
-	nodes, _ := l.prov.opts.Nodes.List(labels.Everything())
-	for _, n := range nodes {
-		if n.Spec.ProviderID == claim.Status.ProviderID {
-			return n
-		}
-	}
-	return nil
+	return nodeclaim.NodeOf(l.prov.opts.Nodes, claim)
 }
 
 // syncNode gives a registered Node its NodeClaim's labels (and the well-known labels of the launched type), the

@@ -115,7 +115,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	if ev := h.events(); len(ev) != 1 {
 		t.Errorf("events = %q, want one Registered event", ev)
 	}
-	if n := updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
+	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
 		t.Errorf("%d NodeClaim status updates, want 1", n)
 	}
 }

@@ -9,293 +9,29 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clienttesting "k8s.io/client-go/testing"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
-	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // onN1 is a pod of a ReplicaSet running on node n1.
 func onN1(name string) *test.PodWrapper { return test.Pod(name).Node("n1").OwnedBy("ReplicaSet", "rs") }
 
-// daemonOnN1 is a DaemonSet's pod on n1 that does not tolerate the disrupted taint.
-func daemonOnN1(name string) *test.PodWrapper {
-	return test.Pod(name).Node("n1").OwnedBy("DaemonSet", name)
-}
-
 // mirrorOnN1 is static pod etcd's mirror on n1.
 func mirrorOnN1() *test.PodWrapper {
 	return test.Pod("etcd").Node("n1").OwnedBy("Node", "n1").Annotations(corev1.MirrorPodAnnotationKey, "hash")
 }
 
-// tolerantOnN1 tolerates every taint, the disrupted one included.
-func tolerantOnN1(name string) *test.PodWrapper {
-	return daemonOnN1(name).Toleration("", corev1.TolerationOpExists, "", "")
-}
-
-// failEvictions makes the Eviction API answer err.
-func (h *lifecycleHarness) failEvictions(err error) {
-	h.kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		return true, nil, err
-	})
-}
-
-func TestDrainTier(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *corev1.Pod
-		want int
-	}{
-		{name: "regular", pod: onN1("web").Obj(), want: 0},
-		{name: "bare pod", pod: test.Pod("bare").Obj(), want: 0},
-		{name: "high priority below the critical range", pod: onN1("p").Priority(1000000000).Obj(), want: 0},
-		{name: "system-cluster-critical", pod: onN1("dns").PriorityClass("system-cluster-critical").Obj(), want: 1},
-		{name: "system-node-critical", pod: onN1("cni").PriorityClass("system-node-critical").Obj(), want: 1},
-		{name: "priority in the critical range", pod: onN1("p").Priority(2000000000).Obj(), want: 1},
-		{name: "DaemonSet pod", pod: daemonOnN1("logs").Obj(), want: 2},
-		{name: "critical DaemonSet pod goes last", pod: daemonOnN1("cni").PriorityClass("system-node-critical").Obj(), want: 2},
-		{name: "mirror pod (owned by its node)", pod: mirrorOnN1().Obj(), want: 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := drainTier(tc.pod); got != tc.want {
-				t.Errorf("drainTier = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestDoNotDisrupt(t *testing.T) {
-	started := t0.Add(-30 * time.Minute)
-	tests := []struct {
-		name        string
-		annotations map[string]string
-		started     time.Time
-		want        bool
-	}{
-		{name: "no annotations", annotations: nil, started: started, want: false},
-		{name: "Stevedore's key true", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "true"}, started: started, want: true},
-		{name: "Karpenter's key true", annotations: map[string]string{stevedorev1.KarpenterDoNotDisruptKey: "true"}, started: started, want: true},
-		{name: "false", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "false"}, started: started, want: false},
-		{name: "True is not true", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "True"}, started: started, want: false},
-		{name: "Stevedore's false does not override Karpenter's true",
-			annotations: map[string]string{stevedorev1.DoNotDisruptKey: "false", stevedorev1.KarpenterDoNotDisruptKey: "true"},
-			started:     started, want: true},
-		{name: "duration not over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "1h"}, started: started, want: true},
-		{name: "duration over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "20m"}, started: started, want: false},
-		{name: "duration ending now is over", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "30m"}, started: started, want: false},
-		{name: "duration without a start", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "1h"}, want: false},
-		{name: "Karpenter's key with a duration", annotations: map[string]string{stevedorev1.KarpenterDoNotDisruptKey: "45m"},
-			started: started, want: true},
-		{name: "malformed", annotations: map[string]string{stevedorev1.DoNotDisruptKey: "forever"}, started: started, want: false},
-		{name: "other keys", annotations: map[string]string{"example.com/do-not-disrupt": "true"}, started: started, want: false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := podutil.DoNotDisrupt(tc.annotations, tc.started, t0); got != tc.want {
-				t.Errorf("DoNotDisrupt = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestEvictTierOrder drains a node tier by tier: regular pods, then critical ones, then DaemonSet pods; mirror
-// pods, finished pods and other nodes' pods are never touched.
-func TestEvictTierOrder(t *testing.T) {
-	pods := []*corev1.Pod{
-		onN1("web").Obj(), onN1("api").Obj(),
-		onN1("dns").PriorityClass("system-cluster-critical").Obj(), onN1("metrics").Priority(2000001000).Obj(),
-		daemonOnN1("logs").Obj(),
-		mirrorOnN1().Obj(),
-		onN1("done").Phase(corev1.PodSucceeded).Obj(), onN1("crashed").Phase(corev1.PodFailed).Obj(),
-		test.Pod("elsewhere").Node("n2").Obj(),
-	}
-	objs := []runtime.Object{test.Node("n1").Obj()}
-	for _, p := range pods {
-		objs = append(objs, p)
-	}
-	h := newLifecycleHarness(t, objs...)
-	node := test.Node("n1").Obj()
-	steps := []struct {
-		evicted   []string
-		remaining int
-	}{
-		{evicted: []string{"default/api", "default/web"}, remaining: 5},
-		{evicted: []string{"default/dns", "default/metrics"}, remaining: 3},
-		{evicted: []string{"default/logs"}, remaining: 1},
-		{evicted: nil, remaining: 0},
-	}
-	seen := 0
-	for i, step := range steps {
-		remaining, err := h.life.evictTier(h.ctx, node, false)
-		if err != nil {
-			t.Fatalf("step %d: %v", i+1, err)
-		}
-		all := h.evicted()
-		got := all[seen:]
-		seen = len(all)
-		sort.Strings(got)
-		if len(got) == 0 {
-			got = nil
-		}
-		if remaining != step.remaining || !reflect.DeepEqual(got, step.evicted) {
-			t.Fatalf("step %d: evicted %q with %d left, want %q with %d left", i+1, got, remaining, step.evicted, step.remaining)
-		}
-		if ev := h.events(); len(ev) != len(step.evicted) || len(ev) > 0 && ev[0] != "Normal Evicted evicted: node n1 is being terminated" {
-			t.Errorf("step %d: events = %q, want one Evicted event per eviction", i+1, ev)
-		}
-		for _, name := range got { // the evicted pods go
-			ns, n := "default", name[len("default/"):]
-			if err := h.listers.Delete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if d := deleted(h.kube.Actions(), "pods"); len(d) != 0 {
-		t.Errorf("pods deleted %q; within the grace period pods are only evicted", d)
-	}
-}
-
-func TestEvictTier(t *testing.T) {
-	tests := []struct {
-		name          string
-		pods          []*corev1.Pod
-		notInAPI      bool  // the pods are in the cache but gone from the API server
-		evictErr      error // what the Eviction API answers
-		expired       bool  // the termination grace period is over
-		wantEvicted   []string
-		wantDeleted   []string
-		wantRemaining int
-		wantErr       bool
-		wantEvents    int
-	}{
-		{name: "a terminating pod is waited for, not evicted again",
-			pods: []*corev1.Pod{onN1("web").Deleting(metav1.NewTime(t0)).Obj()}, wantRemaining: 1},
-		{name: "a pod tolerating the disrupted taint goes with the node",
-			pods: []*corev1.Pod{tolerantOnN1("agent").Obj()}, wantRemaining: 0},
-		{name: "a tolerating pod is not waited for while others are evicted",
-			pods:        []*corev1.Pod{tolerantOnN1("agent").Obj(), onN1("web").Obj()},
-			wantEvicted: []string{"default/web"}, wantRemaining: 1, wantEvents: 1},
-		{name: "a do-not-disrupt pod is held while the others are evicted",
-			pods:        []*corev1.Pod{onN1("web").Obj(), onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "true").Obj()},
-			wantEvicted: []string{"default/web"}, wantRemaining: 2, wantEvents: 1},
-		{name: "Karpenter's do-not-disrupt is honoured",
-			pods:          []*corev1.Pod{onN1("batch").Annotations(stevedorev1.KarpenterDoNotDisruptKey, "true").Obj()},
-			wantRemaining: 1},
-		{name: "do-not-disrupt for a while holds the pod while it lasts",
-			pods: []*corev1.Pod{onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "1h").
-				Started(t0.Add(-30 * time.Minute)).Obj()},
-			wantRemaining: 1},
-		{name: "do-not-disrupt for a while that is over lets the pod be evicted",
-			pods: []*corev1.Pod{onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "1h").
-				Started(t0.Add(-2 * time.Hour)).Obj()},
-			wantEvicted: []string{"default/batch"}, wantRemaining: 1, wantEvents: 1},
-		{name: "a held regular pod does not hold back the critical tier",
-			pods: []*corev1.Pod{onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "true").Obj(),
-				onN1("dns").PriorityClass("system-cluster-critical").Obj()},
-			wantEvicted: []string{"default/dns"}, wantRemaining: 2, wantEvents: 1},
-		{name: "a terminating regular pod holds back the critical and DaemonSet tiers until it is gone",
-			pods: []*corev1.Pod{onN1("web").Deleting(metav1.NewTime(t0)).Obj(),
-				onN1("dns").PriorityClass("system-cluster-critical").Obj(), daemonOnN1("logs").Obj()},
-			wantRemaining: 3},
-		{name: "a terminating critical pod holds back the DaemonSet tier",
-			pods: []*corev1.Pod{onN1("dns").PriorityClass("system-cluster-critical").Deleting(metav1.NewTime(t0)).Obj(),
-				daemonOnN1("logs").Obj()},
-			wantRemaining: 2},
-		{name: "mirror pods are never evicted", pods: []*corev1.Pod{mirrorOnN1().Obj()}, wantRemaining: 0},
-		{name: "grace period over: every pod is deleted at once, mirror pods excepted", expired: true,
-			pods: []*corev1.Pod{onN1("web").Obj(), onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "true").Obj(),
-				onN1("stuck").Deleting(metav1.NewTime(t0.Add(-time.Hour))).Obj(), tolerantOnN1("agent").Obj(),
-				daemonOnN1("logs").Obj(), onN1("dns").PriorityClass("system-cluster-critical").Obj(), mirrorOnN1().Obj()},
-			wantDeleted:   []string{"agent grace=0", "batch grace=0", "dns grace=0", "logs grace=0", "stuck grace=0", "web grace=0"},
-			wantRemaining: 6},
-		{name: "a PodDisruptionBudget's refusal is retried",
-			pods:     []*corev1.Pod{onN1("web").Obj()},
-			evictErr: apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10),
-			// the pod is attempted and stays to be evicted on the next pass
-			wantEvicted: []string{"default/web"}, wantRemaining: 1},
-		{name: "a pod gone from the API server is not an error",
-			pods: []*corev1.Pod{onN1("web").Obj()}, notInAPI: true,
-			wantEvicted: []string{"default/web"}, wantRemaining: 1},
-		{name: "another eviction error is returned",
-			pods:     []*corev1.Pod{onN1("web").Obj()},
-			evictErr: apierrors.NewInternalError(errors.New("etcd unavailable")),
-			wantErr:  true, wantEvicted: []string{"default/web"}},
-		{name: "finished pods and other nodes' pods are not drained",
-			pods: []*corev1.Pod{onN1("done").Phase(corev1.PodSucceeded).Obj(), onN1("crashed").Phase(corev1.PodFailed).Obj(),
-				test.Pod("elsewhere").Node("n2").Obj()},
-			wantRemaining: 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t)
-			for _, p := range tc.pods {
-				if tc.notInAPI {
-					if err := h.listers.Add(p); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					h.add(p)
-				}
-			}
-			if tc.evictErr != nil {
-				h.failEvictions(tc.evictErr)
-			}
-			h.kube.ClearActions()
-
-			remaining, err := h.life.evictTier(h.ctx, test.Node("n1").Obj(), tc.expired)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("evictTier error = %v, want error %v", err, tc.wantErr)
-			}
-			if err == nil && remaining != tc.wantRemaining {
-				t.Errorf("remaining = %d, want %d", remaining, tc.wantRemaining)
-			}
-			got := h.evicted()
-			sort.Strings(got)
-			if !reflect.DeepEqual(got, tc.wantEvicted) {
-				t.Errorf("evictions = %q, want %q", got, tc.wantEvicted)
-			}
-			d := deleted(h.kube.Actions(), "pods")
-			sort.Strings(d)
-			if !reflect.DeepEqual(d, tc.wantDeleted) {
-				t.Errorf("pod deletions = %q, want %q", d, tc.wantDeleted)
-			}
-			if ev := h.events(); len(ev) != tc.wantEvents {
-				t.Errorf("events = %q, want %d", ev, tc.wantEvents)
-			}
-		})
-	}
-}
-
-func TestTaintDisrupted(t *testing.T) {
-	h := newLifecycleHarness(t, test.Node("n1").Taint("dedicated", "batch", corev1.TaintEffectNoSchedule).Obj())
-	for i := 0; i < 2; i++ {
-		if err := h.life.taintDisrupted(h.ctx, h.node("n1")); err != nil {
-			t.Fatalf("taintDisrupted #%d: %v", i+1, err)
-		}
-	}
-	want := []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule},
-		{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	if got := h.node("n1").Spec.Taints; !reflect.DeepEqual(got, want) {
-		t.Errorf("taints = %+v, want %+v", got, want)
-	}
-	if n := updated(h.kube.Actions(), "nodes", ""); n != 1 {
-		t.Errorf("%d node updates, want 1", n)
-	}
+// daemonOnN1 is a DaemonSet's pod on n1 that does not tolerate the disrupted taint.
+func daemonOnN1(name string) *test.PodWrapper {
+	return test.Pod(name).Node("n1").OwnedBy("DaemonSet", name)
 }
 
 func TestDrainNode(t *testing.T) {
@@ -390,7 +126,7 @@ func TestDrainNode(t *testing.T) {
 			h.kube.ClearActions()
 			h.sd.ClearActions()
 
-			done, err := h.life.drainNode(h.ctx, "n1")
+			done, err := h.term.DrainNode(h.ctx, "n1")
 			if (err != nil) != tc.want.err || done != tc.want.done {
 				t.Fatalf("drainNode = %v, %v; want done %v, error %v", done, err, tc.want.done, tc.want.err)
 			}
@@ -409,13 +145,13 @@ func TestDrainNode(t *testing.T) {
 			if got := h.evicted(); !reflect.DeepEqual(got, tc.want.evicted) {
 				t.Errorf("evictions = %q, want %q", got, tc.want.evicted)
 			}
-			if got := deleted(h.kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
+			if got := test.Deleted(h.kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
 				t.Errorf("pod deletions = %q, want %q", got, tc.want.deletedPods)
 			}
 			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
 				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
 			}
-			if got := deleted(h.sd.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
+			if got := test.Deleted(h.sd.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
 				t.Errorf("NodeClaim deletions = %q, want deleted %v", got, tc.want.claimDeleted)
 			}
 		})
@@ -483,7 +219,7 @@ func TestTerminateClaim(t *testing.T) {
 			h.prov.ExpectDaemons("n1", []*corev1.Pod{daemonOnN1("logs").Obj()})
 			h.kube.ClearActions()
 
-			after, err := h.life.terminateClaim(h.ctx, tc.claim)
+			after, err := h.term.TerminateClaim(h.ctx, tc.claim)
 			if (err != nil) != tc.want.err || after != tc.want.after {
 				t.Fatalf("terminateClaim = %v, %v; want %v, error %v", after, err, tc.want.after, tc.want.err)
 			}
@@ -497,7 +233,7 @@ func TestTerminateClaim(t *testing.T) {
 			if got != nil && len(tc.claim.Finalizers) > 0 && !stevedorev1.HasTerminationFinalizer(got.Finalizers) {
 				t.Errorf("NodeClaim lost its finalizer: %q", got.Finalizers)
 			}
-			if d := deleted(h.kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
+			if d := test.Deleted(h.kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
 				t.Errorf("node deletions = %q, want %q", d, tc.want.nodesDeleted)
 			}
 			if ev := h.events(); !reflect.DeepEqual(ev, tc.want.events) {
@@ -519,13 +255,13 @@ func TestTerminateClaimRetriesCloudDelete(t *testing.T) {
 	claim := launchedClaim().Deleting(t0).Obj()
 	h := newLifecycleHarness(t, claim)
 	h.cloud.FailNext(fake.CallDelete, errors.New("InternalError"))
-	if _, err := h.life.terminateClaim(h.ctx, claim); err == nil {
+	if _, err := h.term.TerminateClaim(h.ctx, claim); err == nil {
 		t.Fatal("terminateClaim swallowed the cloud's error")
 	}
 	if h.claim() == nil {
 		t.Fatal("NodeClaim released although its instance may still run")
 	}
-	if _, err := h.life.terminateClaim(h.ctx, claim); err != nil {
+	if _, err := h.term.TerminateClaim(h.ctx, claim); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
@@ -560,7 +296,7 @@ func TestTerminationFlow(t *testing.T) {
 	if n := h.node("n1"); n == nil || n.DeletionTimestamp == nil {
 		t.Fatal("node not deleted")
 	}
-	if done, err := h.life.drainNode(h.ctx, "n1"); err != nil || done {
+	if done, err := h.term.DrainNode(h.ctx, "n1"); err != nil || done {
 		t.Fatalf("drainNode = %v, %v; want the pod evicted first", done, err)
 	}
 	if got := h.evicted(); !reflect.DeepEqual(got, []string{"default/web"}) {
@@ -572,7 +308,7 @@ func TestTerminationFlow(t *testing.T) {
 	if err := h.listers.Delete(onN1("web").Obj()); err != nil {
 		t.Fatal(err)
 	}
-	if done, err := h.life.drainNode(h.ctx, "n1"); err != nil || !done {
+	if done, err := h.term.DrainNode(h.ctx, "n1"); err != nil || !done {
 		t.Fatalf("drainNode = %v, %v; want done", done, err)
 	}
 	sync()

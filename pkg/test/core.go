@@ -5,13 +5,17 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package test
 
 import (
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
 )
 
 // PodWrapper builds a pod.
@@ -231,4 +235,59 @@ func addPairs(m map[string]string, kv []string) map[string]string {
 		m[kv[i]] = kv[i+1]
 	}
 	return m
+}
+
+// Deleted lists the objects of a resource deleted through a clientset so far, with the grace period asked
+// for pods ("name" or "name grace=N").
+func Deleted(actions []clienttesting.Action, resource string) []string {
+	var out []string
+	for _, a := range actions {
+		if a.GetVerb() != "delete" || a.GetResource().Resource != resource {
+			continue
+		}
+		d := a.(clienttesting.DeleteActionImpl)
+		s := d.GetName()
+		if g := d.DeleteOptions.GracePeriodSeconds; g != nil {
+			s += " grace=" + strconv.FormatInt(*g, 10)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Updated counts the update actions on a resource (subresource "" or "status").
+func Updated(actions []clienttesting.Action, resource, subresource string) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetVerb() == "update" && a.GetResource().Resource == resource && a.GetSubresource() == subresource {
+			n++
+		}
+	}
+	return n
+}
+
+// Events drains the events a fake recorder recorded so far.
+func Events(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// Evicted lists the pods evicted through the Eviction API of a fake clientset so far, as namespace/name.
+func Evicted(actions []clienttesting.Action) []string {
+	var out []string
+	for _, a := range actions {
+		if a.GetVerb() != "create" || a.GetResource().Resource != "pods" || a.GetSubresource() != "eviction" {
+			continue
+		}
+		ev := a.(clienttesting.CreateAction).GetObject().(*policyv1.Eviction)
+		out = append(out, ev.Namespace+"/"+ev.Name)
+	}
+	return out
 }

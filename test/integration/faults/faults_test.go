@@ -21,6 +21,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
@@ -312,7 +313,7 @@ func TestInstancesThisClusterDoesNotOwnSurvive(t *testing.T) {
 		_, err := sb.Stevedore.StevedoreV1().NodeClaims().Get(ctx, nc.Name, metav1.GetOptions{})
 		return err != nil, nil
 	})
-	ev := harness.WaitEvent(t, sb, nc.Name, provision.ReasonNotOwned)
+	ev := harness.WaitEvent(t, sb, nc.Name, termination.ReasonNotOwned)
 	t.Logf("event on the NodeClaim: %s", ev)
 	for _, inst := range []*awsemu.Instance{foreign, otherCluster} {
 		if got := sb.AWS.EC2.Instance(inst.ID); !live(got) {

@@ -2,7 +2,10 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+// Package termination finishes what a NodeClaim's deletion starts, whatever deleted it (disruption, a user, a
+// NodePool going): the Node is tainted, drained through the Eviction API in tiers within the NodePool's
+// terminationGracePeriod, the instance terminated, and the finalizers removed.
+package termination
 
 import (
 	"context"
@@ -17,13 +20,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
@@ -35,21 +48,84 @@ const (
 	ReasonEvicted    = "Evicted"
 )
 
-func client(p *Provisioner) typedv1.NodeClaimInterface {
-	return p.opts.Stevedore.StevedoreV1().NodeClaims()
+// Provisioning is what termination tells the provisioner: a NodeClaim is gone (the pods planned on it go back to
+// provisioning), and a node is gone (the room kept on it for DaemonSet pods goes too).
+type Provisioning interface {
+	ForgetClaim(ctx context.Context, name string)
+	ForgetDaemons(node string)
 }
 
-// terminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by processNode), its instance
+// Options are termination's clients, listers and collaborators.
+type Options struct {
+	Kube       kubernetes.Interface
+	Stevedore  versioned.Interface
+	Cloud      cloud.Provider
+	Nodes      corelisters.NodeLister
+	Pods       corelisters.PodLister
+	NodeClaims listers.NodeClaimLister
+	Recorder   events.EventRecorder
+	Clock      clock.Clock
+	// Provisioning is told what is gone. Required.
+	Provisioning Provisioning
+}
+
+// Terminator drains and terminates deleted NodeClaims' nodes.
+type Terminator struct {
+	opts  Options
+	nodes workqueue.TypedRateLimitingInterface[string]
+}
+
+// New returns a terminator; EnqueueNode hands it deleted nodes, Run drains them.
+func New(opts Options) *Terminator {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Terminator{opts: opts, nodes: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-termination"})}
+}
+
+// EnqueueNode asks for a deleted node of Stevedore's to be drained.
+func (t *Terminator) EnqueueNode(name string) { t.nodes.Add(name) }
+
+// drainWorkers bounds the nodes drained at once.
+const drainWorkers = 4
+
+// Run drains enqueued nodes until ctx ends.
+func (t *Terminator) Run(ctx context.Context) {
+	defer t.nodes.ShutDown()
+	for range drainWorkers {
+		go wait.UntilWithContext(ctx, t.processNode, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (t *Terminator) claims() typedv1.NodeClaimInterface {
+	return t.opts.Stevedore.StevedoreV1().NodeClaims()
+}
+
+func (t *Terminator) claimEvent(claim *stevedorev1.NodeClaim, eventType, reason, action, note string, args ...any) {
+	if t.opts.Recorder != nil {
+		t.opts.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...)
+	}
+}
+
+func (t *Terminator) podEvent(pod *corev1.Pod, eventType, reason, action, note string, args ...any) {
+	if t.opts.Recorder != nil {
+		t.opts.Recorder.Eventf(pod, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// TerminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by processNode), its instance
 // terminated, then its finalizer removed.
-func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
-	p := l.prov
-	p.ForgetClaim(ctx, claim.Name)
+func (t *Terminator) TerminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
+	t.opts.Provisioning.ForgetClaim(ctx, claim.Name)
 	if !stevedorev1.HasTerminationFinalizer(claim.Finalizers) {
 		return 0, nil
 	}
-	if node := l.nodeOf(claim); node != nil {
+	if node := nodeclaim.NodeOf(t.opts.Nodes, claim); node != nil {
 		if node.DeletionTimestamp == nil {
-			if err := p.opts.Kube.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := t.opts.Kube.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return 0, err
 			}
 		}
@@ -58,36 +134,35 @@ func (l *Lifecycle) terminateClaim(ctx context.Context, claim *stevedorev1.NodeC
 		}
 	}
 	if claim.Status.NodeName != "" {
-		p.ForgetDaemons(claim.Status.NodeName) // the node is gone: the room kept for its DaemonSet pods goes too
+		t.opts.Provisioning.ForgetDaemons(claim.Status.NodeName) // the node is gone: the room kept for its DaemonSet pods goes too
 	}
 	if claim.Status.InstanceID != "" {
-		err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID)
+		err := t.opts.Cloud.Delete(ctx, claim.Status.InstanceID)
 		switch {
 		case errors.Is(err, cloud.ErrNotOwned):
 			// a NodeClaim naming an instance this cluster did not launch: never terminate it, let the NodeClaim go
 			klog.FromContext(ctx).Info("Not terminating an instance this cluster does not own; releasing the NodeClaim",
 				"instance", claim.Status.InstanceID, "err", err)
-			p.claimEvent(claim, corev1.EventTypeWarning, ReasonNotOwned, "Terminate",
+			t.claimEvent(claim, corev1.EventTypeWarning, ReasonNotOwned, "Terminate",
 				"instance %s lacks this cluster's ownership tag: left running", claim.Status.InstanceID)
-			return 0, l.releaseClaim(ctx, claim.Name)
+			return 0, t.releaseClaim(ctx, claim.Name)
 		case err != nil && !errors.Is(err, cloud.ErrNotFound):
 			return 0, fmt.Errorf("terminating %s: %w", claim.Status.InstanceID, err)
 		}
 		pool, reason := claim.Labels[stevedorev1.LabelNodePool], disruptionReason(claim)
 		klog.FromContext(ctx).Info("Terminated instance", "instance", claim.Status.InstanceID, "node", claim.Status.NodeName,
 			"nodepool", pool, "type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType,
-			"price", claim.Status.Price, "reason", reason, "age", p.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Second))
+			"price", claim.Status.Price, "reason", reason, "age", t.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Second))
 		metrics.NodesTerminated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, reason).Inc()
-		p.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
+		t.claimEvent(claim, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "terminated instance %s", claim.Status.InstanceID)
 	}
-	return 0, l.releaseClaim(ctx, claim.Name)
+	return 0, t.releaseClaim(ctx, claim.Name)
 }
 
 // releaseClaim removes the termination finalizer from a deleted NodeClaim, letting it go.
-func (l *Lifecycle) releaseClaim(ctx context.Context, name string) error {
-	p := l.prov
+func (t *Terminator) releaseClaim(ctx context.Context, name string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client(p).Get(ctx, name, metav1.GetOptions{})
+		cur, err := t.claims().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -95,7 +170,7 @@ func (l *Lifecycle) releaseClaim(ctx context.Context, name string) error {
 			return err
 		}
 		cur.Finalizers = removeString(cur.Finalizers, stevedorev1.TerminationFinalizer)
-		_, err = client(p).Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = t.claims().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -117,33 +192,32 @@ func removeString(list []string, s string) []string {
 	return out
 }
 
-func (l *Lifecycle) processNode(ctx context.Context) {
+func (t *Terminator) processNode(ctx context.Context) {
 	for {
-		name, quit := l.nodes.Get()
+		name, quit := t.nodes.Get()
 		if quit {
 			return
 		}
-		done, err := l.drainNode(ctx, name)
+		done, err := t.DrainNode(ctx, name)
 		switch {
 		case err != nil:
 			klog.FromContext(ctx).V(2).Info("Draining the node failed; retrying", "node", name, "err", err)
-			l.nodes.AddRateLimited(name)
+			t.nodes.AddRateLimited(name)
 		case !done:
-			l.nodes.AddAfter(name, time.Second)
+			t.nodes.AddAfter(name, time.Second)
 		default:
-			l.nodes.Forget(name)
+			t.nodes.Forget(name)
 		}
-		l.nodes.Done(name)
+		t.nodes.Done(name)
 	}
 }
 
-// drainNode drains a deleted node of Stevedore's: it is tainted so nothing new lands, its pods are evicted through
+// DrainNode takes one step of draining a deleted node of Stevedore's (Run calls it until done): it is tainted so nothing new lands, its pods are evicted through
 // the Eviction API in tiers (regular pods, then critical ones, DaemonSet pods last; a PodDisruptionBudget's 429 is
 // retried), bounded by the NodePool's terminationGracePeriod after which remaining pods are deleted; then the
 // instance is terminated and the finalizer removed. It reports whether the node is done.
-func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
-	p := l.prov
-	node, err := p.opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+func (t *Terminator) DrainNode(ctx context.Context, name string) (bool, error) {
+	node, err := t.opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
@@ -154,11 +228,11 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 		return true, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("node", name)
-	if err := l.taintDisrupted(ctx, node); err != nil {
+	if err := t.taintDisrupted(ctx, node); err != nil {
 		return false, err
 	}
 	var claim *stevedorev1.NodeClaim
-	if c, err := p.opts.NodeClaims.Get(node.Labels[stevedorev1.LabelNodeClaim]); err == nil {
+	if c, err := t.opts.NodeClaims.Get(node.Labels[stevedorev1.LabelNodeClaim]); err == nil {
 		claim = c
 	}
 	var grace *time.Duration
@@ -166,13 +240,13 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 		d := claim.Spec.TerminationGracePeriod.Duration
 		grace = &d
 	}
-	expired := grace != nil && p.opts.Clock.Since(node.DeletionTimestamp.Time) > *grace
+	expired := grace != nil && t.opts.Clock.Since(node.DeletionTimestamp.Time) > *grace
 	if claim != nil {
-		if deadline, err := time.Parse(time.RFC3339, claim.Annotations[stevedorev1.AnnotationDrainDeadline]); err == nil && !p.opts.Clock.Now().Before(deadline) {
+		if deadline, err := time.Parse(time.RFC3339, claim.Annotations[stevedorev1.AnnotationDrainDeadline]); err == nil && !t.opts.Clock.Now().Before(deadline) {
 			expired = true
 		}
 	}
-	remaining, err := l.evictTier(ctx, node, expired)
+	remaining, err := t.evictTier(ctx, node, expired)
 	if err != nil {
 		return false, err
 	}
@@ -182,18 +256,18 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 	logger.Info("Node drained")
 	if claim != nil {
 		if claim.DeletionTimestamp == nil {
-			if err := client(p).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := t.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return false, err
 			}
 		}
 		if claim.Status.InstanceID != "" {
-			if err := p.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			if err := t.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 				return false, err
 			}
 		}
 	}
 	return true, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := p.opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		cur, err := t.opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -201,26 +275,26 @@ func (l *Lifecycle) drainNode(ctx context.Context, name string) (bool, error) {
 			return err
 		}
 		cur.Finalizers = removeString(cur.Finalizers, stevedorev1.TerminationFinalizer)
-		_, err = p.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = t.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }
 
-func (l *Lifecycle) taintDisrupted(ctx context.Context, node *corev1.Node) error {
+func (t *Terminator) taintDisrupted(ctx context.Context, node *corev1.Node) error {
 	taint := stevedorev1.DisruptedTaint()
-	if hasTaint(node.Spec.Taints, taint) {
+	if stevedorev1.IsDisrupted(node) {
 		return nil
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := l.prov.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		cur, err := t.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if hasTaint(cur.Spec.Taints, taint) {
+		if stevedorev1.IsDisrupted(cur) {
 			return nil
 		}
 		cur.Spec.Taints = append(cur.Spec.Taints, taint)
-		_, err = l.prov.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = t.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -243,9 +317,9 @@ func isCritical(pod *corev1.Pod) bool {
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000
 }
 
-// PodsOnNode lists the live pods bound to a node.
-func (p *Provisioner) PodsOnNode(name string) []*corev1.Pod {
-	pods, _ := p.opts.Pods.List(labels.Everything())
+// podsOnNode lists the live pods bound to a node.
+func (t *Terminator) podsOnNode(name string) []*corev1.Pod {
+	pods, _ := t.opts.Pods.List(labels.Everything())
 	var out []*corev1.Pod
 	for _, pod := range pods {
 		if pod.Spec.NodeName == name && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
@@ -257,16 +331,15 @@ func (p *Provisioner) PodsOnNode(name string) []*corev1.Pod {
 
 // evictTier evicts the pods of the lowest tier still on the node and returns how many pods remain to go. Once
 // the grace period is over, remaining pods are deleted instead.
-func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bool) (int, error) {
-	p := l.prov
+func (t *Terminator) evictTier(ctx context.Context, node *corev1.Node, expired bool) (int, error) {
 	var pods []*corev1.Pod
 	lowest := 3
 	held := map[types.UID]bool{}
-	disrupted := []corev1.Taint{stevedorev1.DisruptedTaint()}
-	for _, pod := range p.PodsOnNode(node.Name) {
+	disrupted := stevedorev1.DisruptedTaint()
+	for _, pod := range t.podsOnNode(node.Name) {
 		// A pod that tolerates the disrupted taint would be scheduled right back (DaemonSet pods that tolerate
 		// everything, for instance); it goes with the node.
-		if tolerates(pod, disrupted) && !expired {
+		if corev1helpers.TolerationsTolerateTaint(klog.FromContext(ctx), pod.Spec.Tolerations, &disrupted, false) && !expired {
 			continue
 		}
 		if podutil.IsMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
@@ -281,7 +354,7 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 		if pod.Status.StartTime != nil {
 			started = pod.Status.StartTime.Time
 		}
-		if !expired && podutil.DoNotDisrupt(pod.Annotations, started, p.opts.Clock.Now()) {
+		if !expired && podutil.DoNotDisrupt(pod.Annotations, started, t.opts.Clock.Now()) {
 			// not evicted: it leaves when it finishes, or when the termination grace period is over
 			pods = append(pods, pod)
 			held[pod.UID] = true
@@ -305,7 +378,7 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 		}
 		if expired {
 			zero := int64(0)
-			err := p.opts.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			err := t.opts.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return 0, err
 			}
@@ -314,12 +387,12 @@ func (l *Lifecycle) evictTier(ctx context.Context, node *corev1.Node, expired bo
 			}
 			continue
 		}
-		err := p.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+		err := t.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
 		switch {
 		case err == nil:
 			metrics.PodsEvicted.Inc()
-			p.event(pod, corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted: node %s is being terminated", node.Name)
+			t.podEvent(pod, corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted: node %s is being terminated", node.Name)
 		case apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
 			blocked = append(blocked, pod.Namespace+"/"+pod.Name)
