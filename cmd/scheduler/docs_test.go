@@ -40,3 +40,24 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 		})
 	}
 }
+
+// TestTheDryRunExampleIsTrue: every line `scheduler plan --disrupt` prints for the example's input is in the
+// example of docs/disruption.md, so the page shows what the command says.
+func TestTheDryRunExampleIsTrue(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/disruption.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := newPlanCommand()
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--disrupt", "-f", "testdata/disrupt-cluster.yaml"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if line != "" && !strings.Contains(string(raw), line) {
+			t.Errorf("docs/disruption.md lacks the dry run's line %q", line)
+		}
+	}
+}
