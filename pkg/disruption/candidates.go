@@ -35,10 +35,8 @@ type Candidate struct {
 	// DisruptionCost is the node's disruption cost as the Balanced policy weighs it: one for the node, plus each
 	// pod's eviction cost where positive.
 	DisruptionCost float64
-	// Blocked says why voluntary disruption must leave the node alone ("" if it may not); BlockedReason is its
-	// reason.
-	Blocked       string
-	BlockedReason RetainReason
+	// Blocked says why voluntary disruption must leave the node alone ("" if it may not).
+	Blocked string
 }
 
 func (c *Candidate) String() string {
@@ -163,7 +161,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 			}
 		}
 		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
-			cand.Blocked, cand.BlockedReason = why.message, why.reason
+			cand.Blocked = why.message
 			v.leave(cand, why)
 		}
 		ps.cost += cand.Price
