@@ -2,16 +2,20 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-// Package nodeclaim holds what the NodeClaim controllers share: finding a NodeClaim's Node. Its subpackages are
-// the phases of a NodeClaim's life that run on their own (termination).
+// Package nodeclaim holds what the NodeClaim controllers share: the Node a NodeClaim becomes and finding it once
+// it registered. Its subpackages are the controllers of a NodeClaim's life: lifecycle (launch, registration,
+// initialization, liveness) and termination.
 package nodeclaim
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
 // NodeOf returns the Node of a NodeClaim (by name when its provider ID agrees, else by provider ID), or nil.
@@ -31,4 +35,68 @@ func NodeOf(nodes corelisters.NodeLister, claim *stevedorev1.NodeClaim) *corev1.
 		}
 	}
 	return nil
+}
+
+// Node renders an in-flight NodeClaim as the node it will become, for the simulation: the launched type when
+// EC2 has answered, else the first (cheapest) type it lists; the NodeClaim's labels and taints.
+func Node(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType, region string) *corev1.Node {
+	typeName := claim.Status.InstanceType
+	if typeName == "" {
+		for _, r := range claim.Spec.Requirements {
+			if r.Key == corev1.LabelInstanceTypeStable && len(r.Values) > 0 {
+				typeName = r.Values[0]
+			}
+		}
+	}
+	it := its[typeName]
+	name := claim.Status.NodeName
+	if name == "" {
+		name = "nodeclaim-" + claim.Name
+	}
+	labels := NodeLabels(claim, it, region)
+	labels[corev1.LabelHostname] = name
+	allocatable := claim.Status.Allocatable
+	if len(allocatable) == 0 && it != nil {
+		allocatable = it.Allocatable()
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: claim.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: allocatable},
+	}
+}
+
+// NodeLabels returns the labels the node of a NodeClaim carries: its instance type's (it, nil when not known),
+// the NodeClaim's own (what its NodePool defines), the zone and capacity type it launched in (or, before that,
+// the ones its requirements pin) and the region, with the deprecated aliases of the well-known keys.
+func NodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region string) map[string]string {
+	labels := map[string]string{}
+	if it != nil {
+		for k, v := range it.Labels() {
+			if !scheduling.IsOfferingKey(k) {
+				labels[k] = v
+			}
+		}
+	}
+	for _, r := range claim.Spec.Requirements {
+		if scheduling.IsOfferingKey(r.Key) && (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
+			labels[r.Key] = r.Values[0]
+		}
+	}
+	for k, v := range claim.Labels {
+		labels[k] = v
+	}
+	if claim.Status.Zone != "" {
+		labels[corev1.LabelTopologyZone] = claim.Status.Zone
+	}
+	if claim.Status.CapacityType != "" {
+		labels[stevedorev1.LabelCapacityType] = claim.Status.CapacityType
+	}
+	if claim.Status.InstanceType != "" {
+		labels[corev1.LabelInstanceTypeStable] = claim.Status.InstanceType
+	}
+	if region != "" {
+		labels[corev1.LabelTopologyRegion] = region
+	}
+	return scheduling.WithDeprecatedAliases(labels)
 }

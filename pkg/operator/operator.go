@@ -42,6 +42,7 @@ import (
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/lifecycle"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/report"
@@ -124,7 +125,7 @@ type Host struct {
 // Controllers are Stevedore's controllers, built and wired.
 type Controllers struct {
 	Provisioner *provision.Provisioner
-	Lifecycle   *provision.Lifecycle
+	Lifecycle   *lifecycle.Lifecycle
 	Disruption  *disruption.Controller
 }
 
@@ -281,7 +282,7 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 }
 
 // provisioner builds the provisioner and the NodeClaim lifecycle, and has NodePool changes reach the provisioner.
-func (w *wiring) provisioner() (*provision.Provisioner, *provision.Lifecycle, error) {
+func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, error) {
 	sim, err := w.simulator()
 	if err != nil {
 		return nil, nil, err
@@ -302,8 +303,9 @@ func (w *wiring) provisioner() (*provision.Provisioner, *provision.Lifecycle, er
 	})
 	w.terminator = termination.New(termination.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
 		Pods: in.pods.Lister(), NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Provisioning: p})
-	lc := provision.NewLifecycle(p, provision.LifecycleOptions{RegistrationTimeout: opts.RegistrationTimeout, OnInitialized: w.host.OnInitialized,
-		Terminator: w.terminator})
+	lc := lifecycle.New(lifecycle.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
+		NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Region: opts.Region, RegistrationTimeout: opts.RegistrationTimeout,
+		OnInitialized: w.host.OnInitialized, Provisioning: p, Terminator: w.terminator})
 	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer(), in.pods.Informer()); err != nil {
 		return nil, nil, err
 	}

@@ -29,12 +29,12 @@ func TestANewLeaderAdoptsThePodsNominatedToNodesComingUp(t *testing.T) {
 	}
 	other := test.Pod("other-scheduler").Pending().Nominated("n1").Obj()
 	other.Spec.SchedulerName = "default-scheduler"
-	h := newLifecycleHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
+	h := newHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
 	h.prov.opts.SchedulerName = "stevedore"
 	h.prov.AdoptNominations(h.ctx)
 	checkAdopted(t, h)
 	// a solve adopts them too, before it plans anything
-	h = newLifecycleHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
+	h = newHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
 	h.prov.opts.SchedulerName = "stevedore"
 	in, claimByNode, err := h.prov.input(h.ctx, []*corev1.Pod{test.Pod("new").Pending().Req("cpu", "1").Obj()})
 	if err != nil {
@@ -55,7 +55,7 @@ func TestANewLeaderAdoptsThePodsNominatedToNodesComingUp(t *testing.T) {
 	}
 }
 
-func checkAdopted(t *testing.T, h *lifecycleHarness) {
+func checkAdopted(t *testing.T, h *harness) {
 	t.Helper()
 	if got := names(h.prov.AssignedPods("c1")); len(got) != 1 || got[0] != "planned" {
 		t.Errorf("pods planned on c1 after adoption: %v, want [planned]", got)
@@ -82,7 +82,7 @@ func TestANewLeaderReadsThePlanBackFromTheNodeClaims(t *testing.T) {
 		test.Pod("nominated-elsewhere").Pending().Nominated("n-old").Req("cpu", "1").Obj(),
 		test.Pod("waiting").Pending().Req("cpu", "1").Obj(),
 	}
-	h := newLifecycleHarness(t, append([]runtime.Object{older, newer, unlaunched}, pods...)...)
+	h := newHarness(t, append([]runtime.Object{older, newer, unlaunched}, pods...)...)
 	h.prov.opts.SchedulerName = "stevedore"
 	h.prov.AdoptNominations(h.ctx)
 	for claim, want := range map[string][]string{

@@ -5,10 +5,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // Package provision turns the solver's plans into nodes and keeps them: the provisioner batches the pods no node
 // fits (PostFilter), solves each batch (package solver) and creates one NodeClaim per planned node, nominating each
 // pod to the node coming up for it (nominate.go) and keeping the room of planned pods until they bind
-// (noderoom.go). The NodeClaim lifecycle launches the instance, registers and initializes its node, and lets a
-// NodeClaim that never registers go (lifecycle.go), and hands deleted NodeClaims to the terminator
-// (pkg/nodeclaim/termination), which drains and terminates them. cluster.go answers disruption's "what if these
-// nodes went away".
+// (noderoom.go). The NodeClaim lifecycle (pkg/nodeclaim/lifecycle) launches the instance, registers and
+// initializes its node and asks the provisioner for the pods planned on it; deleted NodeClaims go to the
+// terminator (pkg/nodeclaim/termination). cluster.go answers disruption's "what if these nodes went away".
 //
 // # Pods held back, and what wakes them
 //
@@ -31,7 +30,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //	PreFilter    | node is still coming                            |   labelled initialized                      |   UpdateNodeLabel of a Stevedore node
 //	             |                                                 | its NodeClaim goes (launch failed, deleted, | Activate, PlanDropped (ForgetClaim)
 //	             |                                                 |   never registered)                         |
-//	             |                                                 | the launched type cannot hold it            | Activate, PlanDropped (releaseOverflow)
+//	             |                                                 | the launched type cannot hold it            | Activate, PlanDropped (Replan)
 //	PreFilter    | the pod is planned nowhere and the only nodes   | a node initializes                          | hint on UpdateNodeLabel of a Stevedore node
 //	             | left are initializing for others                | the pod is planned on one of them           | Activate, PlannedOnExistingNode (nominate)
 //	Filter (the  | the room of the pods nominated to the node      | a pod nominated there binds or is deleted   | Activate, PlannedPodBound/PlannedPodGone

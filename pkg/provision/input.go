@@ -15,6 +15,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -134,7 +135,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 		if c.DeletionTimestamp != nil || c.IsInitialized() {
 			continue
 		}
-		inflightNodes[ClaimNode(c, its, p.opts.Region).Name] = c
+		inflightNodes[nodeclaim.Node(c, its, p.opts.Region).Name] = c
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	snap := simulation.NewSnapshot()
@@ -153,7 +154,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	sort.Strings(names)
 	for _, name := range names {
 		c := inflightNodes[name]
-		node := ClaimNode(c, its, p.opts.Region)
+		node := nodeclaim.Node(c, its, p.opts.Region)
 		if len(node.Status.Allocatable) == 0 {
 			continue
 		}
@@ -175,37 +176,4 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 		claimByNode[name] = c
 	}
 	return snap, inflight, claimByNode, nil
-}
-
-// typesFor returns the known instance types by name, with those of a NodeClaim's NodePool loaded first when this
-// process has not loaded them yet (after a restart, a NodeClaim launched by the previous leader registers before
-// any solve): a node's labels and its DaemonSets depend on its instance type.
-func (p *Provisioner) typesFor(ctx context.Context, claim *stevedorev1.NodeClaim) map[string]*cloud.InstanceType {
-	its := p.knownTypes()
-	name := claim.Status.InstanceType
-	if name == "" || its[name] != nil {
-		return its
-	}
-	np, err := p.opts.NodePools.Get(claim.Labels[stevedorev1.LabelNodePool])
-	if err != nil {
-		return its
-	}
-	if _, err := p.InstanceTypes(ctx, np); err != nil {
-		klog.FromContext(ctx).V(2).Info("Cannot load the NodePool's instance types", "nodepool", np.Name, "err", err)
-		return its
-	}
-	return p.knownTypes()
-}
-
-// knownTypes returns every instance type the NodePools' caches hold, by name.
-func (p *Provisioner) knownTypes() map[string]*cloud.InstanceType {
-	p.typesMu.Lock()
-	defer p.typesMu.Unlock()
-	out := map[string]*cloud.InstanceType{}
-	for _, c := range p.types {
-		for _, it := range c.types {
-			out[it.Name] = it
-		}
-	}
-	return out
 }

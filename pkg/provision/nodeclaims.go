@@ -10,13 +10,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/cloud"
-	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
@@ -88,70 +86,6 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	}
 }
 
-// ClaimNode renders an in-flight NodeClaim as the node it will become, for the simulation: the launched type when
-// EC2 has answered, else the first (cheapest) type it lists; the NodeClaim's labels and taints.
-func ClaimNode(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType, region string) *corev1.Node {
-	typeName := claim.Status.InstanceType
-	if typeName == "" {
-		for _, r := range claim.Spec.Requirements {
-			if r.Key == corev1.LabelInstanceTypeStable && len(r.Values) > 0 {
-				typeName = r.Values[0]
-			}
-		}
-	}
-	it := its[typeName]
-	name := claim.Status.NodeName
-	if name == "" {
-		name = "nodeclaim-" + claim.Name
-	}
-	labels := ClaimNodeLabels(claim, it, region)
-	labels[corev1.LabelHostname] = name
-	allocatable := claim.Status.Allocatable
-	if len(allocatable) == 0 && it != nil {
-		allocatable = it.Allocatable()
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{Taints: claim.Spec.Taints},
-		Status:     corev1.NodeStatus{Allocatable: allocatable},
-	}
-}
-
-// ClaimNodeLabels returns the labels the node of a NodeClaim carries: its instance type's (it, nil when not known),
-// the NodeClaim's own (what its NodePool defines), the zone and capacity type it launched in (or, before that,
-// the ones its requirements pin) and the region, with the deprecated aliases of the well-known keys.
-func ClaimNodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region string) map[string]string {
-	labels := map[string]string{}
-	if it != nil {
-		for k, v := range it.Labels() {
-			if !scheduling.IsOfferingKey(k) {
-				labels[k] = v
-			}
-		}
-	}
-	for _, r := range claim.Spec.Requirements {
-		if scheduling.IsOfferingKey(r.Key) && (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
-			labels[r.Key] = r.Values[0]
-		}
-	}
-	for k, v := range claim.Labels {
-		labels[k] = v
-	}
-	if claim.Status.Zone != "" {
-		labels[corev1.LabelTopologyZone] = claim.Status.Zone
-	}
-	if claim.Status.CapacityType != "" {
-		labels[stevedorev1.LabelCapacityType] = claim.Status.CapacityType
-	}
-	if claim.Status.InstanceType != "" {
-		labels[corev1.LabelInstanceTypeStable] = claim.Status.InstanceType
-	}
-	if region != "" {
-		labels[corev1.LabelTopologyRegion] = region
-	}
-	return scheduling.WithDeprecatedAliases(labels)
-}
-
 func claimString(c *stevedorev1.NodeClaim) string {
 	return fmt.Sprintf("%s (%s %s %s)", c.Name, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType)
 }
@@ -166,7 +100,19 @@ func plannedPodsAnnotation(pods []*corev1.Pod) string {
 	return strings.Join(keys, ",")
 }
 
-// claims is the NodeClaims API.
-func (p *Provisioner) claims() typedv1.NodeClaimInterface {
-	return p.opts.Stevedore.StevedoreV1().NodeClaims()
+// IsNodeInitializing reports whether a node belongs to a NodeClaim that is registered but not yet initialized.
+func (p *Provisioner) IsNodeInitializing(nodeName string) bool {
+	node, err := p.opts.Nodes.Get(nodeName)
+	if err != nil {
+		return false
+	}
+	name := node.Labels[stevedorev1.LabelNodeClaim]
+	if name == "" {
+		return false
+	}
+	claim, err := p.opts.NodeClaims.Get(name)
+	if err != nil {
+		return false
+	}
+	return meta.IsStatusConditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered) && !claim.IsInitialized()
 }

@@ -63,3 +63,69 @@ func TestNodePoolHashClassifiesEveryTemplateField(t *testing.T) {
 		t.Error("changing the requirements changes the hash; drift checks them against the node's labels")
 	}
 }
+
+func TestIsNodeInitializing(t *testing.T) {
+	base := func(name string) *test.NodeClaimWrapper {
+		return test.NodeClaim(name, "default").Launched("n-"+name, "m5.large", "us-east-1a", "on-demand", "0.0960")
+	}
+	launched, registered, initialized := base("launched"), base("registered").Registered(), base("initialized").Initialized()
+	h := newHarness(t, launched.Obj(), registered.Obj(), initialized.Obj(),
+		launched.NodeFor().Obj(), registered.NodeFor().Obj(), initialized.NodeFor().Obj(),
+		test.Node("plain").Obj(), test.Node("orphan").Labels(stevedorev1.LabelNodeClaim, "gone").Obj())
+	for node, want := range map[string]bool{"n-launched": false, "n-registered": true, "n-initialized": false,
+		"plain": false, "orphan": false, "unknown": false} {
+		if got := h.prov.IsNodeInitializing(node); got != want {
+			t.Errorf("IsNodeInitializing(%s) = %v, want %v", node, got, want)
+		}
+	}
+}
+
+// TestInstanceTypesOfAfterARestart: a process that took over leadership and never solved yet (its instance-type
+// cache is empty) still knows a launched NodeClaim's instance type, so its node gets the type's labels and the
+// DaemonSets selecting on them.
+func TestInstanceTypesOfAfterARestart(t *testing.T) {
+	claim := test.NodeClaim("c1", "default").Created(t0).Launched("n1", "m5.large", "us-east-1a", stevedorev1.CapacityTypeOnDemand, "0.0960").Obj()
+	agent := test.DaemonSet("amd64-agent").NodeSelector(corev1.LabelArchStable, "amd64").Req("cpu", "500m").Obj()
+	agent.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	h := newHarness(t, test.NodePool("default").Obj(), claim, agent)
+	its := h.prov.InstanceTypesOf(h.ctx, claim)
+	if its["m5.large"] == nil {
+		t.Errorf("InstanceTypesOf = %d types without m5.large", len(its))
+	}
+	if ds := h.prov.DaemonSetPods(h.ctx, claim); len(ds) != 1 {
+		t.Errorf("DaemonSet pods on c1's node: %d, want the amd64 agent", len(ds))
+	}
+	unknown := test.NodeClaim("c2", "gone").Launched("n2", "m5.large", "us-east-1a", stevedorev1.CapacityTypeOnDemand, "0.0960").Obj()
+	if got := h.prov.InstanceTypesOf(h.ctx, unknown); len(got) != len(its) {
+		t.Errorf("InstanceTypesOf a NodeClaim of a NodePool that is gone = %d types, want what is cached (%d)", len(got), len(its))
+	}
+}
+
+// TestOfferingsChangedDropsTheTypeCache: after a launch found no capacity the next solve reads the offerings the
+// cloud marked unavailable, not the ones cached before.
+func TestOfferingsChangedDropsTheTypeCache(t *testing.T) {
+	h := newHarness(t)
+	pool := test.NodePool("default").Obj()
+	if _, err := h.prov.InstanceTypes(h.ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	h.cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
+	if _, err := h.cloud.Create(h.ctx, test.NodeClaim("c1", "default").
+		Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large").
+		Require(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1a").
+		Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeOnDemand).Obj()); err == nil {
+		t.Fatal("launch with no capacity succeeded")
+	}
+	h.prov.OfferingsChanged()
+	its, err := h.prov.InstanceTypes(h.ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if it.Name == "m5.large" && o.Zone == "us-east-1a" && o.CapacityType == "on-demand" && o.Available {
+				t.Error("m5.large on-demand in us-east-1a is still offered after insufficient capacity")
+			}
+		}
+	}
+}

@@ -5,82 +5,17 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package provision
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/stevedore-dev/stevedore/pkg/solver"
-	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
-
-// daemonRoom keeps, for each node Stevedore launched, the DaemonSet pods planned on it, so that the scheduler
-// leaves their room free until they are bound: DaemonSet pods are scheduled by the cluster's default scheduler,
-// and without this the first pods of Stevedore's profile to bind could take the room the plan kept for them,
-// leaving a DaemonSet pod Pending on a node launched with room for it.
-type daemonRoom struct {
-	mu sync.Mutex
-	// byNode holds the DaemonSet pods expected on a node, by node name.
-	byNode map[string][]*corev1.Pod
-	// sim decides which DaemonSets run on a node (its own simulator: a solve may hold the provisioner's for a
-	// while, and registration must not wait for it).
-	simOnce sync.Once
-	sim     *simulation.Simulator
-	simErr  error
-	simMu   sync.Mutex
-}
-
-// simulator returns the daemon room's own simulator.
-func (r *daemonRoom) simulator(ctx context.Context) (*simulation.Simulator, error) {
-	r.simOnce.Do(func() { r.sim, r.simErr = simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{}) })
-	return r.sim, r.simErr
-}
-
-// daemonsOn returns the DaemonSet pods the Filter plugins put on node, from the cluster's DaemonSets.
-func (p *Provisioner) daemonsOn(ctx context.Context, node *corev1.Node) []*corev1.Pod {
-	dss, err := p.opts.DaemonSets.List(labels.Everything())
-	if err != nil || len(dss) == 0 {
-		return nil
-	}
-	sort.Slice(dss, func(i, j int) bool { return dss[i].Namespace+"/"+dss[i].Name < dss[j].Namespace+"/"+dss[j].Name })
-	pods := make([]*corev1.Pod, 0, len(dss))
-	for _, ds := range dss {
-		pods = append(pods, solver.DaemonSetPod(ds))
-	}
-	sim, err := p.daemons.simulator(ctx)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot decide which DaemonSets run on a node")
-		return nil
-	}
-	p.daemons.simMu.Lock()
-	defer p.daemons.simMu.Unlock()
-	return solver.DaemonSetsOn(ctx, sim, pods, node)
-}
-
-// ExpectDaemons records the DaemonSet pods that will run on a node Stevedore launched.
-func (p *Provisioner) ExpectDaemons(node string, pods []*corev1.Pod) {
-	p.daemons.mu.Lock()
-	defer p.daemons.mu.Unlock()
-	if p.daemons.byNode == nil {
-		p.daemons.byNode = map[string][]*corev1.Pod{}
-	}
-	p.daemons.byNode[node] = pods
-}
-
-// ForgetDaemons drops a node's expected DaemonSet pods (the node is gone).
-func (p *Provisioner) ForgetDaemons(node string) {
-	p.daemons.mu.Lock()
-	defer p.daemons.mu.Unlock()
-	delete(p.daemons.byNode, node)
-}
 
 // RoomRefused says why the node ni cannot take pod because of the room kept for the pods planned on it (see
 // KeptRoom), or "" when it can.
@@ -131,7 +66,7 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 			return false // full: in a burst, most nodes are
 		}
 		kept, _ := p.keptLocked(claim, "", nil)
-		dsCPU, dsMem, dsCount, _ := p.unboundDaemons(ni)
+		dsCPU, dsMem, dsCount, _ := p.daemonRoom.unbound(ni)
 		kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
 		return need.Add(kept).Fits(free)
 	}
@@ -238,39 +173,8 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 			kept, names = p.keptFor(pod, node.Name, claim)
 		}
 	}
-	dsCPU, dsMem, dsCount, daemons := p.unboundDaemons(ni)
+	dsCPU, dsMem, dsCount, daemons := p.daemonRoom.unbound(ni)
 	kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
 	sort.Strings(names)
 	return kept, append(names, daemons...), refuse
-}
-
-// unboundDaemons returns the room (millicores, bytes, pods) of the DaemonSet pods expected on the node that are not
-// on it yet, and their DaemonSets' names.
-func (p *Provisioner) unboundDaemons(ni fwk.NodeInfo) (int64, int64, int64, []string) {
-	node := ni.Node()
-	p.daemons.mu.Lock()
-	expected := p.daemons.byNode[node.Name]
-	p.daemons.mu.Unlock()
-	if len(expected) == 0 {
-		return 0, 0, 0, nil
-	}
-	present := map[types.UID]bool{}
-	for _, pi := range ni.GetPods() {
-		for _, o := range pi.GetPod().OwnerReferences {
-			if o.Kind == "DaemonSet" {
-				present[o.UID] = true
-			}
-		}
-	}
-	var cpu, mem, count int64
-	var names []string
-	for _, d := range expected {
-		if present[d.OwnerReferences[0].UID] {
-			continue
-		}
-		r := solver.PodRequests(d)
-		cpu, mem, count = cpu+r.MilliCPU, mem+r.Memory, count+1
-		names = append(names, "DaemonSet "+d.Namespace+"/"+d.OwnerReferences[0].Name)
-	}
-	return cpu, mem, count, names
 }

@@ -50,7 +50,7 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t)
+			h := newHarness(t)
 			for claim, pods := range tc.plan {
 				h.prov.assign(context.Background(), claim, pods)
 			}
@@ -100,7 +100,7 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t)
+			h := newHarness(t)
 			h.add(test.NodeClaim("c-own", "default").Obj())
 			h.add(test.NodeClaim("c-coming", "default").Obj())
 			h.add(initialized(test.NodeClaim("c-up", "default").Obj()))
@@ -124,7 +124,7 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 		})
 	}
 	t.Run("no node initializing and the pod planned nowhere: every node", func(t *testing.T) {
-		h := newLifecycleHarness(t)
+		h := newHarness(t)
 		h.add(initialized(test.NodeClaim("c-up", "default").Obj()))
 		h.prov.mu.Lock()
 		h.prov.claimOfNode["up"] = "c-up"
@@ -174,7 +174,7 @@ func TestKeptRoomCountsEachPlannedPodOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			waiter, other := pending("waiter"), pending("other")
 			other.Spec.Priority = &tc.otherPriority
-			h := newLifecycleHarness(t, waiter, other)
+			h := newHarness(t, waiter, other)
 			h.prov.assign(context.Background(), "c1", []*corev1.Pod{waiter, other})
 			h.prov.mu.Lock()
 			h.prov.claimOfNode["n1"] = "c1"
@@ -216,7 +216,7 @@ func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
 		{"a pod the room left cannot hold", "1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t, up, planned[0], planned[1])
+			h := newHarness(t, up, planned[0], planned[1])
 			h.prov.assign(context.Background(), "c-up", planned)
 			h.prov.mu.Lock()
 			h.prov.claimOfNode["up"] = "c-up"

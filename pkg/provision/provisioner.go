@@ -34,14 +34,9 @@ import (
 
 // Event reasons Stevedore records.
 const (
-	ReasonNominated           = "Nominated"
-	ReasonWaitingForNode      = "WaitingForNode"
-	ReasonFailedProvision     = "FailedProvisioning"
-	ReasonLaunched            = "Launched"
-	ReasonLaunchFailed        = "LaunchFailed"
-	ReasonRegistered          = "Registered"
-	ReasonInitialized         = "Initialized"
-	ReasonRegistrationTimeout = "RegistrationTimeout"
+	ReasonNominated       = "Nominated"
+	ReasonWaitingForNode  = "WaitingForNode"
+	ReasonFailedProvision = "FailedProvisioning"
 )
 
 // createWorkers bounds the NodeClaim creates in flight.
@@ -127,19 +122,12 @@ type Provisioner struct {
 	started     atomic.Bool
 	heldAtStart map[types.UID]*corev1.Pod
 
-	typesMu sync.Mutex
-	types   map[string]cachedTypes // by NodePool name
+	// instanceTypes caches the NodePools' instance types (InstanceTypes, InstanceTypesOf, OfferingsChanged).
+	*instanceTypes
 
-	// daemons keeps room for the DaemonSet pods of the nodes Stevedore launched until they are bound.
-	daemons daemonRoom
-}
-
-type cachedTypes struct {
-	at       time.Time
-	gen      int64
-	types    []*cloud.InstanceType
-	err      error
-	nodePool *stevedorev1.NodePool
+	// daemonRoom keeps room for the DaemonSet pods of the nodes Stevedore launched until they are bound
+	// (ExpectDaemons, ForgetDaemons).
+	*daemonRoom
 }
 
 // New returns a Provisioner. Run starts its batch loop.
@@ -151,6 +139,8 @@ func New(opts Options) *Provisioner {
 	return &Provisioner{
 		opts:            opts,
 		batcher:         NewBatcher(opts.BatchIdle, opts.BatchMax, opts.Clock),
+		instanceTypes:   newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
+		daemonRoom:      newDaemonRoom(opts.DaemonSets),
 		assigned:        map[string]map[types.UID]*corev1.Pod{},
 		podClaim:        map[types.UID]string{},
 		unprovisionable: map[types.UID]unprovisionable{},
@@ -167,7 +157,6 @@ func New(opts Options) *Provisioner {
 		refusedAt:       map[types.UID]time.Time{},
 		refusedWhy:      map[types.UID]string{},
 		parkedWokenAt:   map[types.UID]time.Time{},
-		types:           map[string]cachedTypes{},
 	}
 }
 
@@ -335,6 +324,12 @@ func (p *Provisioner) forgetPod(uid types.UID) string {
 	return claim
 }
 
+// Replan drops a pod's plan and provisions it again (the instance launched for it cannot hold it).
+func (p *Provisioner) Replan(ctx context.Context, pod *corev1.Pod) {
+	p.forgetPod(pod.UID)
+	p.wake(ctx, WakePlanDropped, []*corev1.Pod{pod})
+}
+
 // ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again, at once.
 func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
 	p.mu.Lock()
@@ -496,15 +491,6 @@ func (p *Provisioner) Run(ctx context.Context) {
 	}
 }
 
-func conditionTrue(conds []metav1.Condition, t string) bool {
-	for _, c := range conds {
-		if c.Type == t {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // solveBatch plans a batch and creates its NodeClaims.
 func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
 	logger := klog.FromContext(ctx)
@@ -657,27 +643,4 @@ func (p *Provisioner) event(obj *corev1.Pod, eventType, reason, action, note str
 		return
 	}
 	p.opts.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
-}
-
-// OfferingsChanged drops the cached instance types, so that the next solve sees offerings just marked
-// unavailable (a spot interruption warning).
-func (p *Provisioner) OfferingsChanged() {
-	p.typesMu.Lock()
-	defer p.typesMu.Unlock()
-	p.types = map[string]cachedTypes{}
-}
-
-// InstanceTypes returns a NodePool's instance types, cached for a minute.
-func (p *Provisioner) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
-	p.typesMu.Lock()
-	c, ok := p.types[np.Name]
-	p.typesMu.Unlock()
-	if ok && c.gen == np.Generation && p.opts.Clock.Since(c.at) < time.Minute {
-		return c.types, c.err
-	}
-	its, err := p.opts.Cloud.InstanceTypes(ctx, np)
-	p.typesMu.Lock()
-	p.types[np.Name] = cachedTypes{at: p.opts.Clock.Now(), gen: np.Generation, types: its, err: err, nodePool: np}
-	p.typesMu.Unlock()
-	return its, err
 }

@@ -85,7 +85,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		// plan maps NodeClaims to the pods planned on them (the first pod of c1 is the one parked, "waiter")
 		plan map[string][]*corev1.Pod
 		// act changes the provisioner's state as the event named does
-		act func(h *lifecycleHarness, pods map[string]*corev1.Pod)
+		act func(h *harness, pods map[string]*corev1.Pod)
 		// notRefused: the parked pod's last cycle was not refused by c1's node (the others were)
 		notRefused bool
 		want       []string // pods back in the active queue; the others stay parked
@@ -93,14 +93,14 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "a pod planned on the same node binds: the room kept for it is the scheduler's to count",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
 			},
 			want: []string{"waiter"}},
 		{name: "a pod planned on the same node binds, the pod was not refused there: it waits for its own event",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}}, notRefused: true,
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
 			},
 			want: nil},
@@ -108,31 +108,31 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			objects: []*corev1.Node{node("n1"), node("n2")},
 			claims:  []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), initialized(launched("c2", "n2"))},
 			plan:    map[string][]*corev1.Pod{"c1": {pending("waiter")}, "c2": {pending("elsewhere")}},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.PodBound(h.ctx, pods["elsewhere"].UID, "n2")
 			},
 			want: nil},
 		{name: "a pod planned on the same node is deleted: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("gone")}},
-			act:  func(h *lifecycleHarness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.ctx, pods["gone"]) },
+			act:  func(h *harness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.ctx, pods["gone"]) },
 			want: []string{"waiter"}},
 		{name: "a pod planned on the same node is planned elsewhere: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), launched("c2", "n2")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("moved")}},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.assign(h.ctx, "c2", []*corev1.Pod{pods["moved"]})
 			},
 			want: []string{"waiter"}},
 		{name: "the pod's NodeClaim goes away: it is planned again",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:    func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.ctx, "c1") },
+			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.ctx, "c1") },
 			want:   []string{"waiter"}},
 		{name: "the pod is planned on a node that has registered already",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.assign(h.ctx, "c1", []*corev1.Pod{pods["waiter"]})
 				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
@@ -140,23 +140,23 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "the pod is nominated to a node not registered yet: its Node event will wake it",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
 			want: nil},
 		{name: "the node planned for the pod finishes initializing",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:  func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c1") },
+			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c1") },
 			want: []string{"waiter"}},
 		{name: "another node finishes initializing",
 			objects: []*corev1.Node{node("n1"), node("n2")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1"), launched("c2", "n2")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:  func(h *lifecycleHarness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c2") },
+			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c2") },
 			want: nil},
 		{name: "a pod no NodePool could take, after the NodePools change",
 			plan: map[string][]*corev1.Pod{},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.mu.Lock()
 				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.clock.Now()}
 				h.prov.mu.Unlock()
@@ -166,7 +166,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "the pod's planned node has no room for it: the others planned there are woken, the pod is planned again",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("crowded")}},
-			act: func(h *lifecycleHarness, pods map[string]*corev1.Pod) {
+			act: func(h *harness, pods map[string]*corev1.Pod) {
 				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) (string, string) { return "NodeResourcesFit", "Insufficient cpu" })
 				if d.Kind != Batched {
 					h.t.Errorf("crowded pod: decision %v, want batched", d.Kind)
@@ -192,7 +192,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			for _, p := range pods {
 				objs = append(objs, p)
 			}
-			h := newLifecycleHarness(t, objs...)
+			h := newHarness(t, objs...)
 			schedmetrics.Register()
 			q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 			h.prov.opts.Queue = q
@@ -223,7 +223,7 @@ func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
 	c2 := test.NodeClaim("c2", "default").Launched("up", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
 	c2.Status.Conditions = append(c2.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue})
 	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
-	h := newLifecycleHarness(t, c1, c2, waiter)
+	h := newHarness(t, c1, c2, waiter)
 	schedmetrics.Register()
 	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 	h.prov.opts.Queue = q
@@ -257,7 +257,7 @@ func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
 func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
 	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
-	h := newLifecycleHarness(t, claim, test.Node("n1").Obj(), waiter)
+	h := newHarness(t, claim, test.Node("n1").Obj(), waiter)
 	schedmetrics.Register()
 	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 	h.prov.opts.Queue = q

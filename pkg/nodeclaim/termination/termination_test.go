@@ -7,7 +7,9 @@ package termination
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -32,13 +35,16 @@ import (
 // t0 is when every termination test starts.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// harness is a Terminator over fake clientsets, listers and a fake cloud, at a fake time.
+// harness is a Terminator over a test cluster and a fake cloud, at a fake time.
 type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	clock   *clocktesting.FakeClock
+	cluster *test.Cluster
 	kube    *kubefake.Clientset
+	sd      *stevedorefake.Clientset
 	listers *test.Listers
+	cloud   *fake.Provider
 	rec     *events.FakeRecorder
 	term    *Terminator
 	forgot  []string
@@ -53,60 +59,35 @@ func (h *harness) ForgetDaemons(node string) { h.forgot = append(h.forgot, "daem
 // newHarness puts objs into the listers and into the clientset that serves them.
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	var kubeObjs, sdObjs []runtime.Object
-	for _, o := range objs {
-		if _, ok := o.(*stevedorev1.NodeClaim); ok {
-			sdObjs = append(sdObjs, o.DeepCopyObject())
-		} else {
-			kubeObjs = append(kubeObjs, o.DeepCopyObject())
-		}
-	}
-	listers, err := test.NewListers(objs...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock := clocktesting.NewFakeClock(t0)
+	cluster := test.NewCluster(t, clock.Now, objs...)
 	cl, err := fake.New([]string{"us-east-1a"}, "m5.large")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())), clock: clocktesting.NewFakeClock(t0),
-		kube: kubefake.NewClientset(kubeObjs...), listers: listers, rec: events.NewFakeRecorder(100)}
-	h.term = New(Options{Kube: h.kube, Stevedore: stevedorefake.NewSimpleClientset(sdObjs...), Cloud: cl, Nodes: listers.Nodes,
-		Pods: listers.Pods, NodeClaims: listers.NodeClaims, Recorder: h.rec, Clock: h.clock, Provisioning: h})
+	h := &harness{t: t, ctx: klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())), clock: clock,
+		cluster: cluster, kube: cluster.Kube, sd: cluster.Stevedore, listers: cluster.Listers, cloud: cl, rec: events.NewFakeRecorder(100)}
+	l := cluster.Listers
+	h.term = New(Options{Kube: h.kube, Stevedore: h.sd, Cloud: cl, Nodes: l.Nodes, Pods: l.Pods, NodeClaims: l.NodeClaims,
+		Recorder: h.rec, Clock: h.clock, Provisioning: h})
 	return h
 }
 
 // add puts an object into the listers and the clientset after the harness is built.
-func (h *harness) add(obj runtime.Object) {
-	h.t.Helper()
-	if err := h.listers.Add(obj); err != nil {
-		h.t.Fatal(err)
-	}
-	var err error
-	switch o := obj.DeepCopyObject().(type) {
-	case *corev1.Node:
-		_, err = h.kube.CoreV1().Nodes().Create(h.ctx, o, metav1.CreateOptions{})
-	case *corev1.Pod:
-		_, err = h.kube.CoreV1().Pods(o.Namespace).Create(h.ctx, o, metav1.CreateOptions{})
-	default:
-		h.t.Fatalf("harness cannot add %T", obj)
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-}
+func (h *harness) add(obj runtime.Object) { h.t.Helper(); h.cluster.Add(obj) }
 
 // node reads a Node back from the clientset; nil when it is gone.
-func (h *harness) node(name string) *corev1.Node {
-	h.t.Helper()
-	n, err := h.kube.CoreV1().Nodes().Get(h.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+func (h *harness) node(name string) *corev1.Node { h.t.Helper(); return h.cluster.Node(name) }
+
+// claim reads NodeClaim c1 back from the clientset; nil when it is gone.
+func (h *harness) claim() *stevedorev1.NodeClaim { h.t.Helper(); return h.cluster.NodeClaim("c1") }
+
+// launchClaim is NodeClaim c1 before its launch.
+func launchClaim() *test.NodeClaimWrapper { return test.NodeClaim("c1", "default").Created(t0) }
+
+// launchedClaim is NodeClaim c1 whose m5.large i-n1 was launched at t0 as node n1.
+func launchedClaim() *test.NodeClaimWrapper {
+	return launchClaim().Launched("n1", "m5.large", "us-east-1a", stevedorev1.CapacityTypeOnDemand, "0.0960")
 }
 
 // events drains the events recorded so far.
@@ -350,5 +331,241 @@ func TestTaintDisrupted(t *testing.T) {
 	}
 	if n := test.Updated(h.kube.Actions(), "nodes", ""); n != 1 {
 		t.Errorf("%d node updates, want 1", n)
+	}
+}
+
+func TestDrainNode(t *testing.T) {
+	deleting := metav1.NewTime(t0)
+	// n1 is the node of c1, deleted at t0 and held by the termination finalizer
+	n1 := func() *test.NodeWrapper {
+		return launchedClaim().NodeFor().Finalizers(stevedorev1.TerminationFinalizer).Deleting(deleting)
+	}
+	c1 := func() *test.NodeClaimWrapper { return launchedClaim().Initialized() }
+	dnd := func() *corev1.Pod { return onN1("batch").Annotations(stevedorev1.DoNotDisruptKey, "true").Obj() }
+	type want struct {
+		done         bool
+		err          bool
+		tainted      bool
+		evicted      []string
+		deletedPods  []string
+		calls        []string
+		claimDeleted bool
+		finalizers   []string // the node's after; nil with nodeGone
+		nodeGone     bool
+	}
+	tests := []struct {
+		name     string
+		node     *corev1.Node
+		claim    *stevedorev1.NodeClaim
+		pods     []*corev1.Pod
+		elapsed  time.Duration
+		cloudErr error
+		want     want
+	}{
+		{name: "a node that is gone is done", claim: c1().Obj(), want: want{done: true, nodeGone: true}},
+		{name: "a node not deleted is not drained",
+			node: launchedClaim().NodeFor().Finalizers(stevedorev1.TerminationFinalizer).Obj(), claim: c1().Obj(),
+			pods: []*corev1.Pod{onN1("web").Obj()},
+			want: want{done: true, finalizers: []string{stevedorev1.TerminationFinalizer}}},
+		{name: "a deleted node without the termination finalizer is not Stevedore's",
+			node: launchedClaim().NodeFor().Finalizers("example.com/keep").Deleting(deleting).Obj(), claim: c1().Obj(),
+			pods: []*corev1.Pod{onN1("web").Obj()},
+			want: want{done: true, finalizers: []string{"example.com/keep"}}},
+		{name: "a deleted node with pods is tainted and its first tier evicted",
+			node: n1().Obj(), claim: c1().Obj(),
+			pods: []*corev1.Pod{onN1("web").Obj(), daemonOnN1("logs").Obj()},
+			want: want{tainted: true, evicted: []string{"default/web"}, finalizers: []string{stevedorev1.TerminationFinalizer}}},
+		{name: "a drained node has its NodeClaim deleted, its instance terminated and its finalizer removed",
+			node: n1().Obj(), claim: c1().Obj(), pods: []*corev1.Pod{mirrorOnN1().Obj()},
+			want: want{done: true, calls: []string{"Delete i-n1"}, claimDeleted: true, nodeGone: true}},
+		{name: "other finalizers stay",
+			node: n1().Finalizers("example.com/keep").Obj(), claim: c1().Obj(),
+			want: want{done: true, tainted: true, calls: []string{"Delete i-n1"}, claimDeleted: true, finalizers: []string{"example.com/keep"}}},
+		{name: "a NodeClaim already deleted is not deleted again",
+			node: n1().Obj(), claim: c1().Deleting(t0).Obj(),
+			want: want{done: true, calls: []string{"Delete i-n1"}, nodeGone: true}},
+		{name: "a failed instance termination keeps the finalizer and is retried",
+			node: n1().Obj(), claim: c1().Obj(), cloudErr: errors.New("RequestLimitExceeded"),
+			want: want{err: true, tainted: true, calls: []string{"Delete i-n1"}, claimDeleted: true,
+				finalizers: []string{stevedorev1.TerminationFinalizer}}},
+		{name: "an instance already gone is done",
+			node: n1().Obj(), claim: c1().Obj(), cloudErr: fmt.Errorf("i-n1: %w", cloud.ErrNotFound),
+			want: want{done: true, calls: []string{"Delete i-n1"}, claimDeleted: true, nodeGone: true}},
+		{name: "a node without a NodeClaim loses its finalizer without a cloud call",
+			node: n1().Obj(),
+			want: want{done: true, nodeGone: true}},
+		{name: "a do-not-disrupt pod holds the drain within the grace period",
+			node: n1().Obj(), claim: c1().TerminationGracePeriod(10 * time.Minute).Obj(), pods: []*corev1.Pod{dnd()},
+			elapsed: 10 * time.Minute,
+			want:    want{tainted: true, finalizers: []string{stevedorev1.TerminationFinalizer}}},
+		{name: "past the grace period the remaining pods are deleted",
+			node: n1().Obj(), claim: c1().TerminationGracePeriod(10 * time.Minute).Obj(), pods: []*corev1.Pod{dnd()},
+			elapsed: 10*time.Minute + time.Second,
+			want:    want{tainted: true, deletedPods: []string{"batch grace=0"}, finalizers: []string{stevedorev1.TerminationFinalizer}}},
+		{name: "without a grace period a do-not-disrupt pod holds the drain indefinitely",
+			node: n1().Obj(), claim: c1().Obj(), pods: []*corev1.Pod{dnd()},
+			elapsed: 30 * 24 * time.Hour,
+			want:    want{tainted: true, finalizers: []string{stevedorev1.TerminationFinalizer}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			if tc.node != nil {
+				h.add(tc.node)
+			}
+			if tc.claim != nil {
+				h.add(tc.claim)
+			}
+			for _, p := range tc.pods {
+				h.add(p)
+			}
+			if tc.cloudErr != nil {
+				h.cloud.FailNext(fake.CallDelete, tc.cloudErr)
+			}
+			h.clock.Step(tc.elapsed)
+			h.kube.ClearActions()
+			h.sd.ClearActions()
+
+			done, err := h.term.DrainNode(h.ctx, "n1")
+			if (err != nil) != tc.want.err || done != tc.want.done {
+				t.Fatalf("drainNode = %v, %v; want done %v, error %v", done, err, tc.want.done, tc.want.err)
+			}
+			node := h.node("n1")
+			if (node == nil) != tc.want.nodeGone {
+				t.Fatalf("node gone = %v, want %v", node == nil, tc.want.nodeGone)
+			}
+			if node != nil {
+				if tainted := stevedorev1.IsDisrupted(node); tainted != tc.want.tainted {
+					t.Errorf("node tainted disrupted = %v, want %v", tainted, tc.want.tainted)
+				}
+				if !reflect.DeepEqual(node.Finalizers, tc.want.finalizers) {
+					t.Errorf("node finalizers = %q, want %q", node.Finalizers, tc.want.finalizers)
+				}
+			}
+			if got := h.evicted(); !reflect.DeepEqual(got, tc.want.evicted) {
+				t.Errorf("evictions = %q, want %q", got, tc.want.evicted)
+			}
+			if got := test.Deleted(h.kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
+				t.Errorf("pod deletions = %q, want %q", got, tc.want.deletedPods)
+			}
+			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
+				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
+			}
+			if got := test.Deleted(h.sd.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
+				t.Errorf("NodeClaim deletions = %q, want deleted %v", got, tc.want.claimDeleted)
+			}
+		})
+	}
+}
+
+func TestTerminateClaim(t *testing.T) {
+	deleted1 := func() *test.NodeClaimWrapper { return launchedClaim().Initialized().Deleting(t0) }
+	node := func() *test.NodeWrapper { return launchedClaim().NodeFor() }
+	type want struct {
+		after        time.Duration
+		err          bool
+		calls        []string
+		released     bool     // the finalizer is removed (the NodeClaim goes)
+		nodesDeleted []string // node deletions asked for
+		events       []string
+	}
+	terminated := "Normal Terminated terminated instance i-n1"
+	tests := []struct {
+		name     string
+		claim    *stevedorev1.NodeClaim
+		node     *corev1.Node
+		cloudErr error
+		want     want
+	}{
+		{name: "a NodeClaim without the finalizer is left to go",
+			claim: func() *stevedorev1.NodeClaim { c := deleted1().Obj(); c.Finalizers = nil; return c }(),
+			node:  node().Obj(), want: want{}},
+		{name: "its node is deleted first and its drain awaited",
+			claim: deleted1().Obj(), node: node().Finalizers(stevedorev1.TerminationFinalizer).Obj(),
+			want: want{after: 2 * time.Second, nodesDeleted: []string{"n1"}}},
+		{name: "a node being drained is awaited, not deleted again",
+			claim: deleted1().Obj(), node: node().Finalizers(stevedorev1.TerminationFinalizer).Deleting(metav1.NewTime(t0)).Obj(),
+			want: want{after: 2 * time.Second}},
+		{name: "a node without the finalizer is deleted and the instance terminated at once",
+			claim: deleted1().Obj(), node: node().Obj(),
+			want: want{calls: []string{"Delete i-n1"}, released: true, nodesDeleted: []string{"n1"}, events: []string{terminated}}},
+		{name: "without a node the instance is terminated and the finalizer removed",
+			claim: deleted1().Obj(),
+			want:  want{calls: []string{"Delete i-n1"}, released: true, events: []string{terminated}}},
+		{name: "a NodeClaim that never launched is released without a cloud call",
+			claim: launchClaim().Deleting(t0).Obj(),
+			want:  want{released: true}},
+		{name: "an instance already gone is terminated",
+			claim: deleted1().Obj(), cloudErr: fmt.Errorf("i-n1: %w", cloud.ErrNotFound),
+			want: want{calls: []string{"Delete i-n1"}, released: true, events: []string{terminated}}},
+		{name: "an instance this cluster does not own is left running and the NodeClaim released",
+			claim: deleted1().Obj(), cloudErr: fmt.Errorf("i-n1: %w", cloud.ErrNotOwned),
+			want: want{calls: []string{"Delete i-n1"}, released: true,
+				events: []string{"Warning NotOwned instance i-n1 lacks this cluster's ownership tag: left running"}}},
+		{name: "a cloud error is returned and the finalizer kept",
+			claim: deleted1().Obj(), cloudErr: errors.New("RequestLimitExceeded: slow down"),
+			want: want{err: true, calls: []string{"Delete i-n1"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.claim)
+			if tc.node != nil {
+				h.add(tc.node)
+			}
+			if tc.cloudErr != nil {
+				h.cloud.FailNext(fake.CallDelete, tc.cloudErr)
+			}
+			h.kube.ClearActions()
+
+			after, err := h.term.TerminateClaim(h.ctx, tc.claim)
+			if (err != nil) != tc.want.err || after != tc.want.after {
+				t.Fatalf("terminateClaim = %v, %v; want %v, error %v", after, err, tc.want.after, tc.want.err)
+			}
+			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
+				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
+			}
+			got := h.claim()
+			if released := got == nil; released != tc.want.released {
+				t.Errorf("NodeClaim released = %v, want %v", released, tc.want.released)
+			}
+			if got != nil && len(tc.claim.Finalizers) > 0 && !stevedorev1.HasTerminationFinalizer(got.Finalizers) {
+				t.Errorf("NodeClaim lost its finalizer: %q", got.Finalizers)
+			}
+			if d := test.Deleted(h.kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
+				t.Errorf("node deletions = %q, want %q", d, tc.want.nodesDeleted)
+			}
+			if ev := h.events(); !reflect.DeepEqual(ev, tc.want.events) {
+				t.Errorf("events = %q, want %q", ev, tc.want.events)
+			}
+			if !slices.Contains(h.forgot, "claim c1") {
+				t.Errorf("provisioning told %q; the pods planned on a deleted NodeClaim are to be forgotten", h.forgot)
+			}
+			// the room goes as soon as the node is gone, whatever happens to the instance
+			wantForgotten := stevedorev1.HasTerminationFinalizer(tc.claim.Finalizers) && tc.want.after == 0 && tc.claim.Status.NodeName != ""
+			if forgotten := slices.Contains(h.forgot, "daemons n1"); forgotten != wantForgotten {
+				t.Errorf("DaemonSet room of n1 forgotten = %v, want %v (provisioning told %q)", forgotten, wantForgotten, h.forgot)
+			}
+		})
+	}
+}
+
+func TestTerminateClaimRetriesCloudDelete(t *testing.T) {
+	claim := launchedClaim().Deleting(t0).Obj()
+	h := newHarness(t, claim)
+	h.cloud.FailNext(fake.CallDelete, errors.New("InternalError"))
+	if _, err := h.term.TerminateClaim(h.ctx, claim); err == nil {
+		t.Fatal("terminateClaim swallowed the cloud's error")
+	}
+	if h.claim() == nil {
+		t.Fatal("NodeClaim released although its instance may still run")
+	}
+	if _, err := h.term.TerminateClaim(h.ctx, claim); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
+		t.Errorf("cloud calls = %q, want the termination tried twice", calls)
+	}
+	if h.claim() != nil {
+		t.Error("NodeClaim not released once its instance was terminated")
 	}
 }

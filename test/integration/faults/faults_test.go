@@ -21,6 +21,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/lifecycle"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
@@ -107,7 +108,7 @@ func TestThrottlingAndServerErrorsAreRetriedAndReported(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, e := range evs {
-					found = found || (strings.HasPrefix(e, provision.ReasonLaunchFailed+": ") && strings.Contains(e, tc.code))
+					found = found || (strings.HasPrefix(e, lifecycle.ReasonLaunchFailed+": ") && strings.Contains(e, tc.code))
 				}
 			}
 			if !found {
@@ -221,7 +222,7 @@ func TestAnInstanceThatNeverRegistersIsReplaced(t *testing.T) {
 	if inst := sb.AWS.EC2.Instance(id); inst == nil || live(inst) {
 		t.Errorf("the instance that never registered (%s) is still live", id)
 	}
-	ev := harness.WaitEvent(t, sb, first, provision.ReasonRegistrationTimeout)
+	ev := harness.WaitEvent(t, sb, first, lifecycle.ReasonRegistrationTimeout)
 	t.Logf("event on the NodeClaim whose node never registered: %s", ev)
 	if got := harness.Metric(t, "stevedore_nodeclaims_launch_failures_total", map[string]string{"nodepool": "noreg", "reason": "RegistrationTimeout"}) - lapses0; got != 1 {
 		t.Errorf("stevedore_nodeclaims_launch_failures_total{noreg,RegistrationTimeout} went up by %v, want 1", got)

@@ -2,7 +2,7 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
 	"reflect"
@@ -81,7 +81,7 @@ func TestInitialize(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := registered().Obj()
-			h := newLifecycleHarness(t, claim)
+			h := newHarness(t, claim)
 			if tc.node != nil {
 				h.add(tc.node)
 			}
@@ -135,7 +135,7 @@ func TestInitializeAgain(t *testing.T) {
 	}
 	node := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.0960").NodeFor().
 		Labels(stevedorev1.LabelInitialized, "true").Obj()
-	h := newLifecycleHarness(t, claim, node)
+	h := newHarness(t, claim, node)
 	if _, err := h.life.initialize(h.ctx, claim); err != nil {
 		t.Fatal(err)
 	}
@@ -152,21 +152,5 @@ func TestInitializeAgain(t *testing.T) {
 	}
 	if !reflect.DeepEqual(h.initialized, []string{"n1"}) {
 		t.Errorf("OnInitialized called with %q, want [n1]", h.initialized)
-	}
-}
-
-func TestIsNodeInitializing(t *testing.T) {
-	base := func(name string) *test.NodeClaimWrapper {
-		return test.NodeClaim(name, "default").Launched("n-"+name, "m5.large", "us-east-1a", "on-demand", "0.0960")
-	}
-	launched, registered, initialized := base("launched"), base("registered").Registered(), base("initialized").Initialized()
-	h := newLifecycleHarness(t, launched.Obj(), registered.Obj(), initialized.Obj(),
-		launched.NodeFor().Obj(), registered.NodeFor().Obj(), initialized.NodeFor().Obj(),
-		test.Node("plain").Obj(), test.Node("orphan").Labels(stevedorev1.LabelNodeClaim, "gone").Obj())
-	for node, want := range map[string]bool{"n-launched": false, "n-registered": true, "n-initialized": false,
-		"plain": false, "orphan": false, "unknown": false} {
-		if got := h.prov.IsNodeInitializing(node); got != want {
-			t.Errorf("IsNodeInitializing(%s) = %v, want %v", node, got, want)
-		}
 	}
 }

@@ -2,12 +2,12 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
-	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,21 +37,12 @@ func launchClaim() *test.NodeClaimWrapper {
 		Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeOnDemand)
 }
 
-// warmTypes fills the provisioner's instance type cache, as a solve does before NodeClaims are created.
-func (h *lifecycleHarness) warmTypes() {
-	h.t.Helper()
-	if _, err := h.prov.InstanceTypes(h.ctx, test.NodePool("default").Obj()); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
 func TestLaunchRecordsInstance(t *testing.T) {
 	claim := launchClaim().Obj()
 	web := test.Pod("web").Req("cpu", "500m").Pending().Obj()
 	big := test.Pod("big").Req("cpu", "3").Pending().Obj() // more than an m5.large holds
-	h := newLifecycleHarness(t, claim, web, big)
-	h.warmTypes()
-	h.prov.assign(context.Background(), "c1", []*corev1.Pod{web, big})
+	h := newHarness(t, claim, web, big)
+	h.prov.assign(web, big)
 
 	after, err := h.life.launch(h.ctx, claim)
 	if err != nil {
@@ -89,20 +80,16 @@ func TestLaunchRecordsInstance(t *testing.T) {
 		c.Message != "instance "+firstInstance+" (m5.large in us-east-1a, on-demand)" {
 		t.Errorf("Launched condition = %+v, want True/Launched naming the instance", c)
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"InstanceTypes default", "Create c1"}) {
+	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
 		t.Errorf("cloud calls = %q", calls)
 	}
-	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h",
-		"Normal Nominated nominated to node " + firstNodeName + ", launched for it as c1 (m5.large us-east-1a on-demand)"}
+	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h"}
 	if ev := h.events(); !reflect.DeepEqual(ev, wantEvents) {
 		t.Errorf("events = %q, want %q", ev, wantEvents)
 	}
-	// the pod that fits is nominated to the new node; the one the type cannot hold is provisioned again
-	if nn := h.pod("web").Status.NominatedNodeName; nn != firstNodeName {
-		t.Errorf("pod web nominated to %q, want %q", nn, firstNodeName)
-	}
-	if nn := h.pod("big").Status.NominatedNodeName; nn != "" {
-		t.Errorf("pod big nominated to %q; the launched type cannot hold it", nn)
+	// the pod the type cannot hold is provisioned again, then the rest are nominated to the new node
+	if told, want := h.prov.heard(), []string{"replan big", "nominate c1 on " + firstNodeName}; !reflect.DeepEqual(told, want) {
+		t.Errorf("provisioning told %q, want %q", told, want)
 	}
 	assigned := h.prov.AssignedPods("c1")
 	if len(assigned) != 1 || assigned[0].Name != "web" {
@@ -126,13 +113,12 @@ func (e codedError) ErrorCode() string { return e.code }
 
 func TestLaunchFailures(t *testing.T) {
 	type want struct {
-		err       func(error) bool // nil: no error
-		deleted   bool
-		launched  metav1.ConditionStatus // "" when the condition is not set
-		message   string                 // of the Launched condition
-		event     string
-		forgotten bool // the claim's planned pods are provisioned again
-		typesKept bool // the instance type cache survives
+		err      func(error) bool // nil: no error
+		deleted  bool
+		launched metav1.ConditionStatus // "" when the condition is not set
+		message  string                 // of the Launched condition
+		event    string
+		told     []string // what provisioning is told
 	}
 	configErr := &cloud.LaunchConfigurationError{Code: "UnauthorizedOperation", Message: "not allowed", Hint: "grant ec2:RunInstances"}
 	notReady := &cloud.NodeClassNotReadyError{Name: "default", Reason: "no subnet"}
@@ -149,7 +135,7 @@ func TestLaunchFailures(t *testing.T) {
 			name:    "no capacity in any offering deletes the NodeClaim and forgets its offerings",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.NoCapacity("m5.large", "us-east-1a", "on-demand") },
-			want: want{deleted: true, forgotten: true,
+			want: want{deleted: true, told: []string{"offerings changed", "forget c1"},
 				event: "Warning LaunchFailed no capacity: insufficient capacity in every offering tried (1): " +
 					"[m5.large/us-east-1a/on-demand: InsufficientInstanceCapacity]"},
 		},
@@ -157,35 +143,35 @@ func TestLaunchFailures(t *testing.T) {
 			name:    "launch configuration error sets Launched false and is retried",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, configErr) },
-			want: want{err: is(configErr), launched: metav1.ConditionFalse, message: configErr.Error(), typesKept: true,
+			want: want{err: is(configErr), launched: metav1.ConditionFalse, message: configErr.Error(),
 				event: "Warning LaunchFailed UnauthorizedOperation: not allowed (grant ec2:RunInstances)"},
 		},
 		{
 			name:    "launch configuration error past the registration timeout deletes the NodeClaim",
 			created: t0.Add(-testRegistrationTimeout - time.Second),
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, configErr) },
-			want: want{deleted: true, forgotten: true, typesKept: true,
+			want: want{deleted: true, told: []string{"forget c1"},
 				event: "Warning LaunchFailed UnauthorizedOperation: not allowed (grant ec2:RunInstances)"},
 		},
 		{
 			name:    "node class not ready sets Launched false and is retried",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, notReady) },
-			want: want{err: is(notReady), launched: metav1.ConditionFalse, message: notReady.Error(), typesKept: true,
+			want: want{err: is(notReady), launched: metav1.ConditionFalse, message: notReady.Error(),
 				event: "Warning LaunchFailed EC2NodeClass default is not ready: no subnet"},
 		},
 		{
 			name:    "an error without a code is retried with backoff",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, timeout) },
-			want: want{err: is(timeout), typesKept: true,
+			want: want{err: is(timeout),
 				event: "Warning LaunchFailed launch failed (CloudError), retrying: " + timeout.Error()},
 		},
 		{
 			name:    "throttling is retried with backoff and reported with its code",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, throttled) },
-			want: want{err: func(err error) bool { var c codedError; return errors.As(err, &c) }, typesKept: true,
+			want: want{err: func(err error) bool { var c codedError; return errors.As(err, &c) },
 				event: "Warning LaunchFailed launch failed (RequestLimitExceeded), retrying: RequestLimitExceeded: slow down"},
 		},
 	}
@@ -193,9 +179,8 @@ func TestLaunchFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := launchClaim().Created(tc.created).Obj()
 			web := test.Pod("web").Req("cpu", "500m").Pending().Obj()
-			h := newLifecycleHarness(t, claim, web)
-			h.warmTypes()
-			h.prov.assign(context.Background(), "c1", []*corev1.Pod{web})
+			h := newHarness(t, claim, web)
+			h.prov.assign(web)
 			tc.setup(h.cloud)
 
 			after, err := h.life.launch(h.ctx, claim)
@@ -227,13 +212,10 @@ func TestLaunchFailures(t *testing.T) {
 			if ev := h.events(); len(ev) != 1 || ev[0] != tc.want.event {
 				t.Errorf("events = %q, want [%q]", ev, tc.want.event)
 			}
-			if forgotten := len(h.prov.AssignedPods("c1")) == 0; forgotten != tc.want.forgotten {
-				t.Errorf("planned pods forgotten = %v, want %v", forgotten, tc.want.forgotten)
+			if told := h.prov.heard(); !reflect.DeepEqual(told, tc.want.told) {
+				t.Errorf("provisioning told %q, want %q", told, tc.want.told)
 			}
-			if kept := len(h.prov.knownTypes()) > 0; kept != tc.want.typesKept {
-				t.Errorf("instance type cache kept = %v, want %v", kept, tc.want.typesKept)
-			}
-			if calls := h.cloud.Calls(); countString(calls, "Create c1") != 1 || hasString(calls, "Delete "+firstInstance) {
+			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
 				t.Errorf("cloud calls = %q, want one Create and no Delete", calls)
 			}
 		})
@@ -242,7 +224,7 @@ func TestLaunchFailures(t *testing.T) {
 
 func TestLaunchNoCapacityMarksOfferingsUnavailable(t *testing.T) {
 	claim := launchClaim().Obj()
-	h := newLifecycleHarness(t, claim)
+	h := newHarness(t, claim)
 	h.cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
 	if _, err := h.life.launch(h.ctx, claim); err != nil {
 		t.Fatal(err)
@@ -251,23 +233,15 @@ func TestLaunchNoCapacityMarksOfferingsUnavailable(t *testing.T) {
 	if got := h.cloud.Unavailable(); !reflect.DeepEqual(got, want) {
 		t.Errorf("unavailable offerings = %v, want %v", got, want)
 	}
-	// the next solve sees the offering unavailable
-	its, err := h.prov.InstanceTypes(h.ctx, test.NodePool("default").Obj())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, it := range its {
-		for _, o := range it.Offerings {
-			if it.Name == "m5.large" && o.Zone == "us-east-1a" && o.CapacityType == "on-demand" && o.Available {
-				t.Error("m5.large on-demand in us-east-1a is still offered after insufficient capacity")
-			}
-		}
+	// the next solve reads the offerings again
+	if told := h.prov.heard(); !slices.Contains(told, "offerings changed") {
+		t.Errorf("provisioning told %q, want the offerings changed", told)
 	}
 }
 
 func TestLaunchRetriedAfterTransientError(t *testing.T) {
 	claim := launchClaim().Obj()
-	h := newLifecycleHarness(t, claim)
+	h := newHarness(t, claim)
 	h.cloud.FailNext(fake.CallCreate, codedError{code: "InternalError", msg: "try again"})
 
 	if _, err := h.life.launch(h.ctx, claim); err == nil || !strings.HasPrefix(err.Error(), "launching: ") {

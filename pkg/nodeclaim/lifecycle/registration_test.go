@@ -2,10 +2,9 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
-	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -42,8 +41,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 				Taint("dedicated", "batch", corev1.TaintEffectNoSchedule). // registered with it already: not doubled
 				Taint("example.com/agent", "", corev1.TaintEffectNoSchedule).
 				Finalizers("example.com/keep").Obj()
-			h := newLifecycleHarness(t, claim, node)
-			h.warmTypes()
+			h := newHarness(t, claim, node)
 			h.clock.Step(time.Minute)
 
 			after, err := h.life.register(h.ctx, claim)
@@ -98,7 +96,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 func TestRegisterIsIdempotent(t *testing.T) {
 	claim := launchedClaim().Obj()
 	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
-	h := newLifecycleHarness(t, claim, node)
+	h := newHarness(t, claim, node)
 	for i := 0; i < 2; i++ {
 		if _, err := h.life.register(h.ctx, claim); err != nil {
 			t.Fatalf("register #%d: %v", i+1, err)
@@ -108,7 +106,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 		}
 	}
 	got := h.node("n1")
-	if countString(got.Finalizers, stevedorev1.TerminationFinalizer) != 1 || len(got.OwnerReferences) != 1 || len(got.Spec.Taints) != 1 {
+	if !reflect.DeepEqual(got.Finalizers, []string{stevedorev1.TerminationFinalizer}) || len(got.OwnerReferences) != 1 || len(got.Spec.Taints) != 1 {
 		t.Errorf("node after two registrations: finalizers %q, owners %d, taints %+v; want each once",
 			got.Finalizers, len(got.OwnerReferences), got.Spec.Taints)
 	}
@@ -142,11 +140,11 @@ func TestRegisterWaitsForNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := launchedClaim().Obj()
 			web := test.Pod("web").Pending().Obj()
-			h := newLifecycleHarness(t, claim, web)
+			h := newHarness(t, claim, web)
 			for _, n := range tc.nodes {
 				h.add(n)
 			}
-			h.prov.assign(context.Background(), "c1", []*corev1.Pod{web})
+			h.prov.assign(web)
 			h.clock.Step(tc.elapsed)
 
 			after, err := h.life.register(h.ctx, claim)
@@ -187,7 +185,7 @@ func TestRegisterWaitsForNode(t *testing.T) {
 // TestRegistrationTimeoutTerminatesInstance follows a NodeClaim whose node never registers to its instance's end.
 func TestRegistrationTimeoutTerminatesInstance(t *testing.T) {
 	claim := launchedClaim().Obj()
-	h := newLifecycleHarness(t, claim)
+	h := newHarness(t, claim)
 	h.clock.Step(testRegistrationTimeout + time.Second)
 	if after, err := h.life.reconcile(h.ctx, "c1"); err != nil || after != 0 {
 		t.Fatalf("reconcile = %v, %v", after, err)
@@ -210,28 +208,18 @@ func TestRegistrationTimeoutTerminatesInstance(t *testing.T) {
 	}
 }
 
-// TestRegisterAfterARestartKnowsTheInstanceType: a process that took over leadership registers a node launched by
-// the previous leader before it ever solved (its instance-type cache is empty): the node still gets its instance
-// type's labels, and the DaemonSets selecting on them keep their room on it.
-func TestRegisterAfterARestartKnowsTheInstanceType(t *testing.T) {
+// TestRegisterKeepsRoomForDaemonSets: before the node is opened to pods, provisioning keeps room on it for the
+// DaemonSet pods that will run there.
+func TestRegisterKeepsRoomForDaemonSets(t *testing.T) {
 	claim := launchedClaim().Obj()
 	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
-	agent := test.DaemonSet("amd64-agent").NodeSelector(corev1.LabelArchStable, "amd64").Req("cpu", "500m").Obj()
-	agent.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	h := newLifecycleHarness(t, test.NodePool("default").Obj(), claim, node, agent)
+	h := newHarness(t, claim, node)
+	agent := test.Pod("agent").OwnedBy("DaemonSet", "agent").Req("cpu", "500m").Obj()
+	h.prov.daemonSet = []*corev1.Pod{agent}
 	if _, err := h.life.register(h.ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	got := h.node("n1")
-	for _, key := range []string{stevedorev1.LabelInstanceFamily, corev1.LabelArchStable, stevedorev1.LabelInstanceCPU} {
-		if got.Labels[key] == "" {
-			t.Errorf("node lacks label %s after registration: %v", key, got.Labels)
-		}
-	}
-	h.prov.daemons.mu.Lock()
-	expected := h.prov.daemons.byNode["n1"]
-	h.prov.daemons.mu.Unlock()
-	if len(expected) != 1 {
-		t.Errorf("DaemonSet pods expected on n1: %d, want the amd64 agent", len(expected))
+	if got := h.prov.expected["n1"]; len(got) != 1 || got[0] != agent {
+		t.Errorf("DaemonSet pods expected on n1 = %v, want the agent", got)
 	}
 }

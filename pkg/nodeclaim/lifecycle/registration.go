@@ -2,7 +2,7 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
 	"context"
@@ -19,26 +19,15 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 )
 
-// register finds the Node of a launched NodeClaim and syncs it; a NodeClaim whose node does not register within
-// the registration timeout is deleted with its instance.
+// register finds the Node of a launched NodeClaim and syncs it; until the node is there, liveness decides how
+// long to wait.
 func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
-	p := l.prov
-	node := l.nodeOf(claim)
+	node := nodeclaim.NodeOf(l.opts.Nodes, claim)
 	if node == nil {
-		waited := p.opts.Clock.Since(launchTime(claim))
-		if waited > l.opts.RegistrationTimeout {
-			klog.FromContext(ctx).Info("Node did not register in time; deleting the NodeClaim and its instance",
-				"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
-			p.claimEvent(claim, corev1.EventTypeWarning, ReasonRegistrationTimeout, "Register",
-				"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
-			metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
-			p.ForgetClaim(ctx, claim.Name)
-			return 0, p.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
-		}
-		return l.opts.RegistrationTimeout - waited + time.Second, nil
+		return l.awaitRegistration(ctx, claim)
 	}
 	// before syncNode lets pods in: the scheduler keeps the DaemonSet pods' room until they are bound
-	p.ExpectDaemons(node.Name, l.daemonSetOverhead(ctx, claim))
+	l.opts.Provisioning.ExpectDaemons(node.Name, l.opts.Provisioning.DaemonSetPods(ctx, claim))
 	if err := l.syncNode(ctx, claim, node); err != nil {
 		return 0, err
 	}
@@ -51,28 +40,23 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID, "nodepool", pool,
 		"type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType, "price", claim.Status.Price)
 	metrics.NodesCreated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, claim.Status.InstanceType).Inc()
-	p.claimEvent(claim, corev1.EventTypeNormal, ReasonRegistered, "Register", "node %s registered", node.Name)
+	l.event(claim, corev1.EventTypeNormal, ReasonRegistered, "Register", "node %s registered", node.Name)
 	return 0, nil
-}
-
-// nodeOf returns the Node of a NodeClaim, or nil.
-func (l *Lifecycle) nodeOf(claim *stevedorev1.NodeClaim) *corev1.Node {
-	return nodeclaim.NodeOf(l.prov.opts.Nodes, claim)
 }
 
 // syncNode gives a registered Node its NodeClaim's labels (and the well-known labels of the launched type), the
 // termination finalizer and the NodeClaim as owner, and removes the unregistered taint.
 func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node) error {
-	its := l.prov.typesFor(ctx, claim)
+	its := l.opts.Provisioning.InstanceTypesOf(ctx, claim)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := l.prov.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		cur, err := l.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		for k, v := range ClaimNodeLabels(claim, its[claim.Status.InstanceType], l.prov.opts.Region) {
+		for k, v := range nodeclaim.NodeLabels(claim, its[claim.Status.InstanceType], l.opts.Region) {
 			cur.Labels[k] = v
 		}
 		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name
@@ -87,21 +71,27 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			cur.OwnerReferences = append(cur.OwnerReferences, metav1.OwnerReference{APIVersion: stevedorev1.SchemeGroupVersion.String(),
 				Kind: "NodeClaim", Name: claim.Name, UID: claim.UID, BlockOwnerDeletion: ptr.To(true)})
 		}
-		var taints []corev1.Taint
-		for _, t := range cur.Spec.Taints {
-			if t.Key != stevedorev1.TaintUnregistered {
-				taints = append(taints, t)
-			}
-		}
-		for _, t := range claim.Spec.Taints {
-			if !hasTaint(taints, t) {
-				taints = append(taints, t)
-			}
-		}
-		cur.Spec.Taints = taints
-		_, err = l.prov.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		cur.Spec.Taints = registeredTaints(cur.Spec.Taints, claim.Spec.Taints)
+		_, err = l.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// registeredTaints are a registered node's taints: its own without the unregistered taint, and the NodeClaim's
+// it does not have yet.
+func registeredTaints(node, claim []corev1.Taint) []corev1.Taint {
+	var taints []corev1.Taint
+	for _, t := range node {
+		if t.Key != stevedorev1.TaintUnregistered {
+			taints = append(taints, t)
+		}
+	}
+	for _, t := range claim {
+		if !hasTaint(taints, t) {
+			taints = append(taints, t)
+		}
+	}
+	return taints
 }
 
 func hasTaint(list []corev1.Taint, t corev1.Taint) bool {

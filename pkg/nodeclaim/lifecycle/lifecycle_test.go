@@ -2,10 +2,9 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
-	"context"
 	"reflect"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
@@ -29,10 +29,10 @@ func TestReconcileDispatch(t *testing.T) {
 		node      *corev1.Node
 		want      time.Duration
 		wantCalls []string
-		check     func(t *testing.T, h *lifecycleHarness)
+		check     func(t *testing.T, h *harness)
 	}{
 		{name: "a NodeClaim gone from the cache is forgotten", want: 0,
-			check: func(t *testing.T, h *lifecycleHarness) {
+			check: func(t *testing.T, h *harness) {
 				if len(h.prov.AssignedPods("c1")) != 0 {
 					t.Error("pods still planned on a NodeClaim that is gone")
 				}
@@ -43,27 +43,27 @@ func TestReconcileDispatch(t *testing.T) {
 			want: testRegistrationTimeout + time.Second},
 		{name: "a launched NodeClaim whose node is up is registered", claim: launchedClaim().Obj(),
 			node: test.Node("n1").ProviderID(n1ProviderID).Obj(),
-			check: func(t *testing.T, h *lifecycleHarness) {
-				if !conditionTrue(h.claim().Status.Conditions, stevedorev1.ConditionRegistered) {
+			check: func(t *testing.T, h *harness) {
+				if !meta.IsStatusConditionTrue(h.claim().Status.Conditions, stevedorev1.ConditionRegistered) {
 					t.Error("NodeClaim not registered")
 				}
 			}},
 		{name: "a registered NodeClaim whose node is ready is initialized", claim: launchedClaim().Registered().Obj(),
 			node: launchedClaim().NodeFor().Obj(),
-			check: func(t *testing.T, h *lifecycleHarness) {
+			check: func(t *testing.T, h *harness) {
 				if !h.claim().IsInitialized() {
 					t.Error("NodeClaim not initialized")
 				}
 			}},
 		{name: "an initialized NodeClaim is left alone", claim: launchedClaim().Initialized().Obj(),
 			node: launchedClaim().NodeFor().Obj(),
-			check: func(t *testing.T, h *lifecycleHarness) {
+			check: func(t *testing.T, h *harness) {
 				if n := len(h.sd.Actions()) + len(h.kube.Actions()); n != 0 {
 					t.Errorf("%d API calls for an initialized NodeClaim, want none", n)
 				}
 			}},
 		{name: "a deleted NodeClaim is terminated, even before it launched", claim: launchClaim().Deleting(t0).Obj(),
-			check: func(t *testing.T, h *lifecycleHarness) {
+			check: func(t *testing.T, h *harness) {
 				if h.claim() != nil {
 					t.Error("deleted NodeClaim kept its finalizer")
 				}
@@ -73,14 +73,14 @@ func TestReconcileDispatch(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t)
+			h := newHarness(t)
 			if tc.claim != nil {
 				h.add(tc.claim)
 			}
 			if tc.node != nil {
 				h.add(tc.node)
 			}
-			h.prov.assign(context.Background(), "c1", []*corev1.Pod{test.Pod("web").Pending().Obj()})
+			h.prov.assign(test.Pod("web").Pending().Obj())
 			h.sd.ClearActions()
 			h.kube.ClearActions()
 
@@ -133,7 +133,7 @@ func TestEnqueueNode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newLifecycleHarness(t, launchedClaim().Obj())
+			h := newHarness(t, launchedClaim().Obj())
 			drains := &drainRecorder{Terminator: h.term}
 			h.life.opts.Terminator = drains
 			if tc.node == nil {
@@ -153,7 +153,7 @@ func TestEnqueueNode(t *testing.T) {
 
 func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
 	claim := launchClaim().Obj()
-	h := newLifecycleHarness(t, claim)
+	h := newHarness(t, claim)
 	long := strings.Repeat("x", 1500)
 	cond := metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionFalse, Reason: "LaunchFailed", Message: long}
 	for i, want := range []bool{true, false} {

@@ -2,7 +2,7 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-package provision
+package lifecycle
 
 import (
 	"context"
@@ -11,16 +11,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 )
+
+// initializationRecheck is how often a registered NodeClaim whose node the cache lost is looked at again.
+const initializationRecheck = 10 * time.Second
 
 // initialize marks a NodeClaim initialized once its node is Ready with no startup or readiness taint left.
 func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
-	node := l.nodeOf(claim)
+	node := nodeclaim.NodeOf(l.opts.Nodes, claim)
 	if node == nil {
-		return 10 * time.Second, nil
+		return initializationRecheck, nil
 	}
 	if why := notInitialized(claim, node); why != "" {
 		return 0, nil // node events bring it back
@@ -33,18 +38,18 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 	}
 	if node.Labels[stevedorev1.LabelInitialized] != "true" {
 		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, stevedorev1.LabelInitialized))
-		if _, err := l.prov.opts.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		if _, err := l.opts.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return 0, err
 		}
 	}
 	if changed {
-		klog.FromContext(ctx).Info("Initialized node", "node", node.Name, "readyAfter", l.prov.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Millisecond))
-		l.prov.claimEvent(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
+		klog.FromContext(ctx).Info("Initialized node", "node", node.Name, "readyAfter", l.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Millisecond))
+		l.event(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
 	}
 	if l.opts.OnInitialized != nil {
 		l.opts.OnInitialized(node.Name)
 	}
-	l.prov.ClaimInitialized(ctx, claim.Name)
+	l.opts.Provisioning.ClaimInitialized(ctx, claim.Name)
 	return 0, nil
 }
 
@@ -71,21 +76,4 @@ func notInitialized(claim *stevedorev1.NodeClaim, node *corev1.Node) string {
 		}
 	}
 	return ""
-}
-
-// IsNodeInitializing reports whether a node belongs to a NodeClaim that is registered but not yet initialized.
-func (p *Provisioner) IsNodeInitializing(nodeName string) bool {
-	node, err := p.opts.Nodes.Get(nodeName)
-	if err != nil {
-		return false
-	}
-	name := node.Labels[stevedorev1.LabelNodeClaim]
-	if name == "" {
-		return false
-	}
-	claim, err := p.opts.NodeClaims.Get(name)
-	if err != nil {
-		return false
-	}
-	return conditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered) && !claim.IsInitialized()
 }

@@ -1,0 +1,313 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Package lifecycle drives a NodeClaim from creation to a node ready for pods, one phase per file: launch (the
+// instance through the cloud), registration (the Node gets the NodeClaim's labels, taints, finalizer and owner),
+// initialization (Ready, startup taints gone) and liveness (a node that never registers is deleted with its
+// instance). A deleted NodeClaim is handed to termination. What it needs from provisioning (the pods planned on
+// a NodeClaim, instance types, DaemonSets) it asks through the Provisioning interface it declares.
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
+	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+)
+
+// Event reasons the lifecycle records on NodeClaims.
+const (
+	ReasonLaunched            = "Launched"
+	ReasonLaunchFailed        = "LaunchFailed"
+	ReasonRegistered          = "Registered"
+	ReasonInitialized         = "Initialized"
+	ReasonRegistrationTimeout = "RegistrationTimeout"
+)
+
+// defaultLaunchWorkers bounds concurrent launches when Options leave it unset.
+const defaultLaunchWorkers = 16
+
+// Provisioning is what the lifecycle needs from provisioning (pkg/provision).
+type Provisioning interface {
+	// AssignedPods returns the pods planned on a NodeClaim.
+	AssignedPods(claim string) []*corev1.Pod
+	// NominateAssigned nominates a launched NodeClaim's planned pods to its node.
+	NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim)
+	// Replan drops a pod's plan and provisions it again.
+	Replan(ctx context.Context, pod *corev1.Pod)
+	// ForgetClaim drops the plan of a NodeClaim that is gone (or going): its pods are provisioned again.
+	ForgetClaim(ctx context.Context, name string)
+	// ClaimInitialized is told a NodeClaim's node is ready for pods.
+	ClaimInitialized(ctx context.Context, name string)
+	// NodePoolsChanged is told there may be room again under a NodePool's limits.
+	NodePoolsChanged(ctx context.Context)
+	// PodDeleted is told a pod is gone.
+	PodDeleted(ctx context.Context, pod *corev1.Pod)
+	// OfferingsChanged is told the cloud marked offerings unavailable.
+	OfferingsChanged()
+	// InstanceTypesOf returns the known instance types by name, with a NodeClaim's NodePool's loaded.
+	InstanceTypesOf(ctx context.Context, claim *stevedorev1.NodeClaim) map[string]*cloud.InstanceType
+	// DaemonSetPods returns the DaemonSet pods that run on the node a NodeClaim becomes.
+	DaemonSetPods(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod
+	// ExpectDaemons keeps room on a node for the DaemonSet pods that will run on it.
+	ExpectDaemons(node string, pods []*corev1.Pod)
+}
+
+// Terminator is what the lifecycle hands deleted NodeClaims and their nodes to (pkg/nodeclaim/termination).
+type Terminator interface {
+	// TerminateClaim takes a deleted NodeClaim a step towards its end; it returns when to look again.
+	TerminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error)
+	// EnqueueNode asks for a deleted node to be drained.
+	EnqueueNode(name string)
+}
+
+// Options are the lifecycle's clients, listers, settings and collaborators.
+type Options struct {
+	Kube       kubernetes.Interface
+	Stevedore  versioned.Interface
+	Cloud      cloud.Provider
+	Nodes      corelisters.NodeLister
+	NodeClaims listers.NodeClaimLister
+	Recorder   events.EventRecorder
+	Clock      clock.Clock
+	// Region is the cluster's region, a label of every node.
+	Region string
+	// RegistrationTimeout is how long a launched instance may take to register its node before it is deleted.
+	RegistrationTimeout time.Duration
+	// LaunchWorkers bounds concurrent launches (identical launches share a CreateFleet call); 16 when 0.
+	LaunchWorkers int
+	// OnInitialized is called with a node's name when its NodeClaim becomes initialized (Permit lets pods bind).
+	OnInitialized func(nodeName string)
+	// Provisioning is asked about planned pods and told what changed. Required.
+	Provisioning Provisioning
+	// Terminator finishes deleted NodeClaims and drains their nodes (run on its own). Required.
+	Terminator Terminator
+}
+
+// Lifecycle is the NodeClaim lifecycle controller.
+type Lifecycle struct {
+	opts  Options
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// New returns the controller; Register wires it to informers and Run starts it.
+func New(opts Options) *Lifecycle {
+	if opts.LaunchWorkers == 0 {
+		opts.LaunchWorkers = defaultLaunchWorkers
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute)
+	return &Lifecycle{
+		opts:  opts,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeclaims"}),
+	}
+}
+
+// Register adds event handlers: NodeClaim changes and the Nodes of NodeClaims enqueue the NodeClaim; deleted
+// Stevedore nodes enqueue their termination; a deleted NodeClaim's pods, and a deleted pod's room, go back to
+// provisioning.
+func (l *Lifecycle) Register(ctx context.Context, claims, nodes, pods cache.SharedIndexInformer) error {
+	prov := l.opts.Provisioning
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { l.enqueueClaim(obj) },
+		UpdateFunc: func(_, obj any) { l.enqueueClaim(obj) },
+		DeleteFunc: func(obj any) {
+			if c, ok := unwrapTombstone(obj).(*stevedorev1.NodeClaim); ok {
+				prov.ForgetClaim(ctx, c.Name)
+				prov.NodePoolsChanged(ctx) // room under a NodePool's limits
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
+				prov.PodDeleted(ctx, pod)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	_, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { l.enqueueNode(obj) },
+		UpdateFunc: func(_, obj any) { l.enqueueNode(obj) },
+	})
+	return err
+}
+
+// unwrapTombstone returns the object a deletion the informer missed carries, or obj itself.
+func unwrapTombstone(obj any) any {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
+}
+
+func (l *Lifecycle) enqueueClaim(obj any) {
+	if c, ok := obj.(*stevedorev1.NodeClaim); ok {
+		l.queue.Add(c.Name)
+	}
+}
+
+func (l *Lifecycle) enqueueNode(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if name := n.Labels[stevedorev1.LabelNodeClaim]; name != "" {
+		l.queue.Add(name)
+	} else if c := l.claimByProviderID(n.Spec.ProviderID); c != nil {
+		l.queue.Add(c.Name)
+	}
+	if n.DeletionTimestamp != nil && stevedorev1.HasTerminationFinalizer(n.Finalizers) {
+		l.opts.Terminator.EnqueueNode(n.Name)
+	}
+}
+
+func (l *Lifecycle) claimByProviderID(id string) *stevedorev1.NodeClaim {
+	if id == "" {
+		return nil
+	}
+	claims, _ := l.opts.NodeClaims.List(labels.Everything())
+	for _, c := range claims {
+		if c.Status.ProviderID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// Run processes NodeClaims until ctx ends; every NodeClaim is also looked at every 30s. (The terminator runs on
+// its own.)
+func (l *Lifecycle) Run(ctx context.Context) {
+	defer l.queue.ShutDown()
+	for i := 0; i < l.opts.LaunchWorkers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.process(ctx) }, time.Second)
+	}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		claims, _ := l.opts.NodeClaims.List(labels.Everything())
+		for _, c := range claims {
+			l.queue.Add(c.Name)
+		}
+	}, 30*time.Second)
+}
+
+func (l *Lifecycle) process(ctx context.Context) {
+	for {
+		name, quit := l.queue.Get()
+		if quit {
+			return
+		}
+		after, err := l.reconcile(ctx, name)
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).V(2).Info("NodeClaim reconcile failed; retrying", "nodeclaim", name, "err", err)
+			l.queue.AddRateLimited(name)
+		case after > 0:
+			l.queue.Forget(name)
+			l.queue.AddAfter(name, after)
+		default:
+			l.queue.Forget(name)
+		}
+		l.queue.Done(name)
+	}
+}
+
+// reconcile moves one NodeClaim a step along; it returns when to look again.
+func (l *Lifecycle) reconcile(ctx context.Context, name string) (time.Duration, error) {
+	claim, err := l.opts.NodeClaims.Get(name)
+	if apierrors.IsNotFound(err) {
+		l.opts.Provisioning.ForgetClaim(ctx, name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	logger := klog.FromContext(ctx).WithValues("nodeclaim", name)
+	ctx = klog.NewContext(ctx, logger)
+	switch {
+	case claim.DeletionTimestamp != nil:
+		return l.opts.Terminator.TerminateClaim(ctx, claim)
+	case !meta.IsStatusConditionTrue(claim.Status.Conditions, stevedorev1.ConditionLaunched):
+		return l.launch(ctx, claim)
+	case !meta.IsStatusConditionTrue(claim.Status.Conditions, stevedorev1.ConditionRegistered):
+		return l.register(ctx, claim)
+	case !claim.IsInitialized():
+		return l.initialize(ctx, claim)
+	}
+	return 0, nil
+}
+
+// claims is the NodeClaims API.
+func (l *Lifecycle) claims() typedv1.NodeClaimInterface {
+	return l.opts.Stevedore.StevedoreV1().NodeClaims()
+}
+
+func (l *Lifecycle) setCondition(ctx context.Context, name, condType string, status metav1.ConditionStatus, reason, message string) error {
+	_, err := l.setConditions(ctx, name, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message})
+	return err
+}
+
+// maxConditionMessage bounds a condition's message (the API server refuses longer ones).
+const maxConditionMessage = 1000
+
+// setConditions sets conditions on a NodeClaim's status in one update; it reports whether any changed.
+func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...metav1.Condition) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := l.claims().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		changed = false
+		for _, c := range conds {
+			c.Message = truncate(c.Message, maxConditionMessage)
+			c.ObservedGeneration = cur.Generation
+			changed = meta.SetStatusCondition(&cur.Status.Conditions, c) || changed
+		}
+		if !changed {
+			return nil
+		}
+		_, err = l.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	return changed, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// event records an event on a NodeClaim.
+func (l *Lifecycle) event(claim *stevedorev1.NodeClaim, eventType, reason, action, note string, args ...any) {
+	if l.opts.Recorder == nil {
+		return
+	}
+	l.opts.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...)
+}
