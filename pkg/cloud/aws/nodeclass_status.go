@@ -6,7 +6,7 @@ package aws
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +29,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	informers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Condition types of an EC2NodeClass.
@@ -48,10 +49,10 @@ const (
 const maxResolveBackoff = 5 * time.Minute
 
 // errNotResolved makes the queue back off a node class whose resolution failed (its status already says why).
-var errNotResolved = errors.New("the EC2NodeClass did not resolve")
+var errNotResolved = fmt.Errorf("the EC2NodeClass did not resolve: %w", reconcile.ErrWaiting)
 
 // errClaimsRemain makes the queue come back to a deleted node class whose NodeClaims are not gone yet.
-var errClaimsRemain = errors.New("NodeClaims of the EC2NodeClass remain")
+var errClaimsRemain = fmt.Errorf("NodeClaims of the EC2NodeClass remain: %w", reconcile.ErrWaiting)
 
 // NodeClassStatus writes what each EC2NodeClass resolves to into its status, with a Ready condition whose reason
 // says what did not resolve. For a node class that names a role it keeps the stevedore.dev/termination finalizer,
@@ -111,21 +112,7 @@ func (c *NodeClassStatus) enqueue(obj any) {
 func (c *NodeClassStatus) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for {
-			name, quit := c.queue.Get()
-			if quit {
-				return
-			}
-			if err := c.reconcile(ctx, name); err != nil {
-				if !errors.Is(err, errNotResolved) && !errors.Is(err, errClaimsRemain) {
-					klog.FromContext(ctx).V(2).Info("EC2NodeClass status update failed; retrying", "ec2nodeclass", name, "err", err)
-				}
-				c.queue.AddRateLimited(name)
-			} else {
-				c.queue.Forget(name)
-			}
-			c.queue.Done(name)
-		}
+		reconcile.Process(ctx, c.queue, "EC2NodeClass", reconcile.Errors(c.reconcile))
 	}, time.Second)
 	wait.UntilWithContext(ctx, func(context.Context) {
 		ncs, _ := c.informer.Lister().List(labels.Everything())

@@ -33,6 +33,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	typedv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Event reasons the lifecycle records on NodeClaims.
@@ -205,7 +206,7 @@ func (l *Lifecycle) claimByProviderID(id string) *stevedorev1.NodeClaim {
 func (l *Lifecycle) Run(ctx context.Context) {
 	defer l.queue.ShutDown()
 	for i := 0; i < l.opts.LaunchWorkers; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.process(ctx) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { reconcile.Process(ctx, l.queue, "NodeClaim", l.reconcile) }, time.Second)
 	}
 	wait.UntilWithContext(ctx, func(context.Context) {
 		claims, _ := l.opts.NodeClaims.List(labels.Everything())
@@ -213,27 +214,6 @@ func (l *Lifecycle) Run(ctx context.Context) {
 			l.queue.Add(c.Name)
 		}
 	}, 30*time.Second)
-}
-
-func (l *Lifecycle) process(ctx context.Context) {
-	for {
-		name, quit := l.queue.Get()
-		if quit {
-			return
-		}
-		after, err := l.reconcile(ctx, name)
-		switch {
-		case err != nil:
-			klog.FromContext(ctx).V(2).Info("NodeClaim reconcile failed; retrying", "nodeclaim", name, "err", err)
-			l.queue.AddRateLimited(name)
-		case after > 0:
-			l.queue.Forget(name)
-			l.queue.AddAfter(name, after)
-		default:
-			l.queue.Forget(name)
-		}
-		l.queue.Done(name)
-	}
 }
 
 // reconcile moves one NodeClaim a step along; it returns when to look again.

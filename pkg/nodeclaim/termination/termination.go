@@ -38,6 +38,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Event reasons of termination.
@@ -95,7 +96,7 @@ const drainWorkers = 4
 func (t *Terminator) Run(ctx context.Context) {
 	defer t.nodes.ShutDown()
 	for range drainWorkers {
-		go wait.UntilWithContext(ctx, t.processNode, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { reconcile.Process(ctx, t.nodes, "Node", t.drainStep) }, time.Second)
 	}
 	<-ctx.Done()
 }
@@ -116,7 +117,7 @@ func (t *Terminator) podEvent(pod *corev1.Pod, eventType, reason, action, note s
 	}
 }
 
-// TerminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by processNode), its instance
+// TerminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by Run), its instance
 // terminated, then its finalizer removed.
 func (t *Terminator) TerminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	t.opts.Provisioning.ForgetClaim(ctx, claim.Name)
@@ -192,24 +193,13 @@ func removeString(list []string, s string) []string {
 	return out
 }
 
-func (t *Terminator) processNode(ctx context.Context) {
-	for {
-		name, quit := t.nodes.Get()
-		if quit {
-			return
-		}
-		done, err := t.DrainNode(ctx, name)
-		switch {
-		case err != nil:
-			klog.FromContext(ctx).V(2).Info("Draining the node failed; retrying", "node", name, "err", err)
-			t.nodes.AddRateLimited(name)
-		case !done:
-			t.nodes.AddAfter(name, time.Second)
-		default:
-			t.nodes.Forget(name)
-		}
-		t.nodes.Done(name)
+// drainStep drains a node a step; it asks to look again in a second until the drain is done.
+func (t *Terminator) drainStep(ctx context.Context, name string) (time.Duration, error) {
+	done, err := t.DrainNode(ctx, name)
+	if err != nil || done {
+		return 0, err
 	}
+	return time.Second, nil
 }
 
 // DrainNode takes one step of draining a deleted node of Stevedore's (Run calls it until done): it is tainted so nothing new lands, its pods are evicted through

@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	informers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Controller keeps each NodeOverlay's Ready condition (True when applied; False with reason Invalid or Conflict
@@ -62,19 +62,7 @@ func NewController(client versioned.Interface, informer informers.NodeOverlayInf
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for {
-			key, quit := c.queue.Get()
-			if quit {
-				return
-			}
-			if err := c.reconcile(ctx); err != nil {
-				klog.FromContext(ctx).V(2).Info("NodeOverlay status update failed; retrying", "err", err)
-				c.queue.AddRateLimited(key)
-			} else {
-				c.queue.Forget(key)
-			}
-			c.queue.Done(key)
-		}
+		reconcile.Process(ctx, c.queue, "NodeOverlay status", reconcile.Errors(func(ctx context.Context, _ string) error { return c.reconcile(ctx) }))
 	}, time.Second)
 }
 
