@@ -77,7 +77,7 @@ func dryRunDisruption(ctx context.Context, w io.Writer, objs []runtime.Object, i
 		return err
 	}
 	out := renderDryRun(res)
-	if in.output == "json" {
+	if in.output == outputJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)

@@ -18,12 +18,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
+
+// outputJSON is the -o value that asks plan, plan --disrupt and version for JSON.
+const outputJSON = "json"
 
 // planOutput is `scheduler plan -o json`.
 type planOutput struct {
@@ -60,6 +64,40 @@ type planUnschedulable struct {
 	Reason string `json:"reason"`
 }
 
+// readPlanInput reads the catalog (the embedded one when file is "") and the objects of the files.
+func readPlanInput(catalogFile string, files []string) (*catalog.File, []runtime.Object, error) {
+	cat := catalog.Default()
+	if catalogFile != "" {
+		var err error
+		if cat, err = catalog.ReadFile(catalogFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	dec := manifest.NewDecoder()
+	var objs []runtime.Object
+	for _, f := range files {
+		o, err := dec.DecodeFile(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		objs = append(objs, o...)
+	}
+	return cat, objs, nil
+}
+
+// writePlan prints a plan as JSON or as a table.
+func writePlan(w io.Writer, out planOutput, output string) error {
+	switch output {
+	case outputJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	case "table", "":
+		return printPlanTable(w, out)
+	}
+	return fmt.Errorf("-o must be json or table, not %q", output)
+}
+
 func newPlanCommand() *cobra.Command {
 	var files []string
 	var catalogFile, output string
@@ -85,35 +123,23 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			if len(files) == 0 {
 				return fmt.Errorf("give the objects with -f (NodePools and the pods at least)")
 			}
-			cat := catalog.Default()
-			if catalogFile != "" {
-				var err error
-				if cat, err = catalog.ReadFile(catalogFile); err != nil {
-					return err
-				}
-			}
-			dec := manifest.NewDecoder()
-			var objs []runtime.Object
-			for _, f := range files {
-				o, err := dec.DecodeFile(f)
-				if err != nil {
-					return err
-				}
-				objs = append(objs, o...)
+			cat, objs, err := readPlanInput(catalogFile, files)
+			if err != nil {
+				return err
 			}
 			ctx := context.Background()
-			if minValuesPolicy != "Strict" && minValuesPolicy != "BestEffort" {
+			if minValuesPolicy != config.MinValuesStrict && minValuesPolicy != config.MinValuesBestEffort {
 				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
 			}
-			if output != "json" && output != "table" && output != "" {
+			if output != outputJSON && output != "table" && output != "" {
 				return fmt.Errorf("-o must be json or table, not %q", output)
 			}
 			if disrupt {
 				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: cat, vmMemoryOverheadPercent: vmOverhead,
-					minValuesBestEffort: minValuesPolicy == "BestEffort", spotToSpot: spotToSpot, output: output})
+					minValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort, spotToSpot: spotToSpot, output: output})
 			}
 			problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
-				MinValuesBestEffort: minValuesPolicy == "BestEffort"})
+				MinValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort})
 			if err != nil {
 				return err
 			}
@@ -125,17 +151,7 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			if err != nil {
 				return err
 			}
-			out := renderPlan(plan, problem.Pods)
-			switch output {
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			case "table", "":
-				return printPlanTable(cmd.OutOrStdout(), out)
-			default:
-				return fmt.Errorf("-o must be json or table, not %q", output)
-			}
+			return writePlan(cmd.OutOrStdout(), renderPlan(plan, problem.Pods), output)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")

@@ -40,7 +40,7 @@ spec:
 // in JSON.
 func TestPlanShowsAcceleratorsOfTheNodes(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "gpu.yaml")
-	if err := os.WriteFile(file, []byte(gpuPlanInput), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(gpuPlanInput), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run := func(output string) string {
@@ -102,7 +102,7 @@ func TestPlanDisruptDryRun(t *testing.T) {
 // TestPlanDisruptRefusesWhatItDoesNotRead: an object of another kind is an error naming it, not dropped.
 func TestPlanDisruptRefusesWhatItDoesNotRead(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "svc.yaml")
-	if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {ports: [{port: 80}]}\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {ports: [{port: 80}]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := newPlanCommand()

@@ -39,7 +39,7 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if logFile != "" {
-				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // G304: the path is the user's own --log-file argument
 				if err != nil {
 					return err
 				}
@@ -149,7 +149,7 @@ stopping), scheduled (AWS Health scheduled change). The sandbox is found through
 
 // readEnvFile reads the "export KEY=VALUE" lines of a sandbox's --env-out file.
 func readEnvFile(path string) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) //nolint:gosec // G304: the path is the user's own --env-file argument
 	if err != nil {
 		return nil, fmt.Errorf("--env-file: %w", err)
 	}

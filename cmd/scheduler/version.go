@@ -24,7 +24,7 @@ func newVersionCommand() *cobra.Command {
 			switch output {
 			case "":
 				fmt.Fprintln(cmd.OutOrStdout(), info)
-			case "json":
+			case outputJSON:
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(info)

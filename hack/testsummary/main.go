@@ -35,6 +35,13 @@ type event struct {
 // its tests are done).
 const longTest = 30 * time.Second
 
+// The actions of `go test -json` that end a test or a package.
+const (
+	actionPass = "pass"
+	actionFail = "fail"
+	actionSkip = "skip"
+)
+
 type counts struct {
 	pass, fail, skip int
 	elapsed          float64
@@ -49,13 +56,10 @@ func main() {
 
 // summarize reads go test -json events from in and writes the report to out; it reports whether everything passed.
 func summarize(in io.Reader, out io.Writer) bool {
-	pkgs := map[string]*counts{}
-	outputs := map[string]*strings.Builder{}
-	messages := map[string]*testMessages{}
-	var failures []string
+	r := &run{out: out, start: time.Now(), pkgs: map[string]*counts{}, outputs: map[string]*strings.Builder{},
+		messages: map[string]*testMessages{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
-	start := time.Now()
 	for sc.Scan() {
 		line := sc.Bytes()
 		var ev event
@@ -63,66 +67,99 @@ func summarize(in io.Reader, out io.Writer) bool {
 			fmt.Fprintln(out, string(line)) // build errors and other plain output
 			continue
 		}
-		c := pkgs[ev.Package]
-		if c == nil {
-			c = &counts{}
-			pkgs[ev.Package] = c
-		}
-		key := ev.Package + " " + ev.Test
-		switch ev.Action {
-		case "output":
-			b := outputs[key]
-			if b == nil {
-				b = &strings.Builder{}
-				outputs[key] = b
-			}
-			if b.Len() < 256*1024 {
-				b.WriteString(ev.Output)
-			}
-			m := messages[key]
-			if m == nil {
-				m = &testMessages{}
-				messages[key] = m
-			}
-			m.add(ev.Output)
-		case "pass", "fail", "skip":
-			if ev.Test == "" {
-				c.elapsed = ev.Elapsed
-				if ev.Action == "fail" && c.pass+c.fail+c.skip == 0 {
-					c.failedBuild = true
-					failures = append(failures, key)
-				}
-				finished(out, ev.Package, c, failures, messages, outputs, start)
-				continue
-			}
-			if ev.Elapsed >= longTest.Seconds() && !strings.Contains(ev.Test, "/") {
-				// a long test shows progress inside its package
-				fmt.Fprintf(out, "     %s %s.%s (%.0fs)\n", ev.Action, ev.Package, ev.Test, ev.Elapsed)
-			}
-			switch ev.Action {
-			case "pass":
-				c.pass++
-			case "fail":
-				c.fail++
-				failures = append(failures, key)
-			case "skip":
-				c.skip++
-			}
-			if ev.Action != "fail" {
-				delete(outputs, key)
-				delete(messages, key)
-			}
-		}
+		r.event(ev)
 	}
-	names := make([]string, 0, len(pkgs))
-	for n := range pkgs {
+	return r.report()
+}
+
+// run is what the report keeps of a go test run as its events come: counts by package, and the output and own
+// messages of each test until it passes (kept for those that fail).
+type run struct {
+	out      io.Writer
+	start    time.Time
+	pkgs     map[string]*counts
+	outputs  map[string]*strings.Builder
+	messages map[string]*testMessages
+	failures []string
+}
+
+// event takes one event of go test -json.
+func (r *run) event(ev event) {
+	c := r.pkgs[ev.Package]
+	if c == nil {
+		c = &counts{}
+		r.pkgs[ev.Package] = c
+	}
+	key := ev.Package + " " + ev.Test
+	switch ev.Action {
+	case "output":
+		r.output(key, ev.Output)
+	case actionPass, actionFail, actionSkip:
+		if ev.Test == "" {
+			c.elapsed = ev.Elapsed
+			if ev.Action == actionFail && c.pass+c.fail+c.skip == 0 {
+				c.failedBuild = true
+				r.failures = append(r.failures, key)
+			}
+			finished(r.out, ev.Package, c, r.failures, r.messages, r.outputs, r.start)
+			return
+		}
+		r.testDone(c, ev, key)
+	}
+}
+
+// output keeps a line a test printed (its whole output up to 256 KiB, and its own messages).
+func (r *run) output(key, text string) {
+	b := r.outputs[key]
+	if b == nil {
+		b = &strings.Builder{}
+		r.outputs[key] = b
+	}
+	if b.Len() < 256*1024 {
+		b.WriteString(text)
+	}
+	m := r.messages[key]
+	if m == nil {
+		m = &testMessages{}
+		r.messages[key] = m
+	}
+	m.add(text)
+}
+
+// testDone counts a test that ended; the output of one that did not fail is dropped.
+func (r *run) testDone(c *counts, ev event, key string) {
+	if ev.Elapsed >= longTest.Seconds() && !strings.Contains(ev.Test, "/") {
+		// a long test shows progress inside its package
+		fmt.Fprintf(r.out, "     %s %s.%s (%.0fs)\n", ev.Action, ev.Package, ev.Test, ev.Elapsed)
+	}
+	switch ev.Action {
+	case actionPass:
+		c.pass++
+	case actionFail:
+		c.fail++
+		r.failures = append(r.failures, key)
+	case actionSkip:
+		c.skip++
+	}
+	if ev.Action != actionFail {
+		delete(r.outputs, key)
+		delete(r.messages, key)
+	}
+}
+
+// report writes the summary: a line per package with tests, the failed tests, the totals. It reports whether
+// everything passed.
+func (r *run) report() bool {
+	out := r.out
+	names := make([]string, 0, len(r.pkgs))
+	for n := range r.pkgs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var total counts
 	fmt.Fprintln(out, "\n==== go test summary ====")
 	for _, n := range names {
-		c := pkgs[n]
+		c := r.pkgs[n]
 		if c.pass+c.fail+c.skip == 0 && !c.failedBuild {
 			continue
 		}
@@ -136,10 +173,10 @@ func summarize(in io.Reader, out io.Writer) bool {
 		total.skip += c.skip
 		total.failedBuild = total.failedBuild || c.failedBuild
 	}
-	for _, key := range failures {
+	for _, key := range r.failures {
 		fmt.Fprintf(out, "FAILED %s\n", key)
 	}
-	fmt.Fprintf(out, "TOTAL: %d tests passed, %d failed, %d skipped (%s)\n", total.pass, total.fail, total.skip, time.Since(start).Round(time.Second))
+	fmt.Fprintf(out, "TOTAL: %d tests passed, %d failed, %d skipped (%s)\n", total.pass, total.fail, total.skip, time.Since(r.start).Round(time.Second))
 	return total.fail == 0 && !total.failedBuild
 }
 

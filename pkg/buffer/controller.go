@@ -174,7 +174,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		metrics.BufferChunks.WithLabelValues(s.b.Namespace, s.b.Name, "withRoom").Set(float64(placed))
 		metrics.BufferChunks.WithLabelValues(s.b.Namespace, s.b.Name, "waiting").Set(float64(len(s.pods) - placed))
-		if err := c.writeStatus(ctx, s.b, int32(len(s.pods)), cond); err != nil && firstErr == nil {
+		if err := c.writeStatus(ctx, s.b, int32(min(len(s.pods), math.MaxInt32)), cond); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

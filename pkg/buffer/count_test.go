@@ -17,8 +17,11 @@ func TestCount(t *testing.T) {
 	i32 := func(v int32) *int32 { return &v }
 	chunk := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	limits := func(kv ...string) corev1.ResourceList {
+		if len(kv)%2 != 0 {
+			t.Fatalf("limits(%q): want name, quantity pairs", kv)
+		}
 		out := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
+		for i := 0; i+1 < len(kv); i += 2 {
 			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
 		}
 		return out

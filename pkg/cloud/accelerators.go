@@ -36,7 +36,7 @@ func AcceleratorCountsOf(rl corev1.ResourceList) AcceleratorCounts {
 	}
 	for i, name := range acceleratorResources {
 		if q, ok := rl[name]; ok {
-			out[i] = int32(min(q.Value(), math.MaxInt32))
+			out[i] = int32(max(min(q.Value(), math.MaxInt32), math.MinInt32))
 		}
 	}
 	return out
@@ -45,9 +45,19 @@ func AcceleratorCountsOf(rl corev1.ResourceList) AcceleratorCounts {
 // Any reports whether any count is not zero.
 func (a AcceleratorCounts) Any() bool { return a != AcceleratorCounts{} }
 
+// manufacturerNVIDIA is NVIDIA as labelValue spells a GPU manufacturer.
+const manufacturerNVIDIA = "nvidia"
+
+// The kinds of EKS-optimized image ImageVariant returns.
+const (
+	imageVariantNVIDIA   = "nvidia"
+	imageVariantNeuron   = "neuron"
+	imageVariantStandard = "standard"
+)
+
 // gpuResources names the extended resource each GPU manufacturer's device plugin advertises.
 var gpuResources = map[string]corev1.ResourceName{
-	"nvidia": stevedorev1.ResourceNVIDIAGPU, "amd": stevedorev1.ResourceAMDGPU, "habana": stevedorev1.ResourceHabanaGaudi,
+	manufacturerNVIDIA: stevedorev1.ResourceNVIDIAGPU, "amd": stevedorev1.ResourceAMDGPU, "habana": stevedorev1.ResourceHabanaGaudi,
 }
 
 // AcceleratorCapacity is the extended resources a node of the type offers: its GPUs (by manufacturer), Neuron
@@ -105,10 +115,10 @@ func labelValue(s string) string {
 // devices, "standard" for the rest.
 func ImageVariant(it catalog.InstanceType) string {
 	switch {
-	case it.GPUs != nil && labelValue(it.GPUs.Manufacturer) == "nvidia":
-		return "nvidia"
+	case it.GPUs != nil && labelValue(it.GPUs.Manufacturer) == manufacturerNVIDIA:
+		return imageVariantNVIDIA
 	case it.Neuron != nil:
-		return "neuron"
+		return imageVariantNeuron
 	}
-	return "standard"
+	return imageVariantStandard
 }

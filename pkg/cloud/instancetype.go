@@ -329,42 +329,58 @@ func NewInstanceType(it catalog.InstanceType, m OverheadModel, zones map[string]
 	for name, q := range AcceleratorCapacity(it) {
 		out.Capacity[name] = q
 	}
+	var err error
 	if it.Overhead != nil {
-		fixed := corev1.ResourceList{}
-		for name, q := range map[corev1.ResourceName]string{corev1.ResourceCPU: it.Overhead.CPU, corev1.ResourceMemory: it.Overhead.Memory} {
-			if q == "" {
-				continue
-			}
-			v, err := resource.ParseQuantity(q)
-			if err != nil {
-				return nil, fmt.Errorf("%s overhead %s: %w", it.Name, name, err)
-			}
-			fixed[name] = v
-		}
-		out.Overhead = Overhead{KubeReserved: fixed}
-	} else {
-		var err error
-		if out.Overhead, err = m.overhead(it.VCPU, maxPods); err != nil {
-			return nil, fmt.Errorf("%s: %w", it.Name, err)
-		}
+		out.Overhead, err = catalogOverhead(it)
+	} else if out.Overhead, err = m.overhead(it.VCPU, maxPods); err != nil {
+		err = fmt.Errorf("%s: %w", it.Name, err)
 	}
-	for _, o := range it.Offerings {
-		if zones == nil || zones[o.Zone] {
-			out.Offerings = append(out.Offerings, Offering{Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Available: true})
-		}
+	if err != nil {
+		return nil, err
 	}
-	sort.Slice(out.Offerings, func(i, j int) bool {
-		a, b := out.Offerings[i], out.Offerings[j]
-		if a.Zone != b.Zone {
-			return a.Zone < b.Zone
-		}
-		return a.CapacityType < b.CapacityType
-	})
+	out.Offerings = zoneOfferings(it, zones)
 	out.Requirements = instanceTypeRequirements(it, out.Offerings)
 	out.allocatable = out.computeAllocatable()
 	out.labels = out.Requirements.Labels()
 	out.AllocatableCPUMemoryPods()
 	return out, nil
+}
+
+// catalogOverhead is the overhead a catalog entry sets for its type: fixed reservations of CPU and memory.
+func catalogOverhead(it catalog.InstanceType) (Overhead, error) {
+	fixed := corev1.ResourceList{}
+	for _, r := range []struct {
+		name corev1.ResourceName
+		q    string
+	}{{corev1.ResourceCPU, it.Overhead.CPU}, {corev1.ResourceMemory, it.Overhead.Memory}} {
+		if r.q == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(r.q)
+		if err != nil {
+			return Overhead{}, fmt.Errorf("%s overhead %s: %w", it.Name, r.name, err)
+		}
+		fixed[r.name] = v
+	}
+	return Overhead{KubeReserved: fixed}, nil
+}
+
+// zoneOfferings are a catalog entry's offerings in zones (every zone if nil), by zone then capacity type.
+func zoneOfferings(it catalog.InstanceType, zones map[string]bool) []Offering {
+	var out []Offering
+	for _, o := range it.Offerings {
+		if zones == nil || zones[o.Zone] {
+			out = append(out, Offering{Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Available: true})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Zone != b.Zone {
+			return a.Zone < b.Zone
+		}
+		return a.CapacityType < b.CapacityType
+	})
+	return out
 }
 
 func (m OverheadModel) overhead(vcpu int, maxPods int64) (Overhead, error) {

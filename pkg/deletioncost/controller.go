@@ -128,6 +128,13 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
+	nodes := c.rankedNodes(claims, byNode)
+	rank(nodes)
+	return c.apply(ctx, costPatches(nodes, byNode))
+}
+
+// rankedNodes describes, for ranking, the initialized nodes of NodeClaims and the pods on them.
+func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[string][]*corev1.Pod) []rankedNode {
 	var nodes []rankedNode
 	for _, cl := range claims {
 		if cl.Status.NodeName == "" || !cl.IsInitialized() {
@@ -153,12 +160,19 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 		}
 		nodes = append(nodes, rn)
 	}
-	rank(nodes)
-	type patch struct {
-		pod  *corev1.Pod
-		cost string
-	}
-	var patches []patch
+	return nodes
+}
+
+// costPatch sets a pod's deletion cost.
+type costPatch struct {
+	pod  *corev1.Pod
+	cost string
+}
+
+// costPatches are the ReplicaSet pods whose deletion cost is not their node's rank yet (a cost the user set is
+// left alone), in rank order.
+func costPatches(nodes []rankedNode, byNode map[string][]*corev1.Pod) []costPatch {
+	var patches []costPatch
 	for i, n := range nodes {
 		cost := strconv.Itoa(i + 1)
 		for _, p := range byNode[n.name] {
@@ -171,10 +185,15 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 				continue // the user's
 			}
 			if cur != cost {
-				patches = append(patches, patch{p, cost})
+				patches = append(patches, costPatch{p, cost})
 			}
 		}
 	}
+	return patches
+}
+
+// apply patches the pods' deletion costs; it returns how many it patched before the first failure.
+func (c *Controller) apply(ctx context.Context, patches []costPatch) (int, error) {
 	errs := make([]error, len(patches))
 	workqueue.ParallelizeUntil(ctx, patchWorkers, len(patches), func(i int) {
 		p := patches[i]

@@ -122,15 +122,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 	if err != nil {
 		return nil, err
 	}
-	byNode := map[string][]*corev1.Pod{}
-	nominated := map[string]bool{}
-	for _, pod := range pods {
-		if pod.Spec.NodeName != "" {
-			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
-		} else if pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil {
-			nominated[pod.Status.NominatedNodeName] = true
-		}
-	}
+	byNode, nominated := podsByNode(pods)
 	pdbs := newPDBIndex(c.opts.PDBs)
 	prices := c.overlaidPrices(ctx)
 	for _, claim := range claims {
@@ -138,28 +130,11 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		if ps == nil {
 			continue
 		}
-		ps.total++
-		node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
-		if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || stevedorev1.IsDisrupted(node)) {
-			ps.disrupting++
-			if claim.Status.DisruptionReason == ReasonUnhealthy {
-				ps.repairing++
-			}
+		node := c.countClaim(ps, claim)
+		if node == nil {
 			continue
 		}
-		if node == nil || !claim.IsInitialized() {
-			continue
-		}
-		cand := &Candidate{Node: node, NodeClaim: claim, NodePool: ps.pool, Price: prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)),
-			DisruptionCost: 1}
-		for _, pod := range byNode[node.Name] {
-			if podutil.Reschedulable(pod) {
-				cand.Pods = append(cand.Pods, pod)
-				cost := evictionCost(pod)
-				cand.Cost += cost
-				cand.DisruptionCost += max(0, cost)
-			}
-		}
+		cand := newCandidate(node, claim, ps.pool, prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)), byNode[node.Name])
 		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
 			cand.Blocked = why.message
 			v.leave(cand, why)
@@ -177,6 +152,52 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		return a.Node.Name < b.Node.Name
 	})
 	return v, nil
+}
+
+// countClaim counts a NodeClaim in its NodePool's totals (and among those disrupting, or being repaired); it
+// returns its node when the node is a candidate: initialized, and neither deleted nor disrupted.
+func (c *Controller) countClaim(ps *poolState, claim *stevedorev1.NodeClaim) *corev1.Node {
+	ps.total++
+	node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
+	if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || stevedorev1.IsDisrupted(node)) {
+		ps.disrupting++
+		if claim.Status.DisruptionReason == ReasonUnhealthy {
+			ps.repairing++
+		}
+		return nil
+	}
+	if node == nil || !claim.IsInitialized() {
+		return nil
+	}
+	return node
+}
+
+// podsByNode groups the bound pods by node, and names the nodes pending pods are nominated to.
+func podsByNode(pods []*corev1.Pod) (map[string][]*corev1.Pod, map[string]bool) {
+	byNode := map[string][]*corev1.Pod{}
+	nominated := map[string]bool{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		} else if pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil {
+			nominated[pod.Status.NominatedNodeName] = true
+		}
+	}
+	return byNode, nominated
+}
+
+// newCandidate is a node as disruption weighs it: its reschedulable pods, what evicting them costs, and its price.
+func newCandidate(node *corev1.Node, claim *stevedorev1.NodeClaim, pool *stevedorev1.NodePool, price float64, pods []*corev1.Pod) *Candidate {
+	cand := &Candidate{Node: node, NodeClaim: claim, NodePool: pool, Price: price, DisruptionCost: 1}
+	for _, pod := range pods {
+		if podutil.Reschedulable(pod) {
+			cand.Pods = append(cand.Pods, pod)
+			cost := evictionCost(pod)
+			cand.Cost += cost
+			cand.DisruptionCost += max(0, cost)
+		}
+	}
+	return cand
 }
 
 // blocked says why voluntary disruption must leave a node alone, or nil.

@@ -91,16 +91,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 	logger.Info("Disrupting nodes", "method", cmd.Method, "reason", cmd.Reason, "action", cmd.Action(), "nodes", cmd.String(),
 		"pods", cmd.Pods, "replacements", describeReplacements(cmd.Replacements), "hourlySavings", fmt.Sprintf("%.4f", cmd.Savings()),
 		"evaluation", cmd.evaluated.Round(time.Microsecond))
-	note := fmt.Sprintf("%s (%s): %s", cmd.Method, cmd.Reason, cmd.Action())
-	if len(cmd.Replacements) > 0 {
-		note += " with " + describeReplacements(cmd.Replacements)
-	}
-	if s := cmd.Savings(); s > 0 {
-		note += fmt.Sprintf(", saving $%.4f/h", s)
-	}
-	if len(cmd.Scores) > 0 {
-		note += "; " + describeScores(cmd.Scores)
-	}
+	note := disruptingNote(cmd)
 	for _, cand := range cmd.Candidates {
 		if err := c.markDisrupting(ctx, cand, string(cmd.Reason)); err != nil {
 			c.rollback(ctx, cmd, nil)
@@ -120,6 +111,29 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 			logger.Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", err)
 		}
 	}
+	err := c.deleteClaims(ctx, cmd)
+	c.opts.Metrics.decision(cmd, "succeeded")
+	return err
+}
+
+// disruptingNote is the Disrupting event's note: method, reason, action, replacements, savings and scores.
+func disruptingNote(cmd *Command) string {
+	note := fmt.Sprintf("%s (%s): %s", cmd.Method, cmd.Reason, cmd.Action())
+	if len(cmd.Replacements) > 0 {
+		note += " with " + describeReplacements(cmd.Replacements)
+	}
+	if s := cmd.Savings(); s > 0 {
+		note += fmt.Sprintf(", saving $%.4f/h", s)
+	}
+	if len(cmd.Scores) > 0 {
+		note += "; " + describeScores(cmd.Scores)
+	}
+	return note
+}
+
+// deleteClaims deletes the command's NodeClaims, each with its drain deadline when the command bounds the drain;
+// termination drains the nodes and terminates the instances.
+func (c *Controller) deleteClaims(ctx context.Context, cmd *Command) error {
 	var errs []error
 	for _, cand := range cmd.Candidates {
 		if cmd.DrainTimeout > 0 {
@@ -135,7 +149,6 @@ func (c *Controller) execute(ctx context.Context, cmd *Command) error {
 		}
 		c.opts.Metrics.nodeDisrupted(cand, string(cmd.Reason))
 	}
-	c.opts.Metrics.decision(cmd, "succeeded")
 	return errors.Join(errs...)
 }
 
@@ -164,6 +177,23 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 		klog.FromContext(ctx).Info("Replacements launched; not waiting for them", "method", cmd.Method, "nodeclaims", created, "replacing", names)
 		return nil
 	}
+	failure := c.awaitReplacements(ctx, created, timeout)
+	if failure != nil {
+		// A forceful command goes ahead: its replacements stay, the pods will need them.
+		if !cmd.Forceful {
+			c.rollback(ctx, cmd, created)
+		}
+		return failure
+	}
+	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)
+	// keep them from being taken for empty nodes until the evicted pods arrive
+	c.activity.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
+	return nil
+}
+
+// awaitReplacements waits until the replacement NodeClaims are initialized; it returns why not when one is deleted
+// first or the timeout passes.
+func (c *Controller) awaitReplacements(ctx context.Context, created []string, timeout time.Duration) error {
 	var failure error
 	seen := map[string]bool{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
@@ -187,17 +217,7 @@ func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error
 	if err != nil && failure == nil {
 		failure = fmt.Errorf("replacements %s not ready within %s: %w", strings.Join(created, ","), timeout, err)
 	}
-	if failure != nil {
-		// A forceful command goes ahead: its replacements stay, the pods will need them.
-		if !cmd.Forceful {
-			c.rollback(ctx, cmd, created)
-		}
-		return failure
-	}
-	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)
-	// keep them from being taken for empty nodes until the evicted pods arrive
-	c.activity.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
-	return nil
+	return failure
 }
 
 // rollback undoes a command that did not go through: its nodes are untainted and their disruption marks

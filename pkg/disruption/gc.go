@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -42,7 +43,6 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 	if c.opts.Cloud == nil {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
 	instances, err := c.opts.Cloud.List(ctx)
 	if err != nil {
 		return err
@@ -51,6 +51,19 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	live := c.terminateOrphans(ctx, instances, claims)
+	for _, cl := range claims {
+		if cl.DeletionTimestamp == nil && cl.Status.InstanceID != "" && !live[cl.Status.InstanceID] {
+			c.deleteIfInstanceGone(ctx, cl)
+		}
+	}
+	return nil
+}
+
+// terminateOrphans terminates the instances no NodeClaim accounts for once they are past orphanGracePeriod; it
+// returns the ids of the instances alive.
+func (c *Controller) terminateOrphans(ctx context.Context, instances []*cloud.Instance, claims []*stevedorev1.NodeClaim) map[string]bool {
+	logger := klog.FromContext(ctx)
 	byInstance := map[string]bool{}
 	// launching: NodeClaims whose instance is not recorded yet; an instance tagged with one of them is its launch
 	// in flight. An instance tagged with a NodeClaim that records another instance is a second launch: garbage.
@@ -65,14 +78,11 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 	now := c.opts.Clock.Now()
 	live := map[string]bool{}
 	for _, inst := range instances {
-		if inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown {
+		if gone(inst) {
 			continue
 		}
 		live[inst.ID] = true
-		if byInstance[inst.ID] || launching[inst.Tags[stevedorev1.LabelNodeClaim]] {
-			continue
-		}
-		if now.Sub(inst.LaunchTime) < orphanGracePeriod {
+		if byInstance[inst.ID] || launching[inst.Tags[stevedorev1.LabelNodeClaim]] || now.Sub(inst.LaunchTime) < orphanGracePeriod {
 			continue
 		}
 		if err := c.opts.Cloud.Delete(ctx, inst.ID); err != nil {
@@ -83,31 +93,34 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 			"zone", inst.Zone, "launched", inst.LaunchTime.UTC().Format(time.RFC3339), "nodeclaimTag", inst.Tags[stevedorev1.LabelNodeClaim])
 		c.opts.Metrics.garbageCollected("instance")
 	}
-	for _, cl := range claims {
-		if cl.DeletionTimestamp != nil || cl.Status.InstanceID == "" || live[cl.Status.InstanceID] {
-			continue
-		}
-		launched := cl.CreationTimestamp.Time
-		for _, cond := range cl.Status.Conditions {
-			if cond.Type == stevedorev1.ConditionLaunched {
-				launched = cond.LastTransitionTime.Time
-			}
-		}
-		if now.Sub(launched) < orphanGracePeriod {
-			continue
-		}
-		// The list may have raced with a launch: ask for the instance itself before deleting.
-		if inst, err := c.opts.Cloud.Get(ctx, cl.Status.InstanceID); err == nil && inst.State != cloud.StateTerminated && inst.State != cloud.StateShuttingDown {
-			continue
-		}
-		err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cl.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			logger.Error(err, "Deleting a NodeClaim whose instance is gone failed", "nodeclaim", cl.Name)
-			continue
-		}
-		logger.Info("Deleted NodeClaim: its instance is gone", "nodeclaim", cl.Name, "instance", cl.Status.InstanceID,
-			"node", cl.Status.NodeName, "nodepool", cl.Labels[stevedorev1.LabelNodePool])
-		c.opts.Metrics.garbageCollected("nodeclaim")
+	return live
+}
+
+// gone reports whether an instance is terminated or on its way.
+func gone(inst *cloud.Instance) bool {
+	return inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown
+}
+
+// deleteIfInstanceGone deletes a NodeClaim whose instance the cloud's list did not show alive, once it launched
+// orphanGracePeriod ago and the cloud confirms the instance is gone (the list may have raced with a launch).
+func (c *Controller) deleteIfInstanceGone(ctx context.Context, cl *stevedorev1.NodeClaim) {
+	launched := cl.CreationTimestamp.Time
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, stevedorev1.ConditionLaunched); cond != nil {
+		launched = cond.LastTransitionTime.Time
 	}
-	return nil
+	if c.opts.Clock.Since(launched) < orphanGracePeriod {
+		return
+	}
+	if inst, err := c.opts.Cloud.Get(ctx, cl.Status.InstanceID); err == nil && !gone(inst) {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	err := c.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, cl.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		logger.Error(err, "Deleting a NodeClaim whose instance is gone failed", "nodeclaim", cl.Name)
+		return
+	}
+	logger.Info("Deleted NodeClaim: its instance is gone", "nodeclaim", cl.Name, "instance", cl.Status.InstanceID,
+		"node", cl.Status.NodeName, "nodepool", cl.Labels[stevedorev1.LabelNodePool])
+	c.opts.Metrics.garbageCollected("nodeclaim")
 }

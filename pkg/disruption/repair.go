@@ -175,7 +175,6 @@ func (*repair) Resimulate() bool                      { return false }
 // budgets, do-not-disrupt and PodDisruptionBudgets do not hold it back beyond the bounded drain.
 func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 	o := m.opts
-	logger := klog.FromContext(ctx)
 	type faulty struct {
 		cand  *Candidate
 		fault *unhealthy
@@ -206,25 +205,10 @@ func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 			continue
 		}
 		for _, f := range faults {
-			if v.now.Before(f.fault.due()) {
-				continue
+			if m.replace(ctx, v.now, name, f.cand, f.fault) {
+				cmd.Candidates = append(cmd.Candidates, f.cand)
+				anyReachable = anyReachable || nodeReady(f.cand.Node)
 			}
-			at := rebootedAt(f.cand.NodeClaim)
-			if !at.IsZero() && v.now.Before(at.Add(o.RebootWait)) {
-				continue // counted in flight: the reboot has time to clear the fault
-			}
-			if f.fault.policy.Reboot && at.IsZero() && nodeReachable(f.cand.Node) {
-				err := m.reboot(ctx, f.cand, f.fault)
-				if err == nil {
-					continue
-				}
-				logger.Error(err, "Rebooting an unhealthy node failed; it is replaced instead", "node", f.cand.Node.Name)
-			}
-			metrics.NodesRepaired.WithLabelValues(name, string(f.fault.policy.ConditionType), "replace").Inc()
-			logger.Info("Node unhealthy past its toleration; replacing it", "node", f.cand.Node.Name, "nodepool", name,
-				"condition", f.fault.policy.ConditionType, "status", f.fault.policy.Status, "since", f.fault.since.UTC().Format(time.RFC3339))
-			cmd.Candidates = append(cmd.Candidates, f.cand)
-			anyReachable = anyReachable || nodeReady(f.cand.Node)
 		}
 	}
 	if len(cmd.Candidates) == 0 {
@@ -247,6 +231,31 @@ func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 		cmd.ReplacementWait = &zero
 	}
 	return cmd, nil
+}
+
+// replace decides what to do with an unhealthy node of NodePool pool: nothing before its toleration is over or while
+// a reboot has time to clear the fault, a reboot first where the policy asks for one and the node can be reached,
+// else a replacement (it reports true).
+func (m *repair) replace(ctx context.Context, now time.Time, pool string, cand *Candidate, fault *unhealthy) bool {
+	if now.Before(fault.due()) {
+		return false
+	}
+	at := rebootedAt(cand.NodeClaim)
+	if !at.IsZero() && now.Before(at.Add(m.opts.RebootWait)) {
+		return false // counted in flight: the reboot has time to clear the fault
+	}
+	logger := klog.FromContext(ctx)
+	if fault.policy.Reboot && at.IsZero() && nodeReachable(cand.Node) {
+		err := m.reboot(ctx, cand, fault)
+		if err == nil {
+			return false
+		}
+		logger.Error(err, "Rebooting an unhealthy node failed; it is replaced instead", "node", cand.Node.Name)
+	}
+	metrics.NodesRepaired.WithLabelValues(pool, string(fault.policy.ConditionType), "replace").Inc()
+	logger.Info("Node unhealthy past its toleration; replacing it", "node", cand.Node.Name, "nodepool", pool,
+		"condition", fault.policy.ConditionType, "status", fault.policy.Status, "since", fault.since.UTC().Format(time.RFC3339))
+	return true
 }
 
 // reboot restarts the candidate's instance and records it on its NodeClaim.

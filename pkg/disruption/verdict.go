@@ -93,34 +93,12 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 		name := cand.Node.Name
 		seen[name] = true
 		why := v.verdicts[name]
-		c.mu.Lock()
-		prev, had := c.reported[name]
-		c.mu.Unlock()
 		if why == nil || skip[name] || why.passing() {
-			if had && prev.blocks() && cand.Blocked == "" {
-				c.mu.Lock()
-				delete(c.reported, name)
-				c.mu.Unlock()
-			}
+			c.clearBlocked(cand)
 			continue
 		}
-		if had && prev.key() == why.key() {
-			continue
-		}
-		c.mu.Lock()
-		c.reported[name] = why
-		c.mu.Unlock()
-		if !had && recorded(cand.NodeClaim, why) {
-			continue // reported before this process started
-		}
-		eventReason := ReasonUnconsolidatable
-		prefix := "consolidation leaves the node: "
-		if why.blocks() {
-			eventReason, prefix = ReasonDisruptionBlocked, "voluntary disruption leaves the node alone: "
-		}
-		c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
-		if err := c.w.setCondition(ctx, cand.NodeClaim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
-			klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.NodeClaim.Name, "err", err)
+		if c.changedVerdict(cand, why) {
+			c.reportVerdict(ctx, cand, why)
 		}
 	}
 	c.mu.Lock()
@@ -129,6 +107,43 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 		if !seen[name] {
 			delete(c.reported, name)
 		}
+	}
+}
+
+// clearBlocked forgets a blocked verdict reported for a node no longer blocked, so that it is reported again if the
+// node is blocked again.
+func (c *Controller) clearBlocked(cand *Candidate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, had := c.reported[cand.Node.Name]; had && prev.blocks() && cand.Blocked == "" {
+		delete(c.reported, cand.Node.Name)
+	}
+}
+
+// changedVerdict records a node's verdict and reports whether it is news: not the one reported last, and not one
+// its NodeClaim carries from before this process started.
+func (c *Controller) changedVerdict(cand *Candidate, why *verdict) bool {
+	c.mu.Lock()
+	prev, had := c.reported[cand.Node.Name]
+	if had && prev.key() == why.key() {
+		c.mu.Unlock()
+		return false
+	}
+	c.reported[cand.Node.Name] = why
+	c.mu.Unlock()
+	return had || !recorded(cand.NodeClaim, why)
+}
+
+// reportVerdict records a verdict: an event on the node and its NodeClaim, and the NodeClaim's condition.
+func (c *Controller) reportVerdict(ctx context.Context, cand *Candidate, why *verdict) {
+	eventReason := ReasonUnconsolidatable
+	prefix := "consolidation leaves the node: "
+	if why.blocks() {
+		eventReason, prefix = ReasonDisruptionBlocked, "voluntary disruption leaves the node alone: "
+	}
+	c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
+	if err := c.w.setCondition(ctx, cand.NodeClaim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
+		klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.NodeClaim.Name, "err", err)
 	}
 }
 

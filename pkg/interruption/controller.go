@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -187,8 +188,10 @@ func (c *Controller) resolve(ctx context.Context) (string, error) {
 
 // poll receives one batch and handles its messages concurrently; each is deleted once handled.
 func (c *Controller) poll(ctx context.Context, url string) error {
+	// (a WaitTime beyond int32's seconds, which SQS would refuse anyway, is sent as int32's bound)
+	waitSeconds := int32(max(min(c.opts.WaitTime/time.Second, math.MaxInt32), math.MinInt32))
 	out, err := c.opts.Queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: int32(c.opts.WaitTime / time.Second),
+		QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: waitSeconds,
 	})
 	if err != nil {
 		return err
@@ -257,10 +260,10 @@ func (c *Controller) claimsByInstance() (map[string]*stevedorev1.NodeClaim, erro
 	return out, nil
 }
 
-// act starts what a notice asks for one NodeClaim.
-func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.NodeClaim) {
-	logger := klog.FromContext(ctx).WithValues("kind", msg.Kind, "nodeclaim", claim.Name, "node", claim.Status.NodeName,
-		"instance", claim.Status.InstanceID)
+// request is what a notice asks of disruption for one NodeClaim, and the action it counts as ("" when the notice is
+// only recorded: a rebalance recommendation with rebalanceAction Event). A spot interruption also marks its
+// offering unavailable.
+func (c *Controller) request(msg Message, claim *stevedorev1.NodeClaim) (disruption.InterruptRequest, string) {
 	now := c.opts.Clock.Now()
 	req := disruption.InterruptRequest{NodeClaim: claim.Name, Forceful: true}
 	action := "replace-and-drain"
@@ -291,16 +294,27 @@ func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.No
 	case KindRebalanceRecommendation:
 		req.Reason = ReasonRebalanceRecommended
 		if c.opts.Rebalance == RebalanceEvent {
-			metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "event").Inc()
-			c.event(claim, "the spot instance is at elevated risk of interruption (rebalance recommendation); rebalanceAction is Event: nothing is done")
-			logger.Info("Rebalance recommendation recorded")
-			return
+			return req, ""
 		}
 		req.Forceful = false
 		req.ReplacementWait = c.opts.ScheduledChangeWait
 	}
 	if req.ReplacementWait < 0 {
 		req.ReplacementWait = 0
+	}
+	return req, action
+}
+
+// act starts what a notice asks for one NodeClaim.
+func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.NodeClaim) {
+	logger := klog.FromContext(ctx).WithValues("kind", msg.Kind, "nodeclaim", claim.Name, "node", claim.Status.NodeName,
+		"instance", claim.Status.InstanceID)
+	req, action := c.request(msg, claim)
+	if action == "" {
+		metrics.InterruptionActions.WithLabelValues(string(msg.Kind), "event").Inc()
+		c.event(claim, "the spot instance is at elevated risk of interruption (rebalance recommendation); rebalanceAction is Event: nothing is done")
+		logger.Info("Rebalance recommendation recorded")
+		return
 	}
 	c.mu.Lock()
 	if c.active[claim.Name] {

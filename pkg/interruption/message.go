@@ -110,51 +110,63 @@ func Parse(body string) (Message, error) {
 	switch {
 	case env.Source == sourceEC2 && (env.DetailType == detailSpotInterruption || env.DetailType == detailRebalance ||
 		env.DetailType == detailStateChange):
-		var d ec2Detail
-		if err := json.Unmarshal(env.Detail, &d); err != nil {
-			return Message{}, fmt.Errorf("event %s (%s): detail: %w", env.ID, env.DetailType, err)
-		}
-		if !validInstanceID(d.InstanceID) {
-			return Message{}, fmt.Errorf("event %s (%s): detail.instance-id %q is not an instance id", env.ID, env.DetailType, d.InstanceID)
-		}
-		msg.InstanceIDs = []string{d.InstanceID}
-		switch env.DetailType {
-		case detailSpotInterruption:
-			msg.Kind = KindSpotInterruption
-		case detailRebalance:
-			msg.Kind = KindRebalanceRecommendation
-		default:
-			msg.State = d.State
-			switch d.State {
-			case "stopping", "stopped", "shutting-down", "terminated":
-				msg.Kind = KindStateChange
-			case "pending", "running":
-				msg.Kind = KindNoop
-			default:
-				return Message{}, fmt.Errorf("event %s (%s): detail.state %q is not an instance state", env.ID, env.DetailType, d.State)
-			}
-		}
+		return parseEC2(env, msg)
 	case env.Source == sourceHealth && env.DetailType == detailHealth:
-		var d healthDetail
-		if err := json.Unmarshal(env.Detail, &d); err != nil {
-			return Message{}, fmt.Errorf("event %s (%s): detail: %w", env.ID, env.DetailType, err)
-		}
-		if d.Service != "EC2" || d.EventTypeCategory != "scheduledChange" {
-			msg.Kind = KindNoop
-			return msg, nil
-		}
-		for _, e := range d.AffectedEntities {
-			if validInstanceID(e.EntityValue) {
-				msg.InstanceIDs = append(msg.InstanceIDs, e.EntityValue)
-			}
-		}
-		if len(msg.InstanceIDs) == 0 {
-			return Message{}, fmt.Errorf("event %s (%s): no instance id in detail.affectedEntities", env.ID, env.DetailType)
-		}
-		msg.Kind = KindScheduledChange
-	default:
-		return Message{}, fmt.Errorf("%w: source %q, detail-type %q", ErrUnknownMessage, env.Source, env.DetailType)
+		return parseHealth(env, msg)
 	}
+	return Message{}, fmt.Errorf("%w: source %q, detail-type %q", ErrUnknownMessage, env.Source, env.DetailType)
+}
+
+// parseEC2 reads the detail of an EC2 event: a spot interruption warning, a rebalance recommendation or a state
+// change (a state the instance is leaving by is a state change; pending and running are no-ops).
+func parseEC2(env envelope, msg Message) (Message, error) {
+	var d ec2Detail
+	if err := json.Unmarshal(env.Detail, &d); err != nil {
+		return Message{}, fmt.Errorf("event %s (%s): detail: %w", env.ID, env.DetailType, err)
+	}
+	if !validInstanceID(d.InstanceID) {
+		return Message{}, fmt.Errorf("event %s (%s): detail.instance-id %q is not an instance id", env.ID, env.DetailType, d.InstanceID)
+	}
+	msg.InstanceIDs = []string{d.InstanceID}
+	switch env.DetailType {
+	case detailSpotInterruption:
+		msg.Kind = KindSpotInterruption
+	case detailRebalance:
+		msg.Kind = KindRebalanceRecommendation
+	default:
+		msg.State = d.State
+		switch d.State {
+		case "stopping", "stopped", "shutting-down", "terminated":
+			msg.Kind = KindStateChange
+		case "pending", "running":
+			msg.Kind = KindNoop
+		default:
+			return Message{}, fmt.Errorf("event %s (%s): detail.state %q is not an instance state", env.ID, env.DetailType, d.State)
+		}
+	}
+	return msg, nil
+}
+
+// parseHealth reads the detail of an AWS Health event: an EC2 scheduled change names the instances affected; any
+// other is a no-op.
+func parseHealth(env envelope, msg Message) (Message, error) {
+	var d healthDetail
+	if err := json.Unmarshal(env.Detail, &d); err != nil {
+		return Message{}, fmt.Errorf("event %s (%s): detail: %w", env.ID, env.DetailType, err)
+	}
+	if d.Service != "EC2" || d.EventTypeCategory != "scheduledChange" {
+		msg.Kind = KindNoop
+		return msg, nil
+	}
+	for _, e := range d.AffectedEntities {
+		if validInstanceID(e.EntityValue) {
+			msg.InstanceIDs = append(msg.InstanceIDs, e.EntityValue)
+		}
+	}
+	if len(msg.InstanceIDs) == 0 {
+		return Message{}, fmt.Errorf("event %s (%s): no instance id in detail.affectedEntities", env.ID, env.DetailType)
+	}
+	msg.Kind = KindScheduledChange
 	return msg, nil
 }
 

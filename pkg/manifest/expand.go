@@ -32,30 +32,11 @@ func Expand(objs []runtime.Object) ([]runtime.Object, error) {
 	}
 	var out []runtime.Object
 	for _, o := range objs {
-		var pods []*corev1.Pod
-		switch w := o.(type) {
-		case *nodev1.RuntimeClass:
+		if _, ok := o.(*nodev1.RuntimeClass); ok {
 			continue
-		case *corev1.Pod:
-			pods = []*corev1.Pod{w.DeepCopy()}
-		case *appsv1.Deployment:
-			pods = podsOf("Deployment", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas))
-		case *appsv1.ReplicaSet:
-			pods = podsOf("ReplicaSet", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas))
-		case *appsv1.StatefulSet:
-			pods = podsOf("StatefulSet", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas))
-			for _, p := range pods {
-				p.Labels[appsv1.StatefulSetPodNameLabel] = p.Name
-				p.Spec.Hostname = p.Name
-			}
-		case *batchv1.Job:
-			pods = podsOf("Job", w.ObjectMeta, w.Spec.Template, jobPods(w.Spec))
-		case *batchv1.CronJob:
-			if w.Spec.Suspend != nil && *w.Spec.Suspend {
-				continue
-			}
-			pods = podsOf("CronJob", w.ObjectMeta, w.Spec.JobTemplate.Spec.Template, jobPods(w.Spec.JobTemplate.Spec))
-		default:
+		}
+		pods, workload := workloadPods(o)
+		if !workload {
 			out = append(out, o)
 			continue
 		}
@@ -67,6 +48,33 @@ func Expand(objs []runtime.Object) ([]runtime.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// workloadPods returns the pods a pod or workload stands for; it reports false for any other object.
+func workloadPods(o runtime.Object) ([]*corev1.Pod, bool) {
+	switch w := o.(type) {
+	case *corev1.Pod:
+		return []*corev1.Pod{w.DeepCopy()}, true
+	case *appsv1.Deployment:
+		return podsOf("Deployment", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas)), true
+	case *appsv1.ReplicaSet:
+		return podsOf("ReplicaSet", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas)), true
+	case *appsv1.StatefulSet:
+		pods := podsOf("StatefulSet", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas))
+		for _, p := range pods {
+			p.Labels[appsv1.StatefulSetPodNameLabel] = p.Name
+			p.Spec.Hostname = p.Name
+		}
+		return pods, true
+	case *batchv1.Job:
+		return podsOf("Job", w.ObjectMeta, w.Spec.Template, jobPods(w.Spec)), true
+	case *batchv1.CronJob:
+		if w.Spec.Suspend != nil && *w.Spec.Suspend {
+			return nil, true
+		}
+		return podsOf("CronJob", w.ObjectMeta, w.Spec.JobTemplate.Spec.Template, jobPods(w.Spec.JobTemplate.Spec)), true
+	}
+	return nil, false
 }
 
 func replicas(r *int32) int {

@@ -16,85 +16,126 @@ import (
 
 const namespace = "stevedore"
 
+// Subsystems: the second part of the metrics' names.
+const (
+	subsystemDisruption        = "disruption"
+	subsystemConsolidation     = "consolidation"
+	subsystemNodeRepair        = "node_repair"
+	subsystemCapacityBuffer    = "capacity_buffer"
+	subsystemDeletionCost      = "deletion_cost"
+	subsystemTermination       = "termination"
+	subsystemGarbageCollection = "garbage_collection"
+	subsystemInterruption      = "interruption"
+	subsystemNodeClaims        = "nodeclaims"
+	subsystemNodes             = "nodes"
+	subsystemPods              = "pods"
+	subsystemProvisioning      = "provisioning"
+	subsystemCloudProvider     = "cloudprovider"
+	subsystemNodePool          = "nodepool"
+	subsystemCluster           = "cluster"
+)
+
+// Label names.
+const (
+	labelMethod       = "method"
+	labelAction       = "action"
+	labelResult       = "result"
+	labelNodePool     = "nodepool"
+	labelReason       = "reason"
+	labelDecision     = "decision"
+	labelCondition    = "condition"
+	labelNamespace    = "namespace"
+	labelName         = "name"
+	labelState        = "state"
+	labelKind         = "kind"
+	labelCapacityType = "capacity_type"
+	labelZone         = "zone"
+	labelInstanceType = "instance_type"
+	labelService      = "service"
+	labelOperation    = "operation"
+	labelError        = "error"
+	labelResource     = "resource"
+)
+
 // Disruption metrics.
 var (
 	// DisruptionDecisions counts disruption commands by method, action (delete, replace) and result
 	// (succeeded, failed).
 	DisruptionDecisions = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "disruption", Name: "decisions_total",
+		Namespace: namespace, Subsystem: subsystemDisruption, Name: "decisions_total",
 		Help:           "Disruption commands carried out, by method, action and result.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"method", "action", "result"})
+	}, []string{labelMethod, labelAction, labelResult})
 	// NodesDisrupted counts nodes removed by disruption, by NodePool and reason.
 	NodesDisrupted = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "disruption", Name: "nodes_disrupted_total",
+		Namespace: namespace, Subsystem: subsystemDisruption, Name: "nodes_disrupted_total",
 		Help:           "Nodes removed by disruption, by NodePool and reason (Empty, Underutilized, Drifted, Expired, Interrupted).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "reason"})
+	}, []string{labelNodePool, labelReason})
 	// DisruptionSavings sums the hourly price saved by disruption commands.
 	DisruptionSavings = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "disruption", Name: "hourly_savings_dollars_total",
+		Namespace: namespace, Subsystem: subsystemDisruption, Name: "hourly_savings_dollars_total",
 		Help:           "Hourly price (USD) saved by the disruption commands carried out, by method.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"method"})
+	}, []string{labelMethod})
 	// DisruptionEvaluation times how long each method takes to find a command.
 	DisruptionEvaluation = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "disruption", Name: "evaluation_duration_seconds",
+		Namespace: namespace, Subsystem: subsystemDisruption, Name: "evaluation_duration_seconds",
 		Help:           "Time a disruption method took to evaluate the cluster, by method.",
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"method"})
+	}, []string{labelMethod})
 	// ConsolidationScore records the score of each move a Balanced NodePool's consolidation weighed, by NodePool and
 	// decision (approved, rejected).
 	ConsolidationScore = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "consolidation", Name: "score",
+		Namespace: namespace, Subsystem: subsystemConsolidation, Name: "score",
 		Help:           "Score of each consolidation move weighed under the Balanced policy (share of the NodePool's cost saved over share of its disruption cost caused), by NodePool and decision.",
 		Buckets:        []float64{0.1, 0.25, 0.33, 0.5, 1, 2, 5, 10},
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "decision"})
+	}, []string{labelNodePool, labelDecision})
 	// ConsolidationMoves counts the moves a Balanced NodePool's consolidation weighed, by NodePool and decision.
 	ConsolidationMoves = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "consolidation", Name: "moves_total",
+		Namespace: namespace, Subsystem: subsystemConsolidation, Name: "moves_total",
 		Help:           "Consolidation moves weighed under the Balanced policy, by NodePool and decision (approved, rejected).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "decision"})
+	}, []string{labelNodePool, labelDecision})
 	// NodesRepaired counts unhealthy nodes repaired, by NodePool, condition and action (reboot, replace).
 	NodesRepaired = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "node_repair", Name: "actions_total",
+		Namespace: namespace, Subsystem: subsystemNodeRepair, Name: "actions_total",
 		Help:           "Unhealthy nodes repaired, by NodePool, node condition and action (reboot, replace).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "condition", "action"})
+	}, []string{labelNodePool, labelCondition, labelAction})
 	// NodeRepairBlocked is 1 while repair waits for a NodePool with more unhealthy nodes than it may replace.
 	NodeRepairBlocked = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "node_repair", Name: "blocked",
+		Namespace: namespace, Subsystem: subsystemNodeRepair, Name: "blocked",
 		Help:           "1 while node repair waits because more of the NodePool's nodes are unhealthy than it may replace at once.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool"})
+	}, []string{labelNodePool})
 	// BufferChunks counts each capacity buffer's chunks by state: withRoom (room kept on a node), waiting (a node is
 	// coming up for them, or none can be launched).
 	BufferChunks = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "capacity_buffer", Name: "chunks",
+		Namespace: namespace, Subsystem: subsystemCapacityBuffer, Name: "chunks",
 		Help:           "Chunks of each capacity buffer, by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"namespace", "name", "state"})
+	}, []string{labelNamespace, labelName, labelState})
 	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set.
 	PodDeletionCostPatches = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "deletion_cost", Name: "pod_patches_total",
+		Namespace: namespace, Subsystem: subsystemDeletionCost, Name: "pod_patches_total",
 		Help:           "Pods whose controller.kubernetes.io/pod-deletion-cost Stevedore set, steering scale-in to the nodes consolidation removes first.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// PodsEvicted counts the pods termination evicted (or deleted when the drain's time was up).
 	PodsEvicted = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "termination", Name: "pods_evicted_total",
+		Namespace: namespace, Subsystem: subsystemTermination, Name: "pods_evicted_total",
 		Help:           "Pods evicted by the drain of nodes being terminated (or deleted when the drain's time was up).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// GarbageCollected counts instances and NodeClaims removed by garbage collection.
 	GarbageCollected = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "garbage_collection", Name: "removed_total",
+		Namespace: namespace, Subsystem: subsystemGarbageCollection, Name: "removed_total",
 		Help:           "Orphaned instances terminated and NodeClaims deleted because their instance was gone, by kind.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"kind"})
+	}, []string{labelKind})
 )
 
 // Interruption metrics.
@@ -102,24 +143,24 @@ var (
 	// InterruptionMessages counts the messages read from the interruption queue, by kind (SpotInterruption,
 	// RebalanceRecommendation, StateChange, ScheduledChange, Noop, Unknown, Unparseable).
 	InterruptionMessages = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "interruption", Name: "messages_total",
+		Namespace: namespace, Subsystem: subsystemInterruption, Name: "messages_total",
 		Help:           "Messages read from the interruption queue, by kind (Unknown and Unparseable ones are deleted too).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"kind"})
+	}, []string{labelKind})
 	// InterruptionActions counts what interruption notices led to, by action (replace-and-drain, drain, event,
 	// deferred, unknown-instance, failed).
 	InterruptionActions = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "interruption", Name: "actions_total",
+		Namespace: namespace, Subsystem: subsystemInterruption, Name: "actions_total",
 		Help:           "Actions taken on interruption notices, by kind and action.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"kind", "action"})
+	}, []string{labelKind, labelAction})
 	// InterruptionLatency times from the notice's event time to the start of the node's drain.
 	InterruptionLatency = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "interruption", Name: "notice_to_drain_seconds",
+		Namespace: namespace, Subsystem: subsystemInterruption, Name: "notice_to_drain_seconds",
 		Help:           "Time from an interruption notice's event time to the start of the node's drain, by kind.",
 		Buckets:        metrics.ExponentialBuckets(0.25, 2, 12),
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"kind"})
+	}, []string{labelKind})
 )
 
 // Provisioning and node lifecycle metrics.
@@ -127,39 +168,39 @@ var (
 	// NodeClaimsCreated counts NodeClaims created, by NodePool, capacity type planned and reason (provisioning,
 	// replacement).
 	NodeClaimsCreated = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "nodeclaims", Name: "created_total",
+		Namespace: namespace, Subsystem: subsystemNodeClaims, Name: "created_total",
 		Help:           "NodeClaims created, by NodePool, planned capacity type and reason (provisioning, replacement).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "capacity_type", "reason"})
+	}, []string{labelNodePool, labelCapacityType, labelReason})
 	// NodesCreated counts nodes that registered, by NodePool, zone, capacity type and instance type.
 	NodesCreated = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "nodes", Name: "created_total",
+		Namespace: namespace, Subsystem: subsystemNodes, Name: "created_total",
 		Help:           "Nodes launched by Stevedore that registered with the cluster, by NodePool, zone, capacity type and instance type.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "zone", "capacity_type", "instance_type"})
+	}, []string{labelNodePool, labelZone, labelCapacityType, labelInstanceType})
 	// NodesTerminated counts instances terminated after their node was drained, by NodePool, zone, capacity type
 	// and reason (Empty, Underutilized, Drifted, Expired, SpotInterrupted, ..., Deleted).
 	NodesTerminated = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "nodes", Name: "terminated_total",
+		Namespace: namespace, Subsystem: subsystemNodes, Name: "terminated_total",
 		Help:           "Instances terminated after their node was drained, by NodePool, zone, capacity type and reason.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "zone", "capacity_type", "reason"})
+	}, []string{labelNodePool, labelZone, labelCapacityType, labelReason})
 	// LaunchFailures counts failed launches, by NodePool and reason (InsufficientCapacity, RegistrationTimeout, ...).
 	LaunchFailures = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "nodeclaims", Name: "launch_failures_total",
+		Namespace: namespace, Subsystem: subsystemNodeClaims, Name: "launch_failures_total",
 		Help:           "NodeClaims whose launch failed, by NodePool and reason.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "reason"})
+	}, []string{labelNodePool, labelReason})
 	// PodsBoundDuration times pods of Stevedore's profile from creation to binding.
 	PodsBoundDuration = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "bound_duration_seconds",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "bound_duration_seconds",
 		Help:           "Time from a pod's creation to its binding, for pods scheduled by Stevedore.",
 		Buckets:        metrics.ExponentialBuckets(0.05, 2, 14),
 		StabilityLevel: metrics.ALPHA,
 	})
 	// PodsStartupDuration times pods of Stevedore's profile from creation to Running.
 	PodsStartupDuration = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "startup_duration_seconds",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "startup_duration_seconds",
 		Help:           "Time from a pod's creation to its first Running status, for pods scheduled by Stevedore.",
 		Buckets:        metrics.ExponentialBuckets(0.05, 2, 14),
 		StabilityLevel: metrics.ALPHA,
@@ -168,7 +209,7 @@ var (
 	// initialized, or the plan made when it already was) to their binding: the time a pod waits on Stevedore's
 	// bookkeeping rather than on EC2.
 	PodsReadyNodeWait = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "ready_node_wait_seconds",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "ready_node_wait_seconds",
 		Help:           "Time from the node planned for a pod being ready (initialized) to the pod's binding.",
 		Buckets:        metrics.ExponentialBuckets(0.01, 2, 16),
 		StabilityLevel: metrics.ALPHA,
@@ -176,39 +217,39 @@ var (
 	// PodsParkedOnReadyNode is the number of pods planned on a node that is ready which are neither bound nor being
 	// bound: each should bind within moments; a lasting non-zero value is a pod the scheduler is not retrying.
 	PodsParkedOnReadyNode = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "parked_on_ready_node",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "parked_on_ready_node",
 		Help:           "Pods planned on a ready (initialized) node that are neither bound nor being bound.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// PodsParkedOnReadyNodeOldest is how long the longest-parked of those pods has waited.
 	PodsParkedOnReadyNodeOldest = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "parked_on_ready_node_oldest_seconds",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "parked_on_ready_node_oldest_seconds",
 		Help:           "How long the longest-waiting pod planned on a ready node has waited since the node was ready (0 when none).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// PodsWoken counts pods Stevedore put back in the scheduler's active queue, by the reason that held them.
 	PodsWoken = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "woken_total",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "woken_total",
 		Help:           "Pods moved back to the scheduler's active queue because what held them cleared, by what cleared.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"reason"})
+	}, []string{labelReason})
 	// BatchPods is the number of pods in each solved provisioning batch.
 	BatchPods = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "provisioning", Name: "batch_pods",
+		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "batch_pods",
 		Help:           "Pods in each provisioning batch solved.",
 		Buckets:        metrics.ExponentialBuckets(1, 2, 14),
 		StabilityLevel: metrics.ALPHA,
 	})
 	// SolveDuration times the solver on each provisioning batch.
 	SolveDuration = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "provisioning", Name: "solve_duration_seconds",
+		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "solve_duration_seconds",
 		Help:           "Time the solver took to plan a provisioning batch.",
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	})
 	// UnschedulablePods counts pods no NodePool can run (each time a batch finds one; the pod's event says why).
 	UnschedulablePods = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "provisioning", Name: "unschedulable_pods_total",
+		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "unschedulable_pods_total",
 		Help:           "Pods a provisioning batch could place on no NodePool (the pod's FailedProvisioning event says why).",
 		StabilityLevel: metrics.ALPHA,
 	})
@@ -218,32 +259,32 @@ var (
 var (
 	// CloudAPICalls counts AWS API calls (after retries), by service, operation and error code ("" on success).
 	CloudAPICalls = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "cloudprovider", Name: "api_calls_total",
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "api_calls_total",
 		Help:           "AWS API calls, by service, operation and error code (empty on success), counted once whatever the retries.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"service", "operation", "error"})
+	}, []string{labelService, labelOperation, labelError})
 	// CloudAPIDuration times AWS API calls, retries included.
 	CloudAPIDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace: namespace, Subsystem: "cloudprovider", Name: "api_duration_seconds",
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "api_duration_seconds",
 		Help:           "Duration of AWS API calls, retries included, by service and operation.",
 		Buckets:        metrics.ExponentialBuckets(0.005, 2, 14),
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"service", "operation"})
+	}, []string{labelService, labelOperation})
 	// CatalogAge is how old the instance types and prices in use are; CatalogSource says where they came from.
 	CatalogAge = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "cloudprovider", Name: "catalog_age_seconds",
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "catalog_age_seconds",
 		Help:           "Age of the instance types and prices in use (read from AWS, or the embedded catalog's age when it is used); -1 while none is known.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// CatalogRefreshFailures counts failed reads of instance types and prices from AWS.
 	CatalogRefreshFailures = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: namespace, Subsystem: "cloudprovider", Name: "catalog_refresh_failures_total",
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "catalog_refresh_failures_total",
 		Help:           "Failed reads of the region's instance types and prices from the EC2 and pricing APIs.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// UnavailableOfferings is the size of the unavailable-offerings (ICE) cache.
 	UnavailableOfferings = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "cloudprovider", Name: "unavailable_offerings",
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "unavailable_offerings",
 		Help:           "Offerings (instance type, zone, capacity type) currently skipped for lack of capacity.",
 		StabilityLevel: metrics.ALPHA,
 	})
@@ -253,37 +294,37 @@ var (
 var (
 	// NodePoolNodes is the number of live NodeClaims per NodePool.
 	NodePoolNodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "nodepool", Name: "nodes",
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "nodes",
 		Help:           "Live NodeClaims of each NodePool.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool"})
+	}, []string{labelNodePool})
 	// NodePoolUsage is the summed capacity of a NodePool's nodes (cpu in cores, memory in bytes, nodes).
 	NodePoolUsage = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "nodepool", Name: "usage",
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "usage",
 		Help:           "Summed capacity of a NodePool's nodes, by resource (cpu in cores, memory in bytes, nodes).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "resource"})
+	}, []string{labelNodePool, labelResource})
 	// NodePoolLimit is a NodePool's limit per resource (absent when unlimited).
 	NodePoolLimit = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "nodepool", Name: "limit",
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "limit",
 		Help:           "A NodePool's spec.limits, by resource (cpu in cores, memory in bytes, nodes); absent when unlimited.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool", "resource"})
+	}, []string{labelNodePool, labelResource})
 	// NodePoolHourlyCost is the summed hourly price of a NodePool's nodes.
 	NodePoolHourlyCost = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "nodepool", Name: "hourly_cost_dollars",
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "hourly_cost_dollars",
 		Help:           "Summed hourly price (USD) of a NodePool's nodes.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"nodepool"})
+	}, []string{labelNodePool})
 	// ClusterUtilization is requested over allocatable on Stevedore's nodes.
 	ClusterUtilization = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "cluster", Name: "utilization_ratio",
+		Namespace: namespace, Subsystem: subsystemCluster, Name: "utilization_ratio",
 		Help:           "Requests of the pods on Stevedore's nodes over the nodes' allocatable, by resource (cpu, memory).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"resource"})
+	}, []string{labelResource})
 	// PendingPods is the number of pods of Stevedore's profile not yet bound.
 	PendingPods = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: namespace, Subsystem: "pods", Name: "pending",
+		Namespace: namespace, Subsystem: subsystemPods, Name: "pending",
 		Help:           "Pods of Stevedore's scheduler profile not yet bound to a node.",
 		StabilityLevel: metrics.ALPHA,
 	})

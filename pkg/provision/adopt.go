@@ -25,6 +25,26 @@ import (
 // their place, and get nodes of their own. The pods adopted from the annotation are nominated to their node once
 // it has a name.
 func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, claims []*stevedorev1.NodeClaim) {
+	coming, claimOfNode := comingClaims(claims)
+	if len(coming) == 0 {
+		return
+	}
+	plan := p.previousPlan(pods, coming, claimOfNode)
+	adopted, toNominate := p.adopt(plan)
+	for _, c := range coming {
+		if ps := adopted[c.Name]; len(ps) > 0 {
+			p.assign(ctx, c.Name, ps)
+			klog.FromContext(ctx).V(1).Info("Adopted the pods planned on a node coming up", "nodeclaim", c.Name, "pods", len(ps))
+		}
+		if ps := toNominate[c.Name]; len(ps) > 0 {
+			p.nominate(ctx, c, ps)
+		}
+	}
+}
+
+// comingClaims returns the NodeClaims whose node is still coming up, oldest first (so that a newer NodeClaim
+// listing the same pod, planned again, wins), and those with a node name by it.
+func comingClaims(claims []*stevedorev1.NodeClaim) ([]*stevedorev1.NodeClaim, map[string]*stevedorev1.NodeClaim) {
 	var coming []*stevedorev1.NodeClaim
 	claimOfNode := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
@@ -35,45 +55,62 @@ func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, 
 			}
 		}
 	}
-	if len(coming) == 0 {
-		return
-	}
-	// oldest first, so that a newer NodeClaim listing the same pod (planned again) wins
 	sort.Slice(coming, func(i, j int) bool {
 		if !coming[i].CreationTimestamp.Equal(&coming[j].CreationTimestamp) {
 			return coming[i].CreationTimestamp.Before(&coming[j].CreationTimestamp)
 		}
 		return coming[i].Name < coming[j].Name
 	})
+	return coming, claimOfNode
+}
+
+// plannedPod is a pending pod of the previous plan: the NodeClaim it was planned on, and whether it is nominated to
+// that NodeClaim's node already.
+type plannedPod struct {
+	key       string
+	pod       *corev1.Pod
+	claim     *stevedorev1.NodeClaim
+	nominated bool
+}
+
+// previousPlan reads the plan made before from the NodeClaims' planned-pods annotations and the pods' nominations
+// (a nomination wins), for the pending pods of this scheduler, by pod key.
+func (p *Provisioner) previousPlan(pods []*corev1.Pod, coming []*stevedorev1.NodeClaim, claimOfNode map[string]*stevedorev1.NodeClaim) []plannedPod {
 	pending := map[string]*corev1.Pod{}
 	for _, pod := range pods {
 		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Spec.SchedulerName == p.opts.SchedulerName {
 			pending[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}
-	planOf := map[string]*stevedorev1.NodeClaim{} // by pod key
-	nominated := map[string]bool{}
+	planOf := map[string]*plannedPod{}
 	for _, c := range coming {
 		for _, key := range strings.Split(c.Annotations[stevedorev1.AnnotationPlannedPods], ",") {
-			if pending[key] != nil {
-				planOf[key] = c
+			if pod := pending[key]; pod != nil {
+				planOf[key] = &plannedPod{key: key, pod: pod, claim: c}
 			}
 		}
 	}
 	for key, pod := range pending {
 		if c := claimOfNode[pod.Status.NominatedNodeName]; c != nil {
-			planOf[key], nominated[key] = c, true
+			planOf[key] = &plannedPod{key: key, pod: pod, claim: c, nominated: true}
 		}
 	}
-	keys := make([]string, 0, len(planOf))
-	for key := range planOf {
-		keys = append(keys, key)
+	plan := make([]plannedPod, 0, len(planOf))
+	for _, pp := range planOf {
+		plan = append(plan, *pp)
 	}
-	sort.Strings(keys)
-	adopted, toNominate := map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}
+	sort.Slice(plan, func(i, j int) bool { return plan[i].key < plan[j].key })
+	return plan
+}
+
+// adopt takes the pods of the previous plan this process has no plan for yet: it returns them by NodeClaim, and
+// those to nominate once adopted (their NodeClaim's node has a name and they are not nominated to it yet).
+func (p *Provisioner) adopt(plan []plannedPod) (adopted, toNominate map[string][]*corev1.Pod) {
+	adopted, toNominate = map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}
 	p.mu.Lock()
-	for _, key := range keys {
-		pod, c := pending[key], planOf[key]
+	defer p.mu.Unlock()
+	for _, pp := range plan {
+		pod, c := pp.pod, pp.claim
 		if _, planned := p.podClaim[pod.UID]; planned || p.solving[pod.UID] {
 			continue
 		}
@@ -81,23 +118,14 @@ func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, 
 			continue
 		}
 		adopted[c.Name] = append(adopted[c.Name], pod)
-		if nominated[key] {
+		if pp.nominated {
 			p.nominated[pod.UID] = c.Status.NodeName
 			p.claimOfNode[c.Status.NodeName] = c.Name
 		} else if c.Status.NodeName != "" {
 			toNominate[c.Name] = append(toNominate[c.Name], pod)
 		}
 	}
-	p.mu.Unlock()
-	for _, c := range coming {
-		if ps := adopted[c.Name]; len(ps) > 0 {
-			p.assign(ctx, c.Name, ps)
-			klog.FromContext(ctx).V(1).Info("Adopted the pods planned on a node coming up", "nodeclaim", c.Name, "pods", len(ps))
-		}
-		if ps := toNominate[c.Name]; len(ps) > 0 {
-			p.nominate(ctx, c, ps)
-		}
-	}
+	return adopted, toNominate
 }
 
 // AdoptNominations adopts the nominations found in the cluster (see adoptNominations); the provisioner runs it when

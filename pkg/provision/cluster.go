@@ -50,7 +50,35 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 		return nil, err
 	}
 	c := &Cluster{Snapshot: in.Snapshot, NodePools: in.NodePools, Region: in.Region}
-	infos, _ := in.Snapshot.List()
+	displaced := p.leavingPods(c)
+	pending, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range pending {
+		if pod.Spec.NodeName == "" && podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
+			displaced = append(displaced, pod)
+		}
+	}
+	c.Displaced = len(displaced)
+	if withWarm {
+		displaced = append(displaced, p.warmPods()...)
+	}
+	if len(displaced) == 0 {
+		return c, nil
+	}
+	// The solver leaves the pods it puts on existing nodes in the snapshot: that is the room they keep.
+	if _, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
+		InFlight: c.Targets, Region: c.Region}); err != nil {
+		return nil, fmt.Errorf("placing %d displaced pods: %w", len(displaced), err)
+	}
+	return c, nil
+}
+
+// leavingPods takes out of the cluster's snapshot the pods of nodes leaving (not planned on a NodeClaim already),
+// and returns them unbound; every other node becomes a target.
+func (p *Provisioner) leavingPods(c *Cluster) []*corev1.Pod {
+	infos, _ := c.Snapshot.List()
 	var displaced []*corev1.Pod
 	for _, ni := range infos {
 		node := ni.Node()
@@ -77,28 +105,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 		moved.Status.NominatedNodeName = ""
 		displaced[i] = moved
 	}
-	pending, err := p.opts.Pods.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, pod := range pending {
-		if pod.Spec.NodeName == "" && podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
-			displaced = append(displaced, pod)
-		}
-	}
-	c.Displaced = len(displaced)
-	if withWarm {
-		displaced = append(displaced, p.warmPods()...)
-	}
-	if len(displaced) == 0 {
-		return c, nil
-	}
-	// The solver leaves the pods it puts on existing nodes in the snapshot: that is the room they keep.
-	if _, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
-		InFlight: c.Targets, Region: c.Region}); err != nil {
-		return nil, fmt.Errorf("placing %d displaced pods: %w", len(displaced), err)
-	}
-	return c, nil
+	return displaced
 }
 
 // isPlanned reports whether a pod is planned on a NodeClaim (it counts there already).

@@ -108,6 +108,37 @@ func (p *Provisioner) NodeClaims() ([]*stevedorev1.NodeClaim, error) {
 	return claims, nil
 }
 
+// podsByNode groups the live pods bound to a node, and those binding to one, by node.
+func (p *Provisioner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
+	byNode := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		}
+	}
+	for node, ps := range p.bindingPods() {
+		byNode[node] = append(byNode[node], ps...)
+	}
+	return byNode
+}
+
+// plannedLive returns the pods planned on a NodeClaim that still exist and are not binding yet. A planned pod that
+// was deleted (e.g. evicted from a node being replaced) is forgotten: it gives its room to the pod that replaces it.
+func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, pod := range p.AssignedPods(claim) {
+		cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
+			p.forgetPod(pod.UID)
+			continue
+		}
+		if !p.isBinding(pod.UID) {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
 // clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
 // yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
 func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
@@ -119,16 +150,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	byNode := map[string][]*corev1.Pod{}
-	for _, pod := range pods {
-		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
-		}
-	}
-	binding := p.bindingPods()
-	for node, ps := range binding {
-		byNode[node] = append(byNode[node], ps...)
-	}
+	byNode := p.podsByNode(pods)
 	p.adoptNominations(ctx, pods, claims)
 	inflightNodes := map[string]*stevedorev1.NodeClaim{}
 	for _, c := range claims {
@@ -158,19 +180,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 		if len(node.Status.Allocatable) == 0 {
 			continue
 		}
-		placed := append([]*corev1.Pod(nil), byNode[name]...)
-		for _, pod := range p.AssignedPods(c.Name) {
-			// A planned pod that was deleted (e.g. evicted from a node being replaced) gives its room to the pod
-			// that replaces it.
-			cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
-			if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
-				p.forgetPod(pod.UID)
-				continue
-			}
-			if !p.isBinding(pod.UID) {
-				placed = append(placed, pod)
-			}
-		}
+		placed := append(append([]*corev1.Pod(nil), byNode[name]...), p.plannedLive(c.Name)...)
 		snap.AddNode(node, placed...)
 		inflight = append(inflight, solver.InFlightNode{Name: name, Claim: c.Name, NodePool: c.Labels[stevedorev1.LabelNodePool]})
 		claimByNode[name] = c

@@ -45,7 +45,14 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 		}
 		p.Consider(ctx, pod, nil)
 	}
+	p.forgetAllBut(live)
+	p.reviewParked(ctx)
+}
+
+// forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone).
+func (p *Provisioner) forgetAllBut(live map[types.UID]bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for uid, claim := range p.podClaim {
 		if !live[uid] {
 			delete(p.podClaim, uid)
@@ -67,8 +74,6 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 			delete(p.parkedWokenAt, uid)
 		}
 	}
-	p.mu.Unlock()
-	p.reviewParked(ctx)
 }
 
 // failedScheduling reports whether the scheduler tried the pod and found no node.

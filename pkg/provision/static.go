@@ -48,24 +48,7 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	for i := range placeholders {
 		placeholders[i] = staticPlaceholder(np.Name, i)
 	}
-	// the nodes that stay, each with a placeholder, so that the new ones even out the zones
-	snap := simulation.NewSnapshot()
-	gone := map[string]bool{}
-	for _, name := range leaving {
-		gone[name] = true
-	}
-	for _, cl := range claims {
-		if cl.Labels[stevedorev1.LabelNodePool] != np.Name || cl.DeletionTimestamp != nil || cl.Status.Zone == "" ||
-			cl.Status.NodeName != "" && gone[cl.Status.NodeName] {
-			continue
-		}
-		name := "static-" + cl.Name
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			corev1.LabelTopologyZone: cl.Status.Zone, corev1.LabelHostname: name, stevedorev1.LabelNodePool: np.Name}}}
-		held := staticPlaceholder(np.Name, 0)
-		held.Name, held.UID, held.Spec.NodeName = name, types.UID("static/"+name), name
-		snap.AddNode(node, held)
-	}
+	snap := stayingStaticNodes(np.Name, claims, leaving)
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: placeholders,
 		NodePools: []solver.NodePoolOption{opt}, Snapshot: snap, Region: p.opts.Region})
@@ -82,6 +65,29 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 		}
 	}
 	return plan.NewNodes, nil
+}
+
+// stayingStaticNodes is a snapshot of the NodePool's nodes that stay, each held by a placeholder, so that the new
+// ones even out the zones: those of NodeClaims launched in a zone, not being deleted and not named in leaving.
+func stayingStaticNodes(pool string, claims []*stevedorev1.NodeClaim, leaving []string) *simulation.Snapshot {
+	snap := simulation.NewSnapshot()
+	gone := map[string]bool{}
+	for _, name := range leaving {
+		gone[name] = true
+	}
+	for _, cl := range claims {
+		if cl.Labels[stevedorev1.LabelNodePool] != pool || cl.DeletionTimestamp != nil || cl.Status.Zone == "" ||
+			cl.Status.NodeName != "" && gone[cl.Status.NodeName] {
+			continue
+		}
+		name := "static-" + cl.Name
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelTopologyZone: cl.Status.Zone, corev1.LabelHostname: name, stevedorev1.LabelNodePool: pool}}}
+		held := staticPlaceholder(pool, 0)
+		held.Name, held.UID, held.Spec.NodeName = name, types.UID("static/"+name), name
+		snap.AddNode(node, held)
+	}
+	return snap
 }
 
 // staticPlaceholder is the i-th pod standing for a node of a static NodePool: no requests, every taint tolerated,

@@ -14,18 +14,21 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// kubeconfigName names the sandbox's cluster and context in its kubeconfig.
+const kubeconfigName = "sandbox"
+
 // writeKubeconfig writes an admin kubeconfig for cfg (the API server's loopback identity) usable by kubectl.
 func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{
+	kc.Clusters[kubeconfigName] = &clientcmdapi.Cluster{
 		Server:                   cfg.Host,
 		CertificateAuthorityData: cfg.CAData,
 		TLSServerName:            cfg.ServerName,
 	}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}
-	kc.CurrentContext = "sandbox"
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	kc.Contexts[kubeconfigName] = &clientcmdapi.Context{Cluster: kubeconfigName, AuthInfo: "admin"}
+	kc.CurrentContext = kubeconfigName
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

@@ -202,27 +202,33 @@ func parseNodeadm(ud string, cfg *kubeletConfig) error {
 			cfg.maxPods = k.MaxPods
 		}
 		cfg.kubeReserved, cfg.systemReserved, cfg.evictionHard = k.KubeReserved, k.SystemReserved, k.EvictionHard
-		for _, f := range nc.Spec.Kubelet.Flags {
-			switch {
-			case strings.HasPrefix(f, "--node-labels="):
-				for _, kv := range strings.Split(strings.TrimPrefix(f, "--node-labels="), ",") {
-					if k, v, ok := strings.Cut(kv, "="); ok {
-						cfg.labels[k] = v
-					}
-				}
-			case strings.HasPrefix(f, "--register-with-taints="):
-				for _, spec := range strings.Split(strings.TrimPrefix(f, "--register-with-taints="), ",") {
-					if t, ok := parseTaint(spec); ok {
-						cfg.taints = append(cfg.taints, t)
-					}
-				}
-			}
-		}
+		cfg.applyFlags(nc.Spec.Kubelet.Flags)
 	}
 	if !found {
 		return fmt.Errorf("no NodeConfig in the user data")
 	}
 	return nil
+}
+
+// applyFlags reads the kubelet flags nodeadm passes that the sandbox's kubelet honours: --node-labels and
+// --register-with-taints.
+func (cfg *kubeletConfig) applyFlags(flags []string) {
+	for _, f := range flags {
+		switch {
+		case strings.HasPrefix(f, "--node-labels="):
+			for _, kv := range strings.Split(strings.TrimPrefix(f, "--node-labels="), ",") {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					cfg.labels[k] = v
+				}
+			}
+		case strings.HasPrefix(f, "--register-with-taints="):
+			for _, spec := range strings.Split(strings.TrimPrefix(f, "--register-with-taints="), ",") {
+				if t, ok := parseTaint(spec); ok {
+					cfg.taints = append(cfg.taints, t)
+				}
+			}
+		}
+	}
 }
 
 func parseTaint(spec string) (corev1.Taint, bool) {

@@ -137,44 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}()
 	logger := klog.FromContext(ctx)
 
-	if s.etcd, err = startEtcd(ctx, filepath.Join(s.dir, "etcd")); err != nil {
-		return nil, err
-	}
-	certs := filepath.Join(s.dir, "pki")
-	if err := os.MkdirAll(certs, 0o700); err != nil {
-		return nil, err
-	}
-	if s.apiserver, err = startAPIServer(ctx, s.etcd.Config().ListenClientUrls[0].String(), certs); err != nil {
-		return nil, fmt.Errorf("kube-apiserver: %w", err)
-	}
-	s.RESTConfig = s.apiserver.config
-	if s.Kube, err = kubernetes.NewForConfig(s.RESTConfig); err != nil {
-		return nil, err
-	}
-	if s.Stevedore, err = client.NewStevedore(s.RESTConfig); err != nil {
-		return nil, err
-	}
-	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
-	if err := writeKubeconfig(s.kubeconfig, s.RESTConfig); err != nil {
-		return nil, err
-	}
-	if err := installCRDs(ctx, s.RESTConfig); err != nil {
-		return nil, err
-	}
-	if s.kcm, err = startControllerManager(ctx, s.kubeconfig); err != nil {
-		return nil, fmt.Errorf("kube-controller-manager: %w", err)
-	}
-	if err := startKwok(ctx, s.kubeconfig); err != nil {
-		return nil, fmt.Errorf("kwok: %w", err)
-	}
-	if err := waitForControllers(ctx, s.Kube); err != nil {
-		return nil, err
-	}
-	// after the controllers: admitting the probe pod needs the default ServiceAccount
-	if err := installSchedulingPolicy(ctx, s.Kube); err != nil {
-		return nil, err
-	}
-	if err := createBootstrapNodes(ctx, s.Kube, opts.BootstrapNodes, opts.Region); err != nil {
+	if err := s.startKubernetes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.startAWS(ctx); err != nil {
@@ -182,7 +145,7 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	}
 	url := s.AWS.URL()
 	// Every AWS endpoint points at the emulator, the catch-all too, so that no SDK client can reach real AWS.
-	s.env = map[string]string{
+	s.env = map[string]string{ //nolint:gosec // G101: the local AWS emulator's fake credentials, for it alone
 		"AWS_REGION":                      s.AWS.Region(),
 		"AWS_ACCESS_KEY_ID":               "sandbox",
 		"AWS_SECRET_ACCESS_KEY":           "sandbox-dummy-secret-key",
@@ -200,19 +163,75 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	if err := s.StartScheduler(ctx); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	if opts.KubeconfigOut != "" {
-		if err := writeKubeconfig(opts.KubeconfigOut, s.RESTConfig); err != nil {
-			return nil, err
-		}
-	}
-	if opts.EnvOut != "" {
-		if err := os.WriteFile(opts.EnvOut, []byte(s.EnvFile()), 0o600); err != nil {
-			return nil, fmt.Errorf("writing --env-out: %w", err)
-		}
+	if err := s.writeOutputs(); err != nil {
+		return nil, err
 	}
 	s.StartupTime = time.Since(begin)
 	logger.Info("Sandbox ready", "apiserver", s.RESTConfig.Host, "startup", s.StartupTime)
 	return s, nil
+}
+
+// startKubernetes starts etcd, the API server (with Stevedore's CRDs), the controller manager and kwok, and
+// creates the bootstrap nodes.
+func (s *Sandbox) startKubernetes(ctx context.Context) error {
+	var err error
+	if s.etcd, err = startEtcd(ctx, filepath.Join(s.dir, "etcd")); err != nil {
+		return err
+	}
+	certs := filepath.Join(s.dir, "pki")
+	if err = os.MkdirAll(certs, 0o700); err != nil {
+		return err
+	}
+	if s.apiserver, err = startAPIServer(ctx, s.etcd.Config().ListenClientUrls[0].String(), certs); err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	s.RESTConfig = s.apiserver.config
+	if s.Kube, err = kubernetes.NewForConfig(s.RESTConfig); err != nil {
+		return err
+	}
+	if s.Stevedore, err = client.NewStevedore(s.RESTConfig); err != nil {
+		return err
+	}
+	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
+	if err = writeKubeconfig(s.kubeconfig, s.RESTConfig); err != nil {
+		return err
+	}
+	if err = installCRDs(ctx, s.RESTConfig); err != nil {
+		return err
+	}
+	if s.kcm, err = startControllerManager(ctx, s.kubeconfig); err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	if err = startKwok(ctx, s.kubeconfig); err != nil {
+		return fmt.Errorf("kwok: %w", err)
+	}
+	if err = waitForControllers(ctx, s.Kube); err != nil {
+		return err
+	}
+	// after the controllers: admitting the probe pod needs the default ServiceAccount
+	if err = installSchedulingPolicy(ctx, s.Kube); err != nil {
+		return err
+	}
+	if err = createBootstrapNodes(ctx, s.Kube, s.opts.BootstrapNodes, s.opts.Region); err != nil {
+		return err
+	}
+	return nil
+}
+
+// writeOutputs writes the kubeconfig and the environment file the options ask for.
+func (s *Sandbox) writeOutputs() error {
+	opts := s.opts
+	if opts.KubeconfigOut != "" {
+		if err := writeKubeconfig(opts.KubeconfigOut, s.RESTConfig); err != nil {
+			return err
+		}
+	}
+	if opts.EnvOut != "" {
+		if err := os.WriteFile(opts.EnvOut, []byte(s.EnvFile()), 0o600); err != nil {
+			return fmt.Errorf("writing --env-out: %w", err)
+		}
+	}
+	return nil
 }
 
 // Kubeconfig is the path of the sandbox's admin kubeconfig.
@@ -353,7 +372,9 @@ func (s *Sandbox) Stop() {
 		s.etcd.Close()
 	}
 	if s.ownDir {
-		os.RemoveAll(s.dir)
+		if err := os.RemoveAll(s.dir); err != nil {
+			klog.Background().Error(err, "Removing the sandbox's directory", "dir", s.dir)
+		}
 	}
 }
 

@@ -20,6 +20,12 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
+// The GPU NodePool of manifests/examples/gpu.yaml, and the Deployment of GPU pods that goes with it.
+const (
+	gpuNodePool   = "gpu"
+	gpuDeployment = "gpu-inference"
+)
+
 // gpuScenario runs a GPU NodePool beside the production ones (manifests/examples/gpu.yaml): two GPU pods and
 // three inflate pods are scaled up together; the GPU pods must land on NVIDIA types of the gpu pool, launched from
 // the NVIDIA image, and the inflate pods on the production pools' plain types. A table shows every node; then both
@@ -29,13 +35,13 @@ func gpuScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 	if err := applyExamples(ctx, sb, "ec2nodeclasses.yaml", "production.yaml", "inflate.yaml", "gpu.yaml"); err != nil {
 		return err
 	}
-	for _, name := range []string{"arm64-spot", "amd64-spot", "on-demand-critical", "gpu"} {
+	for _, name := range []string{"arm64-spot", "amd64-spot", "on-demand-critical", gpuNodePool} {
 		if err := quickDisruption(ctx, sb, name); err != nil {
 			return err
 		}
 	}
 	p.step("applied manifests/examples: the production NodePools and the gpu NodePool (NVIDIA types, tainted nvidia.com/gpu, at most 8 GPUs)")
-	for name, n := range map[string]int32{"gpu-inference": 2, "inflate": 3} {
+	for name, n := range map[string]int32{gpuDeployment: 2, inflateDeployment: 3} {
 		if err := scale(ctx, sb, name, n); err != nil {
 			return err
 		}
@@ -52,7 +58,7 @@ func gpuScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 	if err := checkGPUPlacement(ctx, sb, out); err != nil {
 		return err
 	}
-	for _, name := range []string{"gpu-inference", "inflate"} {
+	for _, name := range []string{gpuDeployment, inflateDeployment} {
 		if err := scale(ctx, sb, name, 0); err != nil {
 			return err
 		}
@@ -106,9 +112,9 @@ func checkGPUPlacement(ctx context.Context, sb *Sandbox, out io.Writer) error {
 		gpus := node.Labels[stevedorev1.LabelInstanceGPUCount]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, node.Labels[stevedorev1.LabelNodePool], node.Labels[corev1.LabelInstanceTypeStable],
 			firstNonEmptyString(gpus, "-"), image)
-		wantGPU := p.Labels["app"] == "gpu-inference"
+		wantGPU := p.Labels["app"] == gpuDeployment
 		switch {
-		case wantGPU && (node.Labels[stevedorev1.LabelNodePool] != "gpu" || node.Labels[stevedorev1.LabelInstanceGPUManufacturer] != "nvidia" || !strings.Contains(image, "nvidia")):
+		case wantGPU && (node.Labels[stevedorev1.LabelNodePool] != gpuNodePool || node.Labels[stevedorev1.LabelInstanceGPUManufacturer] != "nvidia" || !strings.Contains(image, "nvidia")):
 			problems = append(problems, fmt.Sprintf("GPU pod %s is on %s of NodePool %s from image %s", p.Name, node.Labels[corev1.LabelInstanceTypeStable],
 				node.Labels[stevedorev1.LabelNodePool], image))
 		case !wantGPU && gpus != "":

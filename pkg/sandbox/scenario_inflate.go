@@ -29,6 +29,9 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 )
 
+// inflateDeployment is the Deployment of manifests/examples/inflate.yaml.
+const inflateDeployment = "inflate"
+
 // inflateScenario replays the user's proof of concept and tells its story: the production NodePools (arm64 spot,
 // amd64 spot, on-demand critical) and their node classes are applied, the inflate Deployment (pause, 1 CPU per
 // replica) is scaled from 0 to 10 (every launch is printed), then to 4 and to 0 (every removal is printed) while a
@@ -58,32 +61,11 @@ func inflateScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 		{4, "scale-down (empty nodes removed)", 4 * time.Minute},
 		{0, "scale to 0 (all nodes removed)", 4 * time.Minute},
 	} {
-		if err := scale(ctx, sb, "inflate", phase.replicas); err != nil {
+		row, err := inflatePhase(ctx, sb, p, phase.replicas, phase.what, phase.timeout)
+		if err != nil {
 			return err
 		}
-		p.step("kubectl scale deployment inflate --replicas %d", phase.replicas)
-		start := time.Now()
-		var last fleetState
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, phase.timeout, true, func(ctx context.Context) (bool, error) {
-			st, err := observe(ctx, sb)
-			if err != nil {
-				return false, err
-			}
-			p.show(st)
-			last = st
-			// settled: every replica runs, nothing launches or goes, and (after a scale-down) one node per pod
-			settled := st.running == int(phase.replicas) && st.pending == 0 && st.launching == 0 && st.deleting == 0
-			if phase.replicas < 10 {
-				settled = settled && st.ready == int(phase.replicas)
-			}
-			return settled, nil
-		})
-		p.done()
-		if err != nil {
-			return fmt.Errorf("%s did not settle within %s (last: %s): %w", phase.what, phase.timeout, last, err)
-		}
-		rows = append(rows, summaryRow{phase: phase.what, took: time.Since(start), state: last})
-		p.step("%s done in %.1fs: %d pods Running on %d nodes, $%.4f/h", phase.what, time.Since(start).Seconds(), last.running, last.ready, last.cost)
+		rows = append(rows, row)
 	}
 	final, err := observe(ctx, sb)
 	if err != nil {
@@ -92,6 +74,48 @@ func inflateScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 	if final.ready != 0 || final.cost != 0 || final.running != 0 {
 		return fmt.Errorf("the summary says the fleet is empty but the cluster has %s", final)
 	}
+	printSummary(out, rows)
+	return nil
+}
+
+type summaryRow struct {
+	phase string
+	took  time.Duration
+	state fleetState
+}
+
+// inflatePhase scales the inflate Deployment to replicas and waits until the fleet settles, showing progress.
+func inflatePhase(ctx context.Context, sb *Sandbox, p *progress, replicas int32, what string, timeout time.Duration) (summaryRow, error) {
+	if err := scale(ctx, sb, inflateDeployment, replicas); err != nil {
+		return summaryRow{}, err
+	}
+	p.step("kubectl scale deployment inflate --replicas %d", replicas)
+	start := time.Now()
+	var last fleetState
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		st, err := observe(ctx, sb)
+		if err != nil {
+			return false, err
+		}
+		p.show(st)
+		last = st
+		// settled: every replica runs, nothing launches or goes, and (after a scale-down) one node per pod
+		settled := st.running == int(replicas) && st.pending == 0 && st.launching == 0 && st.deleting == 0
+		if replicas < 10 {
+			settled = settled && st.ready == int(replicas)
+		}
+		return settled, nil
+	})
+	p.done()
+	if err != nil {
+		return summaryRow{}, fmt.Errorf("%s did not settle within %s (last: %s): %w", what, timeout, last, err)
+	}
+	p.step("%s done in %.1fs: %d pods Running on %d nodes, $%.4f/h", what, time.Since(start).Seconds(), last.running, last.ready, last.cost)
+	return summaryRow{phase: what, took: time.Since(start), state: last}, nil
+}
+
+// printSummary writes the scenario's summary table, and the slowest waits for a ready node.
+func printSummary(out io.Writer, rows []summaryRow) {
 	fmt.Fprintf(out, "\n%-34s %8s %6s %6s %10s\n", "phase", "took", "pods", "nodes", "cost/h")
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-34s %7.1fs %6d %6d %10s\n", r.phase, r.took.Seconds(), r.state.running, r.state.ready, fmt.Sprintf("$%.4f", r.state.cost))
@@ -100,13 +124,6 @@ func inflateScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
 		fmt.Fprintf(out, "\n%s\n", line)
 	}
 	fmt.Fprintln(out)
-	return nil
-}
-
-type summaryRow struct {
-	phase string
-	took  time.Duration
-	state fleetState
 }
 
 // quickDisruption shortens a NodePool's consolidateAfter to 10s and its budget to 100%.

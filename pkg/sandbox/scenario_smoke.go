@@ -17,12 +17,15 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// smokeDeployment names the smoke scenario's Deployment and its pods' app label.
+const smokeDeployment = "smoke"
+
 // smokeScenario proves the control plane works: a Deployment tolerating the bootstrap taint gets its pods
 // created by the controllers, bound by the default scheduler and Running on the simulated kubelets.
 func smokeScenario(ctx context.Context, sb *Sandbox, out io.Writer) error {
-	labels := map[string]string{"app": "smoke"}
+	labels := map[string]string{"app": smokeDeployment}
 	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: metav1.NamespaceDefault},
+		ObjectMeta: metav1.ObjectMeta{Name: smokeDeployment, Namespace: metav1.NamespaceDefault},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](3),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},

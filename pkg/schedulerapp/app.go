@@ -190,11 +190,15 @@ func applyKubeconfigFlag(opts *scheduleroptions.Options, flags *pflag.FlagSet) (
 	}
 	path := filepath.Join(dir, filepath.Base(opts.ConfigFile))
 	if err := os.WriteFile(path, out, 0o600); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort: the write's error is the one to report
 		return noop, err
 	}
 	opts.ConfigFile = path
-	return func() { os.RemoveAll(dir) }, nil
+	return func() {
+		if err := os.RemoveAll(dir); err != nil {
+			klog.ErrorS(err, "Removing the copy of --config", "dir", dir)
+		}
+	}, nil
 }
 
 // observedLock is the scheduler's own leader-election lock, watched: the first time this process writes the

@@ -43,6 +43,8 @@ func (st *solve) finish() {
 }
 
 // planNode chooses the types that fit a node's pods and DaemonSet pods, cheapest first.
+//
+//nolint:gocyclo // the checks that narrow a node's types (resources, DaemonSets, minValues, offerings) in the order they apply
 func (st *solve) planNode(n *openNode) *PlannedNode {
 	all := append(append([]*corev1.Pod(nil), n.pods...), n.ds...)
 	requests := podRequests(all)

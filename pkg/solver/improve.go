@@ -18,6 +18,8 @@ import (
 // move is checked like a first placement (Filter plugins, spread groups); a move that does not pay is undone.
 // The work is bounded by a count of attempted moves, so that the same input gives the same plan whatever the
 // machine's speed; the deadline only stops a search that would otherwise run far longer than asked.
+//
+//nolint:gocyclo // the bounded move loop: each kind of move, its check and its undo read together
 func (st *solve) improve(deadline time.Time) {
 	moves := 20*len(st.in.Pods) + 1000
 	for pass := 0; pass < 4 && moves > 0 && time.Now().Before(deadline); pass++ {

@@ -94,6 +94,8 @@ func (st *solve) remember(n *openNode, memo string, segments [][]offeringChoice)
 
 // choiceSegments are the choices of offeringChoices before they are priced: one segment per zone and capacity
 // type (and value of a key only the NodePool defines), the candidates grouped in each.
+//
+//nolint:gocyclo // groups the candidates by each offering dimension in one pass over them, on the placement hot path
 func (st *solve) choiceSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode) [][]offeringChoice {
 	pinned := map[string]bool{}
 	for k := range n.pinned {
@@ -387,6 +389,8 @@ type watcher struct {
 
 // watchers collects the constraints of the batch's pods and of the pods already in the snapshot that count other
 // pods, on any key but the hostname (every virtual node has its own).
+//
+//nolint:gocyclo // collects the counting constraints of the batch's and the snapshot's pods in one pass, one case per kind of constraint
 func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
 	seen := map[string]bool{}
 	var out []watcher

@@ -59,73 +59,21 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	if err != nil {
 		return nil, err
 	}
-	classes := map[string]*stevedorev1.EC2NodeClass{}
-	var pools []*stevedorev1.NodePool
-	var nodeOverlays []*stevedorev1.NodeOverlay
 	p := &OfflineProblem{Bound: map[string][]*corev1.Pod{}, Region: in.Catalog.Region}
-	seen := map[types.UID]bool{}
-	for _, obj := range objs {
-		switch o := obj.(type) {
-		case *stevedorev1.NodePool:
-			np := o.DeepCopy()
-			np.Normalize() // as the live controllers read them
-			pools = append(pools, np)
-		case *stevedorev1.EC2NodeClass:
-			classes[o.Name] = o
-		case *appsv1.DaemonSet:
-			p.DaemonSets = append(p.DaemonSets, DaemonSetPod(o))
-		case *corev1.Node:
-			p.Nodes = append(p.Nodes, o)
-		case *corev1.Pod:
-			pod := o.DeepCopy()
-			if seen[pod.UID] {
-				return nil, fmt.Errorf("pod %s/%s appears twice", pod.Namespace, pod.Name)
-			}
-			seen[pod.UID] = true
-			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-				continue // done: needs no node
-			}
-			if pod.Spec.NodeName != "" {
-				p.Bound[pod.Spec.NodeName] = append(p.Bound[pod.Spec.NodeName], pod)
-				continue
-			}
-			p.Pods = append(p.Pods, pod)
-		case *stevedorev1.NodeOverlay:
-			nodeOverlays = append(nodeOverlays, o)
-		case *policyv1.PodDisruptionBudget:
-			// read so that a cluster dump can be given as is; budgets do not change where pods go
-		default:
-			return nil, fmt.Errorf("%s: scheduler plan does not read this kind", manifest.Name(obj))
-		}
+	var read offlineObjects
+	if err := read.collect(p, objs); err != nil {
+		return nil, err
 	}
+	pools, classes := read.pools, read.classes
 	if len(pools) == 0 {
 		return nil, fmt.Errorf("no NodePool in the input")
 	}
-	overlays := overlay.NewSet(nodeOverlays)
+	overlays := overlay.NewSet(read.overlays)
 	for _, name := range slices.Sorted(maps.Keys(overlays.Problems)) {
 		return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", name, overlays.Problems[name])
 	}
 	sort.SliceStable(p.Nodes, func(i, j int) bool { return p.Nodes[i].Name < p.Nodes[j].Name })
-	used := map[string]corev1.ResourceList{}
-	for _, n := range p.Nodes {
-		pool, ok := n.Labels[stevedorev1.LabelNodePool]
-		if !ok {
-			continue
-		}
-		u := used[pool]
-		if u == nil {
-			u = corev1.ResourceList{}
-			used[pool] = u
-		}
-		for name, q := range n.Status.Capacity {
-			sum := u[name]
-			sum.Add(q)
-			u[name] = sum
-		}
-		count := u[stevedorev1.ResourceNodes]
-		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
-		u[stevedorev1.ResourceNodes] = count
-	}
+	used := usedByNodePool(p.Nodes)
 	for _, np := range pools {
 		if np.Spec.Replicas != nil {
 			continue // a static NodePool does not provision for pods
@@ -149,6 +97,83 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	SortNodePools(p.NodePools)
 	sort.SliceStable(p.Pods, func(i, j int) bool { return p.Pods[i].UID < p.Pods[j].UID })
 	return p, nil
+}
+
+// offlineObjects are the objects of an offline problem that are not its pods, nodes and DaemonSets.
+type offlineObjects struct {
+	pools    []*stevedorev1.NodePool
+	classes  map[string]*stevedorev1.EC2NodeClass
+	overlays []*stevedorev1.NodeOverlay
+}
+
+// collect sorts objs into p (pods, nodes, DaemonSets) and r; an object of a kind it does not read is an error.
+func (r *offlineObjects) collect(p *OfflineProblem, objs []runtime.Object) error {
+	r.classes = map[string]*stevedorev1.EC2NodeClass{}
+	seen := map[types.UID]bool{}
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *stevedorev1.NodePool:
+			np := o.DeepCopy()
+			np.Normalize() // as the live controllers read them
+			r.pools = append(r.pools, np)
+		case *stevedorev1.EC2NodeClass:
+			r.classes[o.Name] = o
+		case *stevedorev1.NodeOverlay:
+			r.overlays = append(r.overlays, o)
+		case *appsv1.DaemonSet:
+			p.DaemonSets = append(p.DaemonSets, DaemonSetPod(o))
+		case *corev1.Node:
+			p.Nodes = append(p.Nodes, o)
+		case *corev1.Pod:
+			if seen[o.UID] {
+				return fmt.Errorf("pod %s/%s appears twice", o.Namespace, o.Name)
+			}
+			seen[o.UID] = true
+			p.addPod(o.DeepCopy())
+		case *policyv1.PodDisruptionBudget:
+			// read so that a cluster dump can be given as is; budgets do not change where pods go
+		default:
+			return fmt.Errorf("%s: scheduler plan does not read this kind", manifest.Name(obj))
+		}
+	}
+	return nil
+}
+
+// addPod adds a pod to the problem: to place when it has no node, bound to its node otherwise; a finished pod needs
+// no node.
+func (p *OfflineProblem) addPod(pod *corev1.Pod) {
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	case pod.Spec.NodeName != "":
+		p.Bound[pod.Spec.NodeName] = append(p.Bound[pod.Spec.NodeName], pod)
+	default:
+		p.Pods = append(p.Pods, pod)
+	}
+}
+
+// usedByNodePool sums the capacity (and counts the nodes) of the nodes of each NodePool, against its limits.
+func usedByNodePool(nodes []*corev1.Node) map[string]corev1.ResourceList {
+	used := map[string]corev1.ResourceList{}
+	for _, n := range nodes {
+		pool, ok := n.Labels[stevedorev1.LabelNodePool]
+		if !ok {
+			continue
+		}
+		u := used[pool]
+		if u == nil {
+			u = corev1.ResourceList{}
+			used[pool] = u
+		}
+		for name, q := range n.Status.Capacity {
+			sum := u[name]
+			sum.Add(q)
+			u[name] = sum
+		}
+		count := u[stevedorev1.ResourceNodes]
+		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
+		u[stevedorev1.ResourceNodes] = count
+	}
+	return used
 }
 
 // Solve plans the problem with a fresh snapshot.

@@ -230,6 +230,8 @@ func (n *openNode) node() *corev1.Node {
 // only when the NodePool itself pins them) —, its offering's zone and capacity type, the region, the NodePool's
 // name, and the deprecated aliases of the well-known keys. Nothing a pod asked for that the NodePool does not
 // offer.
+//
+//nolint:gocyclo // the one definition of a new node's labels: one rule per source of labels, in precedence order
 func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements, typeLabels map[string]string, zone, ct, region string) map[string]string {
 	labels := make(map[string]string, len(typeLabels)+16)
 	for k, v := range typeLabels {

@@ -88,6 +88,8 @@ func (st *solve) place(pod *corev1.Pod) bool {
 }
 
 // placeLevels places pod trying its preference levels (the strictest first), keeping reserve free on its node.
+//
+//nolint:gocyclo // the preference levels, strictest first, with the reserve kept at each; the fall-back order reads in one place
 func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec) bool {
 	avoid := st.hasPreferNoSchedule && !toleratesPreferNoSchedule(pod, st.preferNoScheduleTaints)
 	if len(levels) > 1 {
@@ -217,6 +219,8 @@ func (pl *placing) mayJoin(n *openNode) bool {
 // placeOnOpenWith tries the open virtual nodes that can take the pod, those whose price grows least first (a pod
 // that fills slack the node's instance type already pays for costs nothing), then the fullest. Nodes whose growth
 // costs more than a new node are tried only after a new node was refused.
+//
+//nolint:gocyclo // the open-node rules for one pod in the order they apply (price growth, fullness, the new-node bound), on the placement hot path
 func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	// Keep the best candidates by (marginal cost, leftover) without sorting them all. A pod whose placement
 	// depends on the zone or capacity type gets the best of each (zone, capacity type) the nodes have, so that a
@@ -409,6 +413,8 @@ type narrowKey struct {
 // tryChoice tries the pod on the node narrowed to one choice (its candidates, zone, capacity type, pins and, for
 // a node with no DaemonSets decided yet, the choice's DaemonSet pods): total is what the node would use with the
 // pod. On success the pod is placed and the choice kept; on failure the node is as it was.
+//
+//nolint:gocyclo // narrows a node to one choice and undoes every part of it on failure; the steps and their undo read together
 func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, total vec) bool {
 	daemons := n.ds
 	if !n.hasDaemons {

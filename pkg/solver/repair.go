@@ -81,7 +81,7 @@ func (a attemptScore) better(b attemptScore) bool {
 func batchSeed(pods []*corev1.Pod) uint64 {
 	h := fnv.New64a()
 	for _, p := range pods {
-		h.Write([]byte(p.Namespace + "/" + p.Name + "/" + string(p.UID) + ";"))
+		_, _ = h.Write([]byte(p.Namespace + "/" + p.Name + "/" + string(p.UID) + ";")) // a hash.Hash's Write never returns an error
 	}
 	return h.Sum64()
 }
@@ -154,6 +154,8 @@ func hasRequiredPodAffinity(p *corev1.Pod) bool {
 // repairOrder returns the order of a repair round: the pods stranded last time first, each part in its previous
 // order; a stranded pod whose required pod affinity names other pods goes right after the first of them (its
 // companion), which is placed where the stranded pod can follow it.
+//
+//nolint:gocyclo // the stranded pods, their affinity companions and the rest are ordered in one pass so the order is read in one place
 func repairOrder(order []*corev1.Pod, unschedulable map[types.UID]string) ([]*corev1.Pod, map[types.UID]*corev1.Pod) {
 	companions := map[types.UID]*corev1.Pod{}
 	follows := map[types.UID]*corev1.Pod{} // stranded pod -> the pod it follows
@@ -216,7 +218,7 @@ func repairOrder(order []*corev1.Pod, unschedulable map[types.UID]string) ([]*co
 // greedy never picks. try runs an attempt and reports whether it beat the best so far; done reports whether no
 // attempt can do better. The restarts stop as the constants above say.
 func restart(ctx context.Context, pods, order []*corev1.Pod, nodes int, done func() bool, try func(attempt) (bool, error)) error {
-	rng := rand.New(rand.NewPCG(batchSeed(pods), 0))
+	rng := rand.New(rand.NewPCG(batchSeed(pods), 0)) //nolint:gosec // G404: a seeded, reproducible search order, not a secret
 	deadline := time.Now().Add(restartTimeCap)
 	restarts := restartsFor(len(pods), nodes)
 	for i := 0; i < restarts && !done(); i++ {

@@ -5,6 +5,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
+	"math"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -141,7 +143,7 @@ func freeVec(ni fwk.NodeInfo) vec {
 		pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))}
 	if a, r := alloc.GetScalarResources(), req.GetScalarResources(); len(a) > 0 {
 		for i, name := range stevedorev1.AcceleratorResources() {
-			out.acc[i] = int32(a[corev1.ResourceName(name)] - r[corev1.ResourceName(name)])
+			out.acc[i] = int32(max(min(a[corev1.ResourceName(name)]-r[corev1.ResourceName(name)], math.MaxInt32), math.MinInt32))
 		}
 	}
 	return out

@@ -196,6 +196,8 @@ func ptrTo[T any](v T) *T { return &v }
 
 // spreadGroups collects the batch's hard spread constraints, their domains (existing and possible nodes) and the
 // matching pods already in the snapshot.
+//
+//nolint:gocyclo // collects constraints, domains and matching pods of every hard spread in one pass over the batch and the snapshot
 func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possibleNodes func() []*corev1.Node) []*spreadGroup {
 	byID := map[string]*spreadGroup{}
 	var out []*spreadGroup

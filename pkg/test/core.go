@@ -217,7 +217,7 @@ func Resources(nameValue ...string) corev1.ResourceList {
 		panic("Resources wants name, quantity pairs")
 	}
 	out := corev1.ResourceList{}
-	for i := 0; i < len(nameValue); i += 2 {
+	for i := 0; i+1 < len(nameValue); i += 2 {
 		out[corev1.ResourceName(nameValue[i])] = resource.MustParse(nameValue[i+1])
 	}
 	return out

@@ -225,11 +225,15 @@ func runScheduler(b *testing.B, bin, config string, sb *sandbox.Sandbox) (pid, p
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if path := os.Getenv("STEVEDORE_SCHEDULER_LOG"); path != "" {
 		// the whole log, to a file, at -v=$STEVEDORE_SCHEDULER_V (default 2)
-		f, err := os.Create(path)
+		f, err := os.Create(path) //nolint:gosec // G703: the path is the benchmark runner's own $STEVEDORE_SCHEDULER_LOG
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { f.Close() })
+		b.Cleanup(func() {
+			if err := f.Close(); err != nil {
+				b.Logf("closing the scheduler's log %s: %v", path, err)
+			}
+		})
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, f), io.MultiWriter(&logs, f)
 		v := os.Getenv("STEVEDORE_SCHEDULER_V")
 		if v == "" {

@@ -177,7 +177,7 @@ func generate(rng *rand.Rand, index int) *randomCase {
 			what = append(what, fmt.Sprintf("affinity app=%s on %s", target, key))
 		}
 		if rng.IntN(6) == 0 {
-			term := corev1.WeightedPodAffinityTerm{Weight: int32(1 + rng.IntN(100)), PodAffinityTerm: corev1.PodAffinityTerm{
+			term := corev1.WeightedPodAffinityTerm{Weight: 1 + rng.Int32N(100), PodAffinityTerm: corev1.PodAffinityTerm{
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": apps[rng.IntN(len(apps))]}}, TopologyKey: keys[rng.IntN(len(keys))]}}
 			if rng.IntN(2) == 0 {
 				if aff.PodAffinity == nil {
@@ -206,7 +206,7 @@ func generate(rng *rand.Rand, index int) *randomCase {
 		}
 		if rng.IntN(6) == 0 {
 			key := keys[rng.IntN(2)]
-			skew := int32(1 + rng.IntN(2))
+			skew := 1 + rng.Int32N(2)
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: skew, TopologyKey: key,
 				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
 			what = append(what, fmt.Sprintf("spread %s maxSkew %d", key, skew))

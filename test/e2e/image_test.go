@@ -127,7 +127,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("/scheduler mode %o is not executable", bin.mode)
 	}
 	extracted := filepath.Join(dir, "scheduler")
-	if err := os.WriteFile(extracted, bin.data, 0o755); err != nil {
+	if err := os.WriteFile(extracted, bin.data, 0o700); err != nil { //nolint:gosec // G306: the binary is run below, so it needs its owner's execute bit
 		t.Fatal(err)
 	}
 	if dynamic, err := isDynamic(extracted); err != nil || dynamic {

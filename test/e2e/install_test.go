@@ -56,7 +56,7 @@ func (in *installed) runAsServiceAccount(ns string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(saConfig, raw, 0o600); err != nil {
+	if err := os.WriteFile(saConfig, raw, 0o600); err != nil { //nolint:gosec // G703: a file the test names in its own directory
 		t.Fatal(err)
 	}
 	sak := func(args ...string) string {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -47,13 +48,13 @@ const (
 func DefaultRepairPolicies() []RepairPolicyArgs {
 	d := func(t time.Duration) metav1.Duration { return metav1.Duration{Duration: t} }
 	return []RepairPolicyArgs{
-		{ConditionType: "Ready", ConditionStatus: "False", Toleration: d(30 * time.Minute)},
-		{ConditionType: "Ready", ConditionStatus: "Unknown", Toleration: d(30 * time.Minute)},
-		{ConditionType: ConditionAcceleratedHardwareReady, ConditionStatus: "False", Toleration: d(10 * time.Minute)},
-		{ConditionType: ConditionStorageReady, ConditionStatus: "False", Toleration: d(30 * time.Minute)},
-		{ConditionType: ConditionNetworkingReady, ConditionStatus: "False", Toleration: d(30 * time.Minute)},
-		{ConditionType: ConditionKernelReady, ConditionStatus: "False", Toleration: d(30 * time.Minute), Reboot: true},
-		{ConditionType: ConditionContainerRuntimeReady, ConditionStatus: "False", Toleration: d(30 * time.Minute), Reboot: true},
+		{ConditionType: string(corev1.NodeReady), ConditionStatus: string(corev1.ConditionFalse), Toleration: d(30 * time.Minute)},
+		{ConditionType: string(corev1.NodeReady), ConditionStatus: string(corev1.ConditionUnknown), Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionAcceleratedHardwareReady, ConditionStatus: string(corev1.ConditionFalse), Toleration: d(10 * time.Minute)},
+		{ConditionType: ConditionStorageReady, ConditionStatus: string(corev1.ConditionFalse), Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionNetworkingReady, ConditionStatus: string(corev1.ConditionFalse), Toleration: d(30 * time.Minute)},
+		{ConditionType: ConditionKernelReady, ConditionStatus: string(corev1.ConditionFalse), Toleration: d(30 * time.Minute), Reboot: true},
+		{ConditionType: ConditionContainerRuntimeReady, ConditionStatus: string(corev1.ConditionFalse), Toleration: d(30 * time.Minute), Reboot: true},
 	}
 }
 

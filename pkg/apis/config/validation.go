@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -33,11 +34,12 @@ func (r *NodeRepairArgs) validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Required(pp.Child("conditionType"), "a node condition type, such as Ready or KernelReady"))
 		}
 		switch p.ConditionStatus {
-		case "True", "False", "Unknown":
+		case string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown):
 		default:
-			errs = append(errs, field.NotSupported(pp.Child("conditionStatus"), p.ConditionStatus, []string{"True", "False", "Unknown"}))
+			errs = append(errs, field.NotSupported(pp.Child("conditionStatus"), p.ConditionStatus,
+				[]string{string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown)}))
 		}
-		if p.ConditionType == "Ready" && p.ConditionStatus == "True" {
+		if p.ConditionType == string(corev1.NodeReady) && p.ConditionStatus == string(corev1.ConditionTrue) {
 			errs = append(errs, field.Invalid(pp.Child("conditionStatus"), p.ConditionStatus, "Ready True is a healthy node"))
 		}
 		if p.Toleration.Duration <= 0 {
@@ -55,6 +57,16 @@ func (r *NodeRepairArgs) validate(path *field.Path) field.ErrorList {
 // Validate reports every invalid field of defaulted arguments, each error naming its field.
 func (a ProvisionerArgs) Validate() field.ErrorList {
 	var errs field.ErrorList
+	errs = append(errs, a.validateCluster()...)
+	errs = append(errs, a.validateDurations()...)
+	errs = append(errs, a.validateChoices()...)
+	errs = append(errs, a.NodeRepair.validate(field.NewPath("nodeRepair"))...)
+	return errs
+}
+
+// validateCluster checks the cluster's name, endpoint and interruption queue.
+func (a ProvisionerArgs) validateCluster() field.ErrorList {
+	var errs field.ErrorList
 	if a.ClusterName == "" {
 		errs = append(errs, field.Required(field.NewPath("clusterName"), "set it, or $"+EnvClusterName))
 	} else if len(a.ClusterName) > 100 || strings.ContainsAny(a.ClusterName, " /\t") {
@@ -65,20 +77,30 @@ func (a ProvisionerArgs) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("clusterEndpoint"), a.ClusterEndpoint, "must be an https:// URL"))
 		}
 	}
-	positive := func(name string, d metav1.Duration) {
-		if d.Duration <= 0 {
-			errs = append(errs, field.Invalid(field.NewPath(name), d.Duration.String(), "must be positive"))
+	if q := a.InterruptionQueue; strings.Contains(q, "://") {
+		if u, err := url.Parse(q); err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			errs = append(errs, field.Invalid(field.NewPath("interruptionQueue"), q, "must be an SQS queue URL or a queue name"))
 		}
 	}
-	positive("batchIdleDuration", a.BatchIdleDuration)
-	positive("batchMaxDuration", a.BatchMaxDuration)
-	positive("solveTimeout", a.SolveTimeout)
-	positive("registrationTimeout", a.RegistrationTimeout)
-	positive("permitTimeout", a.PermitTimeout)
-	positive("disruptionPollInterval", a.DisruptionPollInterval)
-	positive("disruptionValidationDelay", a.DisruptionValidationDelay)
-	positive("garbageCollectionInterval", a.GarbageCollectionInterval)
-	positive("spotInterruptionNotice", a.SpotInterruptionNotice)
+	return errs
+}
+
+// validateDurations checks that every duration is positive, and the bounds some have.
+func (a ProvisionerArgs) validateDurations() field.ErrorList {
+	var errs field.ErrorList
+	for _, d := range []struct {
+		name string
+		d    metav1.Duration
+	}{
+		{"batchIdleDuration", a.BatchIdleDuration}, {"batchMaxDuration", a.BatchMaxDuration}, {"solveTimeout", a.SolveTimeout},
+		{"registrationTimeout", a.RegistrationTimeout}, {"permitTimeout", a.PermitTimeout},
+		{"disruptionPollInterval", a.DisruptionPollInterval}, {"disruptionValidationDelay", a.DisruptionValidationDelay},
+		{"garbageCollectionInterval", a.GarbageCollectionInterval}, {"spotInterruptionNotice", a.SpotInterruptionNotice},
+	} {
+		if d.d.Duration <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(d.name), d.d.Duration.String(), "must be positive"))
+		}
+	}
 	if a.BatchMaxDuration.Duration < a.BatchIdleDuration.Duration {
 		errs = append(errs, field.Invalid(field.NewPath("batchMaxDuration"), a.BatchMaxDuration.Duration.String(),
 			"must not be shorter than batchIdleDuration ("+a.BatchIdleDuration.Duration.String()+")"))
@@ -87,6 +109,12 @@ func (a ProvisionerArgs) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("permitTimeout"), a.PermitTimeout.Duration.String(),
 			"must be at most 15m, the scheduler's cap on Permit waits"))
 	}
+	return errs
+}
+
+// validateChoices checks the numbers and the choices among fixed values.
+func (a ProvisionerArgs) validateChoices() field.ErrorList {
+	var errs field.ErrorList
 	if a.MaxInstanceTypes < 1 || a.MaxInstanceTypes > 200 {
 		errs = append(errs, field.Invalid(field.NewPath("maxInstanceTypes"), a.MaxInstanceTypes, "must be between 1 and 200"))
 	}
@@ -105,12 +133,6 @@ func (a ProvisionerArgs) Validate() field.ErrorList {
 	if a.MinValuesPolicy != MinValuesStrict && a.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, field.NotSupported(field.NewPath("minValuesPolicy"), a.MinValuesPolicy,
 			[]string{MinValuesStrict, MinValuesBestEffort}))
-	}
-	errs = append(errs, a.NodeRepair.validate(field.NewPath("nodeRepair"))...)
-	if q := a.InterruptionQueue; strings.Contains(q, "://") {
-		if u, err := url.Parse(q); err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-			errs = append(errs, field.Invalid(field.NewPath("interruptionQueue"), q, "must be an SQS queue URL or a queue name"))
-		}
 	}
 	return errs
 }

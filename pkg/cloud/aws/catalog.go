@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
@@ -250,15 +251,7 @@ func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zo
 	if info.VCpuInfo == nil || info.MemoryInfo == nil || info.ProcessorInfo == nil || info.NetworkInfo == nil {
 		return catalog.InstanceType{}, false
 	}
-	arch := ""
-	for _, a := range info.ProcessorInfo.SupportedArchitectures {
-		switch a {
-		case ec2types.ArchitectureTypeX8664:
-			arch = "amd64"
-		case ec2types.ArchitectureTypeArm64:
-			arch = "arm64"
-		}
-	}
+	arch := architecture(info.ProcessorInfo)
 	if arch == "" {
 		return catalog.InstanceType{}, false
 	}
@@ -268,50 +261,51 @@ func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zo
 		ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
 	}
 	describeAccelerators(&it, info)
-	spotOK := false
-	for _, u := range info.SupportedUsageClasses {
-		spotOK = spotOK || u == ec2types.UsageClassTypeSpot
-	}
-	zones = append([]string(nil), zones...)
-	sort.Strings(zones)
-	for _, z := range zones {
-		it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "on-demand", Price: price})
-		if sp, ok := spot[name+"/"+z]; ok && spotOK && sp > 0 {
-			it.Offerings = append(it.Offerings, catalog.Offering{Zone: z, CapacityType: "spot", Price: sp})
-		}
-	}
+	it.Offerings = catalogOfferings(name, info, price, zones, spot)
 	if len(it.Offerings) == 0 || it.VCPU == 0 || it.MemoryMiB == 0 || it.PodLimit() <= 0 {
 		return catalog.InstanceType{}, false
 	}
 	return it, true
 }
 
+// architecture is the catalog's architecture of a type (the last of amd64 and arm64 it supports), "" for neither.
+func architecture(info *ec2types.ProcessorInfo) string {
+	arch := ""
+	for _, a := range info.SupportedArchitectures {
+		switch a {
+		case ec2types.ArchitectureTypeX8664:
+			arch = stevedorev1.ArchitectureAMD64
+		case ec2types.ArchitectureTypeArm64:
+			arch = stevedorev1.ArchitectureARM64
+		}
+	}
+	return arch
+}
+
+// catalogOfferings are a type's offerings: on-demand in each zone it is offered in, and spot where it has a spot
+// price and supports spot.
+func catalogOfferings(name string, info ec2types.InstanceTypeInfo, price float64, zones []string, spot map[string]float64) []catalog.Offering {
+	spotOK := false
+	for _, u := range info.SupportedUsageClasses {
+		spotOK = spotOK || u == ec2types.UsageClassTypeSpot
+	}
+	zones = append([]string(nil), zones...)
+	sort.Strings(zones)
+	var out []catalog.Offering
+	for _, z := range zones {
+		out = append(out, catalog.Offering{Zone: z, CapacityType: "on-demand", Price: price})
+		if sp, ok := spot[name+"/"+z]; ok && spotOK && sp > 0 {
+			out = append(out, catalog.Offering{Zone: z, CapacityType: "spot", Price: sp})
+		}
+	}
+	return out
+}
+
 // describeAccelerators reads a type's GPUs, Neuron devices, EFA interfaces, NVMe instance storage and baseline
 // network bandwidth (of its default network card) into its catalog entry.
 func describeAccelerators(it *catalog.InstanceType, info ec2types.InstanceTypeInfo) {
-	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
-		d := g.Gpus[0]
-		it.GPUs = &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: aws.ToString(d.Manufacturer), Count: int(aws.ToInt32(d.Count))}
-		if d.MemoryInfo != nil {
-			it.GPUs.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
-		}
-		if it.GPUs.Count <= 0 || it.GPUs.Name == "" || it.GPUs.Manufacturer == "" {
-			it.GPUs = nil
-		}
-	}
-	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
-		d := n.NeuronDevices[0]
-		it.Neuron = &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: "AWS", Count: int(aws.ToInt32(d.Count))}
-		if d.CoreInfo != nil {
-			it.Neuron.CoresPerDevice = int(aws.ToInt32(d.CoreInfo.Count))
-		}
-		if d.MemoryInfo != nil {
-			it.Neuron.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
-		}
-		if it.Neuron.Count <= 0 || it.Neuron.CoresPerDevice <= 0 || it.Neuron.Name == "" {
-			it.Neuron = nil
-		}
-	}
+	it.GPUs = describeGPUs(info.GpuInfo)
+	it.Neuron = describeNeuron(info.NeuronInfo)
 	if ni := info.NetworkInfo; ni != nil {
 		if ni.EfaInfo != nil {
 			it.EFA = int(aws.ToInt32(ni.EfaInfo.MaximumEfaInterfaces))
@@ -326,6 +320,41 @@ func describeAccelerators(it *catalog.InstanceType, info ec2types.InstanceTypeIn
 	if s := info.InstanceStorageInfo; s != nil && s.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported {
 		it.LocalNVMeGB = int(aws.ToInt64(s.TotalSizeInGB))
 	}
+}
+
+// describeGPUs reads a type's GPUs (nil: none, or not described enough to use).
+func describeGPUs(g *ec2types.GpuInfo) *catalog.Accelerators {
+	if g == nil || len(g.Gpus) == 0 {
+		return nil
+	}
+	d := g.Gpus[0]
+	gpus := &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: aws.ToString(d.Manufacturer), Count: int(aws.ToInt32(d.Count))}
+	if d.MemoryInfo != nil {
+		gpus.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
+	}
+	if gpus.Count <= 0 || gpus.Name == "" || gpus.Manufacturer == "" {
+		return nil
+	}
+	return gpus
+}
+
+// describeNeuron reads a type's Neuron devices (nil: none, or not described enough to use).
+func describeNeuron(n *ec2types.NeuronInfo) *catalog.Accelerators {
+	if n == nil || len(n.NeuronDevices) == 0 {
+		return nil
+	}
+	d := n.NeuronDevices[0]
+	neuron := &catalog.Accelerators{Name: aws.ToString(d.Name), Manufacturer: "AWS", Count: int(aws.ToInt32(d.Count))}
+	if d.CoreInfo != nil {
+		neuron.CoresPerDevice = int(aws.ToInt32(d.CoreInfo.Count))
+	}
+	if d.MemoryInfo != nil {
+		neuron.MemoryMiB = int64(aws.ToInt32(d.MemoryInfo.SizeInMiB))
+	}
+	if neuron.Count <= 0 || neuron.CoresPerDevice <= 0 || neuron.Name == "" {
+		return nil
+	}
+	return neuron
 }
 
 // priceDocument is the part of a pricing API product document Stevedore reads.

@@ -273,8 +273,8 @@ func (d *discovery) aliasParameters(alias string) ([]aliasParameter, error) {
 	case "al2023":
 		base := "/aws/service/eks/optimized-ami/" + d.k8sVersion + "/amazon-linux-2023/"
 		return []aliasParameter{
-			{keys: []string{"amd64"}, path: base + "x86_64/standard/recommended/image_id", required: true},
-			{keys: []string{"arm64"}, path: base + "arm64/standard/recommended/image_id", required: true},
+			{keys: []string{stevedorev1.ArchitectureAMD64}, path: base + "x86_64/standard/recommended/image_id", required: true},
+			{keys: []string{stevedorev1.ArchitectureARM64}, path: base + "arm64/standard/recommended/image_id", required: true},
 			{keys: []string{"amd64/nvidia"}, path: base + "x86_64/nvidia/recommended/image_id"},
 			{keys: []string{"amd64/neuron"}, path: base + "x86_64/neuron/recommended/image_id"},
 			{keys: []string{"arm64/nvidia"}, path: base + "arm64/nvidia/recommended/image_id"},
@@ -283,8 +283,8 @@ func (d *discovery) aliasParameters(alias string) ([]aliasParameter, error) {
 		base := "/aws/service/bottlerocket/aws-k8s-" + d.k8sVersion
 		return []aliasParameter{
 			// Bottlerocket's standard x86_64 image carries the Neuron driver
-			{keys: []string{"amd64", "amd64/neuron"}, path: base + "/x86_64/latest/image_id", required: true},
-			{keys: []string{"arm64"}, path: base + "/arm64/latest/image_id", required: true},
+			{keys: []string{stevedorev1.ArchitectureAMD64, "amd64/neuron"}, path: base + "/x86_64/latest/image_id", required: true},
+			{keys: []string{stevedorev1.ArchitectureARM64}, path: base + "/arm64/latest/image_id", required: true},
 			{keys: []string{"amd64/nvidia"}, path: base + "-nvidia/x86_64/latest/image_id"},
 			{keys: []string{"arm64/nvidia"}, path: base + "-nvidia/arm64/latest/image_id"},
 		}, nil
@@ -311,6 +311,8 @@ func ImageFor(amis map[string]AMI, arch, variant string) (AMI, bool) {
 	return ami, ok && !ami.FromAlias
 }
 
+// amis resolves a node class's AMI selector terms (an alias of al2023 or bottlerocket by default) to the images it
+// launches, by key (an architecture, or architecture/variant for an alias's variant images).
 func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map[string]AMI, error) {
 	terms := nc.Spec.AMISelectorTerms
 	if len(terms) == 0 {
@@ -320,72 +322,102 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 		}
 		terms = []stevedorev1.AMISelectorTerm{{Alias: alias}}
 	}
-	var ids []string
-	aliasKeys := map[string][]string{} // image id -> keys of Resolved.AMIs it fills
-	var filters [][]ec2types.Filter
-	var owners [][]string
+	var q imageQuery
+	q.aliasKeys = map[string][]string{}
 	for _, term := range terms {
-		switch {
-		case term.Alias != "":
-			params, err := d.aliasParameters(term.Alias)
-			if err != nil {
-				return nil, err
-			}
-			for _, param := range params {
-				out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param.path)})
-				if err != nil && !param.required && isParameterNotFound(err) {
-					continue
-				}
-				if err != nil {
-					return nil, fmt.Errorf("SSM parameter %s: %w", param.path, err)
-				}
-				id := aws.ToString(out.Parameter.Value)
-				aliasKeys[id] = append(aliasKeys[id], param.keys...)
-				ids = append(ids, id)
-			}
-		case term.SSMParameter != "":
-			out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
-			if err != nil {
-				return nil, fmt.Errorf("SSM parameter %s: %w", term.SSMParameter, err)
-			}
-			ids = append(ids, aws.ToString(out.Parameter.Value))
-		case term.ID != "":
-			ids = append(ids, term.ID)
-		default:
-			f := tagFilters(term.Tags)
-			if term.Name != "" {
-				f = append(f, ec2types.Filter{Name: aws.String("name"), Values: []string{term.Name}})
-			}
-			filters = append(filters, f)
-			if term.Owner != "" {
-				owners = append(owners, []string{term.Owner})
-			} else {
-				owners = append(owners, []string{"self", "amazon"})
-			}
+		if err := d.addTerm(ctx, &q, term); err != nil {
+			return nil, err
 		}
 	}
+	images, err := d.describeImages(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return pickImages(images, q.aliasKeys), nil
+}
+
+// imageQuery is what AMI selector terms ask DescribeImages for: image ids, and filters each with its owners.
+type imageQuery struct {
+	ids []string
+	// aliasKeys maps an image id an alias resolved to the keys of Resolved.AMIs it fills.
+	aliasKeys map[string][]string
+	filters   [][]ec2types.Filter
+	owners    [][]string
+}
+
+// addTerm adds one AMI selector term to q: an alias and an SSM parameter are resolved to image ids through SSM.
+func (d *discovery) addTerm(ctx context.Context, q *imageQuery, term stevedorev1.AMISelectorTerm) error {
+	switch {
+	case term.Alias != "":
+		params, err := d.aliasParameters(term.Alias)
+		if err != nil {
+			return err
+		}
+		for _, param := range params {
+			out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param.path)})
+			if err != nil && !param.required && isParameterNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("SSM parameter %s: %w", param.path, err)
+			}
+			id := aws.ToString(out.Parameter.Value)
+			q.aliasKeys[id] = append(q.aliasKeys[id], param.keys...)
+			q.ids = append(q.ids, id)
+		}
+	case term.SSMParameter != "":
+		out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
+		if err != nil {
+			return fmt.Errorf("SSM parameter %s: %w", term.SSMParameter, err)
+		}
+		q.ids = append(q.ids, aws.ToString(out.Parameter.Value))
+	case term.ID != "":
+		q.ids = append(q.ids, term.ID)
+	default:
+		f := tagFilters(term.Tags)
+		if term.Name != "" {
+			f = append(f, ec2types.Filter{Name: aws.String("name"), Values: []string{term.Name}})
+		}
+		q.filters = append(q.filters, f)
+		if term.Owner != "" {
+			q.owners = append(q.owners, []string{term.Owner})
+		} else {
+			q.owners = append(q.owners, []string{"self", "amazon"})
+		}
+	}
+	return nil
+}
+
+// describeImages runs q: one DescribeImages for the ids, one per filter.
+func (d *discovery) describeImages(ctx context.Context, q imageQuery) ([]ec2types.Image, error) {
 	var images []ec2types.Image
-	if len(ids) > 0 {
-		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: ids})
+	if len(q.ids) > 0 {
+		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: q.ids})
 		if err != nil {
 			return nil, err
 		}
 		images = append(images, out.Images...)
 	}
-	for i, f := range filters {
-		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: f, Owners: owners[i]})
+	for i, f := range q.filters {
+		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: f, Owners: q.owners[i]})
 		if err != nil {
 			return nil, err
 		}
 		images = append(images, out.Images...)
 	}
+	return images, nil
+}
+
+// pickImages keys the images found: an alias's image under the keys it fills, any other under its architecture,
+// the newest (then the greatest id) when several share one.
+func pickImages(images []ec2types.Image, aliasKeys map[string][]string) map[string]AMI {
 	result := map[string]AMI{}
 	for _, img := range images {
 		arch := string(img.Architecture)
 		if arch == "x86_64" {
-			arch = "amd64"
+			arch = stevedorev1.ArchitectureAMD64
 		}
-		if arch != "amd64" && arch != "arm64" {
+		if arch != stevedorev1.ArchitectureAMD64 && arch != stevedorev1.ArchitectureARM64 {
 			continue
 		}
 		id, created := aws.ToString(img.ImageId), aws.ToString(img.CreationDate)
@@ -402,5 +434,5 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 			result[arch] = ami
 		}
 	}
-	return result, nil
+	return result
 }

@@ -209,7 +209,7 @@ func (p *instanceProfiles) remove(ctx context.Context, nodeClass string) error {
 func (p *instanceProfiles) tags(nodeClass string) []iamtypes.Tag {
 	return []iamtypes.Tag{
 		{Key: aws.String(TagEKSClusterName), Value: aws.String(p.clusterName)},
-		{Key: aws.String(OwnershipTag(p.clusterName)), Value: aws.String("owned")},
+		{Key: aws.String(OwnershipTag(p.clusterName)), Value: aws.String(ownedTagValue)},
 		{Key: aws.String(TagEC2NodeClass), Value: aws.String(nodeClass)},
 		{Key: aws.String(corev1.LabelTopologyRegion), Value: aws.String(p.region)},
 	}
@@ -217,7 +217,7 @@ func (p *instanceProfiles) tags(nodeClass string) []iamtypes.Tag {
 
 func (p *instanceProfiles) owns(tags []iamtypes.Tag) bool {
 	for _, t := range tags {
-		if aws.ToString(t.Key) == OwnershipTag(p.clusterName) && aws.ToString(t.Value) == "owned" {
+		if aws.ToString(t.Key) == OwnershipTag(p.clusterName) && aws.ToString(t.Value) == ownedTagValue {
 			return true
 		}
 	}

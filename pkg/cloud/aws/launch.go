@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -83,26 +84,8 @@ func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*c
 		if err != nil {
 			return nil, err
 		}
-		templates := map[string]string{}
-		for _, o := range overrides {
-			if _, ok := templates[o.templateKey()]; ok {
-				continue
-			}
-			name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o)
-			if err != nil {
-				return nil, err
-			}
-			templates[o.templateKey()] = name
-		}
-		req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
-		result, err = p.fleets.launch(ctx, req)
-		if err != nil {
-			return nil, classifyLaunchError(err)
-		}
-		for _, e := range result.errors {
-			if capacityErrorCodes[e.code] {
-				p.unavailable.Mark(e.instanceType, e.zone, reservationKey(capacityType, overrides, e))
-			}
+		if result, err = p.launchFleet(ctx, claim, nc, res, overrides, capacityType); err != nil {
+			return nil, err
 		}
 		if capacityType == stevedorev1.CapacityTypeReserved {
 			p.discovery.forget() // the reservation's room changed, or it refused: describe it again
@@ -121,6 +104,33 @@ func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*c
 	}
 	inst.Tags[TagNodeClaim] = claim.Name
 	return inst, nil
+}
+
+// launchFleet launches one CreateFleet over the overrides, with a launch template for each image and reservation
+// they use; the offerings that answered with no capacity are marked unavailable.
+func (p *Provider) launchFleet(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved,
+	overrides []override, capacityType string) (fleetResult, error) {
+	templates := map[string]string{}
+	for _, o := range overrides {
+		if _, ok := templates[o.templateKey()]; ok {
+			continue
+		}
+		name, err := p.ensureLaunchTemplate(ctx, claim, nc, res, o)
+		if err != nil {
+			return fleetResult{}, err
+		}
+		templates[o.templateKey()] = name
+	}
+	result, err := p.fleets.launch(ctx, p.fleetRequest(claim, nc, overrides, templates, capacityType))
+	if err != nil {
+		return fleetResult{}, classifyLaunchError(err)
+	}
+	for _, e := range result.errors {
+		if capacityErrorCodes[e.code] {
+			p.unavailable.Mark(e.instanceType, e.zone, reservationKey(capacityType, overrides, e))
+		}
+	}
+	return result, nil
 }
 
 // claimRequirements reads a NodeClaim's requirements.
@@ -148,6 +158,37 @@ func instanceTypeOrder(claim *stevedorev1.NodeClaim) []string {
 // (a fleet launches On-Demand Capacity Reservations and Capacity Blocks with different target capacity types).
 func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved, reqs scheduling.Requirements,
 	skipReserved bool) ([]override, string, error) {
+	order, byName, err := p.launchableTypes(ctx, claim, nc, res, reqs)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, ct := range []string{stevedorev1.CapacityTypeReserved, stevedorev1.CapacityTypeSpot, stevedorev1.CapacityTypeOnDemand} {
+		if !reqs.Get(stevedorev1.LabelCapacityType).Has(ct) || (ct == stevedorev1.CapacityTypeReserved && skipReserved) {
+			continue
+		}
+		typed := reqs.Clone()
+		typed.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, ct))
+		out := p.offeringOverrides(order, byName, typed, res)
+		if len(out) == 0 {
+			continue
+		}
+		if claim.Annotations[stevedorev1.AnnotationLaunchOrder] == stevedorev1.LaunchOrderListed {
+			return listedOrder(out, order), ct, nil
+		}
+		sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+		if ct == stevedorev1.CapacityTypeReserved {
+			out = sameReservationType(out)
+		}
+		return out, ct, nil
+	}
+	return nil, "", &cloud.InsufficientCapacityError{Tried: []string{"no available offering matches the NodeClaim's instance types, zones and capacity types"}}
+}
+
+// launchableTypes returns the instance types the NodeClaim may launch, in its order (the NodeClaim's list, cheapest
+// first; without one, every type its requirements allow), and by name, with the node class's images and the
+// reservations found.
+func (p *Provider) launchableTypes(ctx context.Context, claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, res *Resolved,
+	reqs scheduling.Requirements) ([]string, map[string]*cloud.InstanceType, error) {
 	order := instanceTypeOrder(claim)
 	var only map[string]bool
 	if len(order) > 0 {
@@ -158,7 +199,7 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 	}
 	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs, only)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	its = p.withReservations(its, res.Reservations)
 	byName := map[string]*cloud.InstanceType{}
@@ -172,64 +213,57 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 			}
 		}
 	}
-	for _, ct := range []string{stevedorev1.CapacityTypeReserved, stevedorev1.CapacityTypeSpot, stevedorev1.CapacityTypeOnDemand} {
-		if !reqs.Get(stevedorev1.LabelCapacityType).Has(ct) || (ct == stevedorev1.CapacityTypeReserved && skipReserved) {
+	return order, byName, nil
+}
+
+// offeringOverrides lists, type by type in order, the offerings typed allows in a zone the node class has a subnet
+// in, up to MaxInstanceTypes types.
+func (p *Provider) offeringOverrides(order []string, byName map[string]*cloud.InstanceType, typed scheduling.Requirements, res *Resolved) []override {
+	var out []override
+	types := 0
+	for _, name := range order {
+		it, ok := byName[name]
+		if !ok {
 			continue
 		}
-		typed := reqs.Clone()
-		typed.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, ct))
-		var out []override
-		types := 0
-		for _, name := range order {
-			it, ok := byName[name]
+		added := false
+		for _, o := range it.Offerings.Compatible(typed) {
+			subnet, ok := res.SubnetFor(o.Zone)
 			if !ok {
 				continue
 			}
-			added := false
-			for _, o := range it.Offerings.Compatible(typed) {
-				subnet, ok := res.SubnetFor(o.Zone)
-				if !ok {
-					continue
-				}
-				arch := it.Requirements.Get(corev1.LabelArchStable).Any()
-				out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price,
-					reservation: o.ReservationID, reservationType: o.ReservationType})
-				added = true
-			}
-			if added {
-				types++
-				if types == p.opts.MaxInstanceTypes {
-					break
-				}
-			}
+			arch := it.Requirements.Get(corev1.LabelArchStable).Any()
+			out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price,
+				reservation: o.ReservationID, reservationType: o.ReservationType})
+			added = true
 		}
-		if len(out) > 0 {
-			if claim.Annotations[stevedorev1.AnnotationLaunchOrder] == stevedorev1.LaunchOrderListed {
-				// the NodeClaim lists its types cheapest first by prices NodeOverlays changed: EC2 must follow
-				// that order, type by type, cheapest zone first within a type
-				rank := map[string]int{}
-				for i, name := range order {
-					rank[name] = i
-				}
-				sort.SliceStable(out, func(i, j int) bool {
-					if ri, rj := rank[out[i].instanceType], rank[out[j].instanceType]; ri != rj {
-						return ri < rj
-					}
-					return out[i].price < out[j].price
-				})
-				for i := range out {
-					out[i].prioritized = true
-				}
-				return out, ct, nil
+		if added {
+			types++
+			if types == p.opts.MaxInstanceTypes {
+				break
 			}
-			sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
-			if ct == stevedorev1.CapacityTypeReserved {
-				out = sameReservationType(out)
-			}
-			return out, ct, nil
 		}
 	}
-	return nil, "", &cloud.InsufficientCapacityError{Tried: []string{"no available offering matches the NodeClaim's instance types, zones and capacity types"}}
+	return out
+}
+
+// listedOrder prioritizes the overrides in the NodeClaim's order: it lists its types cheapest first by prices
+// NodeOverlays changed, so EC2 must follow that order, type by type, cheapest zone first within a type.
+func listedOrder(out []override, order []string) []override {
+	rank := map[string]int{}
+	for i, name := range order {
+		rank[name] = i
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if ri, rj := rank[out[i].instanceType], rank[out[j].instanceType]; ri != rj {
+			return ri < rj
+		}
+		return out[i].price < out[j].price
+	})
+	for i := range out {
+		out[i].prioritized = true
+	}
+	return out
 }
 
 // sameReservationType keeps the reserved overrides of the cheapest one's reservation type.
@@ -313,7 +347,7 @@ func (p *Provider) commonTags(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2N
 	for k, v := range nc.Spec.Tags {
 		tags[k] = v
 	}
-	tags[OwnershipTag(p.opts.ClusterName)] = "owned"
+	tags[OwnershipTag(p.opts.ClusterName)] = ownedTagValue
 	tags[TagEKSClusterName] = p.opts.ClusterName
 	tags[TagNodePool] = claim.Labels[stevedorev1.LabelNodePool]
 	return tags
@@ -339,7 +373,7 @@ func sortedKeysOf[V any](m map[string]V) []string {
 // findByClaim returns a live instance tagged with the NodeClaim's name, if one exists.
 func (p *Provider) findByClaim(ctx context.Context, claimName string) (*cloud.Instance, error) {
 	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{ownedTagValue}},
 		{Name: aws.String("tag:" + TagNodeClaim), Values: []string{claimName}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
 	}})
@@ -472,7 +506,7 @@ func metadataOptions(nc *stevedorev1.EC2NodeClass) *ec2types.LaunchTemplateInsta
 			mo.HttpProtocolIpv6 = ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(*m.HTTPProtocolIPv6)
 		}
 		if m.HTTPPutResponseHopLimit != nil {
-			mo.HttpPutResponseHopLimit = aws.Int32(int32(*m.HTTPPutResponseHopLimit))
+			mo.HttpPutResponseHopLimit = aws.Int32(clampInt32(*m.HTTPPutResponseHopLimit))
 		}
 		if m.HTTPTokens != nil {
 			mo.HttpTokens = ec2types.LaunchTemplateHttpTokensState(*m.HTTPTokens)
@@ -480,6 +514,10 @@ func metadataOptions(nc *stevedorev1.EC2NodeClass) *ec2types.LaunchTemplateInsta
 	}
 	return mo
 }
+
+// clampInt32 is v, or the bound of int32 it is beyond: EC2 takes these settings as int32, and rejects a value out
+// of range rather than reading it wrapped around.
+func clampInt32(v int64) int32 { return int32(max(min(v, math.MaxInt32), math.MinInt32)) }
 
 func blockDevices(nc *stevedorev1.EC2NodeClass) []ec2types.LaunchTemplateBlockDeviceMappingRequest {
 	mappings := nc.Spec.BlockDeviceMappings
@@ -498,7 +536,7 @@ func blockDevices(nc *stevedorev1.EC2NodeClass) []ec2types.LaunchTemplateBlockDe
 		if e := m.EBS; e != nil {
 			ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true), VolumeType: ec2types.VolumeTypeGp3}
 			if e.VolumeSize != nil {
-				ebs.VolumeSize = aws.Int32(int32((e.VolumeSize.Value() + 1<<30 - 1) >> 30)) // GiB, rounded up
+				ebs.VolumeSize = aws.Int32(clampInt32((e.VolumeSize.Value() + 1<<30 - 1) >> 30)) // GiB, rounded up
 			}
 			if e.VolumeType != nil {
 				ebs.VolumeType = ec2types.VolumeType(*e.VolumeType)
@@ -510,10 +548,10 @@ func blockDevices(nc *stevedorev1.EC2NodeClass) []ec2types.LaunchTemplateBlockDe
 				ebs.DeleteOnTermination = e.DeleteOnTermination
 			}
 			if e.IOPS != nil {
-				ebs.Iops = aws.Int32(int32(*e.IOPS))
+				ebs.Iops = aws.Int32(clampInt32(*e.IOPS))
 			}
 			if e.Throughput != nil {
-				ebs.Throughput = aws.Int32(int32(*e.Throughput))
+				ebs.Throughput = aws.Int32(clampInt32(*e.Throughput))
 			}
 			ebs.KmsKeyId, ebs.SnapshotId = e.KMSKeyID, e.SnapshotID
 			bd.Ebs = ebs

@@ -136,63 +136,44 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	}
 	res, resolveErr := c.provider.Resolve(ctx, nc)
 	c.provider.Catalog(ctx)
-	catalogKnown, catalogOK, catalogReason, catalogMessage := c.provider.CatalogCondition()
+	var catalog catalogState
+	catalog.known, catalog.ok, catalog.reason, catalog.message = c.provider.CatalogCondition()
 	now := c.provider.opts.Clock.Now()
+	written, catalogChanged, err := c.writeStatus(ctx, name, res, resolveErr, catalog, now)
+	if err == nil && written != nil && catalogChanged && c.recorder != nil {
+		typ := corev1.EventTypeWarning
+		if catalog.ok {
+			typ = corev1.EventTypeNormal
+		}
+		c.recorder.Eventf(written, nil, typ, "InstanceCatalog"+catalog.reason, "ReadInstanceCatalog", "%s", catalog.message)
+	}
+	if err == nil && (resolveErr != nil || (res != nil && len(res.Problems) > 0)) {
+		return errNotResolved
+	}
+	return err
+}
+
+// writeStatus writes a node class's status from its resolution (or the error resolving it) and the catalog's
+// condition; it returns the node class written (nil when nothing changed) and whether the catalog's condition
+// changed.
+func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Resolved, resolveErr error, catalog catalogState, now time.Time) (*stevedorev1.EC2NodeClass, bool, error) {
 	var written *stevedorev1.EC2NodeClass
 	var catalogChanged bool
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.StevedoreV1().EC2NodeClasses().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		status := cur.Status.DeepCopy()
-		catalogChanged = false
-		set := func(t string, ok bool, reason, message string) {
-			s := metav1.ConditionTrue
-			if !ok {
-				s = metav1.ConditionFalse
-			}
-			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: cur.Generation})
-		}
-		if catalogKnown {
-			prev := meta.FindStatusCondition(status.Conditions, ConditionInstanceCatalogReady)
-			catalogChanged = prev == nil && !catalogOK || prev != nil && (prev.Reason != catalogReason || (prev.Status == metav1.ConditionTrue) != catalogOK)
-			set(ConditionInstanceCatalogReady, catalogOK, catalogReason, catalogMessage)
+		conds := conditions{status: status, generation: cur.Generation}
+		catalogChanged = catalog.known && catalog.changes(status)
+		if catalog.known {
+			conds.set(ConditionInstanceCatalogReady, catalog.ok, catalog.reason, catalog.message)
 		}
 		if resolveErr != nil {
-			set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
+			conds.set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
 		} else {
-			status.Subnets, status.SecurityGroups, status.AMIs = nil, nil, nil
-			for _, s := range res.Subnets {
-				status.Subnets = append(status.Subnets, stevedorev1.SubnetStatus{ID: s.ID, Zone: s.Zone, ZoneID: s.ZoneID})
-			}
-			for _, id := range res.SecurityGroupIDs {
-				status.SecurityGroups = append(status.SecurityGroups, stevedorev1.SecurityGroupStatus{ID: id})
-			}
-			for _, key := range sortedKeysOf(res.AMIs) {
-				ami := res.AMIs[key]
-				arch, variant, _ := strings.Cut(key, "/")
-				status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
-					Requirements: imageRequirements(arch, variant, ami.FromAlias)})
-			}
-			status.InstanceProfile = res.InstanceProfile
-			if res.InstanceProfileProblem != "" {
-				set(ConditionInstanceProfileReady, false, "InstanceProfileNotReady", res.InstanceProfileProblem)
-			} else {
-				set(ConditionInstanceProfileReady, true, "InstanceProfileReady", "instance profile "+res.InstanceProfile)
-			}
-			status.CapacityReservations = reservationStatus(res.Reservations, now)
-			set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
-			set(ConditionSecurityGroupsReady, len(res.SecurityGroupIDs) > 0, reasonFor(len(res.SecurityGroupIDs) > 0, "SecurityGroupsFound", "NoSecurityGroupMatches"), countMessage(len(res.SecurityGroupIDs), "security group"))
-			set(ConditionAMIsReady, len(res.AMIs) > 0, reasonFor(len(res.AMIs) > 0, "AMIsFound", "NoAMIMatches"), countMessage(len(res.AMIs), "AMI"))
-			switch {
-			case catalogKnown && catalogReason == "NoCatalog":
-				set(stevedorev1.ConditionReady, false, "NoCatalog", catalogMessage)
-			case len(res.Problems) == 0:
-				set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups, AMIs and instance profile resolved")
-			default:
-				set(stevedorev1.ConditionReady, false, "NotResolved", strings.Join(res.Problems, "; "))
-			}
+			writeResolution(conds, res, catalog, now)
 		}
 		if equalStatus(&cur.Status, status) {
 			return nil
@@ -201,17 +182,75 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 		written, err = c.client.StevedoreV1().EC2NodeClasses().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-	if err == nil && written != nil && catalogChanged && c.recorder != nil {
-		typ := corev1.EventTypeWarning
-		if catalogOK {
-			typ = corev1.EventTypeNormal
-		}
-		c.recorder.Eventf(written, nil, typ, "InstanceCatalog"+catalogReason, "ReadInstanceCatalog", "%s", catalogMessage)
+	return written, catalogChanged, err
+}
+
+// catalogState is the instance-type catalog's condition as the provider reports it (known false before its first
+// read).
+type catalogState struct {
+	known, ok       bool
+	reason, message string
+}
+
+// changes reports whether the catalog's condition in status differs in reason or truth from this state (an event
+// is recorded when it does).
+func (c catalogState) changes(status *stevedorev1.EC2NodeClassStatus) bool {
+	prev := meta.FindStatusCondition(status.Conditions, ConditionInstanceCatalogReady)
+	if prev == nil {
+		return !c.ok
 	}
-	if err == nil && (resolveErr != nil || (res != nil && len(res.Problems) > 0)) {
-		return errNotResolved
+	return prev.Reason != c.reason || (prev.Status == metav1.ConditionTrue) != c.ok
+}
+
+// conditions sets conditions on a node class's status at its generation.
+type conditions struct {
+	status     *stevedorev1.EC2NodeClassStatus
+	generation int64
+}
+
+func (c conditions) set(condType string, ok bool, reason, message string) {
+	s := metav1.ConditionTrue
+	if !ok {
+		s = metav1.ConditionFalse
 	}
-	return err
+	meta.SetStatusCondition(&c.status.Conditions, metav1.Condition{Type: condType, Status: s, Reason: reason, Message: message, ObservedGeneration: c.generation})
+}
+
+// writeResolution writes what a node class resolved to into its status: subnets, security groups, AMIs, instance
+// profile and reservations, a condition for each, and Ready.
+func writeResolution(conds conditions, res *Resolved, catalog catalogState, now time.Time) {
+	status := conds.status
+	status.Subnets, status.SecurityGroups, status.AMIs = nil, nil, nil
+	for _, s := range res.Subnets {
+		status.Subnets = append(status.Subnets, stevedorev1.SubnetStatus{ID: s.ID, Zone: s.Zone, ZoneID: s.ZoneID})
+	}
+	for _, id := range res.SecurityGroupIDs {
+		status.SecurityGroups = append(status.SecurityGroups, stevedorev1.SecurityGroupStatus{ID: id})
+	}
+	for _, key := range sortedKeysOf(res.AMIs) {
+		ami := res.AMIs[key]
+		arch, variant, _ := strings.Cut(key, "/")
+		status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
+			Requirements: imageRequirements(arch, variant, ami.FromAlias)})
+	}
+	status.InstanceProfile = res.InstanceProfile
+	if res.InstanceProfileProblem != "" {
+		conds.set(ConditionInstanceProfileReady, false, "InstanceProfileNotReady", res.InstanceProfileProblem)
+	} else {
+		conds.set(ConditionInstanceProfileReady, true, "InstanceProfileReady", "instance profile "+res.InstanceProfile)
+	}
+	status.CapacityReservations = reservationStatus(res.Reservations, now)
+	conds.set(ConditionSubnetsReady, len(res.Subnets) > 0, reasonFor(len(res.Subnets) > 0, "SubnetsFound", "NoSubnetMatches"), countMessage(len(res.Subnets), "subnet"))
+	conds.set(ConditionSecurityGroupsReady, len(res.SecurityGroupIDs) > 0, reasonFor(len(res.SecurityGroupIDs) > 0, "SecurityGroupsFound", "NoSecurityGroupMatches"), countMessage(len(res.SecurityGroupIDs), "security group"))
+	conds.set(ConditionAMIsReady, len(res.AMIs) > 0, reasonFor(len(res.AMIs) > 0, "AMIsFound", "NoAMIMatches"), countMessage(len(res.AMIs), "AMI"))
+	switch {
+	case catalog.known && catalog.reason == "NoCatalog":
+		conds.set(stevedorev1.ConditionReady, false, "NoCatalog", catalog.message)
+	case len(res.Problems) == 0:
+		conds.set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups, AMIs and instance profile resolved")
+	default:
+		conds.set(stevedorev1.ConditionReady, false, "NotResolved", strings.Join(res.Problems, "; "))
+	}
 }
 
 // finalize deletes the managed instance profile of a deleted node class once none of its NodeClaims remain, then

@@ -52,6 +52,9 @@ const (
 // OwnershipTag is the tag that marks an EC2 resource as belonging to a cluster.
 func OwnershipTag(clusterName string) string { return "kubernetes.io/cluster/" + clusterName }
 
+// ownedTagValue is the value of the OwnershipTag of a resource the cluster owns.
+const ownedTagValue = "owned"
+
 // Options configure the provider.
 type Options struct {
 	ClusterName     string
@@ -374,7 +377,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (*cloud.Instance,
 // List returns the cluster's live instances launched by Stevedore.
 func (p *Provider) List(ctx context.Context) ([]*cloud.Instance, error) {
 	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{ownedTagValue}},
 		{Name: aws.String("tag-key"), Values: []string{TagNodePool}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
 	}}
@@ -457,7 +460,7 @@ func (p *Provider) Delete(ctx context.Context, instanceID string) error {
 		}
 		return err
 	}
-	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != "owned" {
+	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != ownedTagValue {
 		return fmt.Errorf("refusing to terminate %s: it lacks the tag %s=owned: %w", instanceID, OwnershipTag(p.opts.ClusterName), cloud.ErrNotOwned)
 	}
 	if inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown {
@@ -473,7 +476,7 @@ func (p *Provider) Reboot(ctx context.Context, instanceID string) error {
 	if err != nil {
 		return err
 	}
-	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != "owned" {
+	if inst.Tags[OwnershipTag(p.opts.ClusterName)] != ownedTagValue {
 		return fmt.Errorf("refusing to reboot %s: it lacks the tag %s=owned: %w", instanceID, OwnershipTag(p.opts.ClusterName), cloud.ErrNotOwned)
 	}
 	if _, err := p.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{instanceID}}); err != nil {

@@ -50,45 +50,7 @@ const mimeBoundary = "//"
 // kubelet configuration and the kubelet flags --node-labels and --register-with-taints. The EC2NodeClass's user
 // data, if any, comes first as its own part (a shell script or another NodeConfig, which nodeadm merges).
 func (b Bootstrap) AL2023() (string, error) {
-	kubelet := map[string]any{}
-	if k := b.Kubelet; k != nil {
-		if k.MaxPods != nil {
-			kubelet["maxPods"] = *k.MaxPods
-		}
-		if k.PodsPerCore != nil {
-			kubelet["podsPerCore"] = *k.PodsPerCore
-		}
-		if len(k.KubeReserved) > 0 {
-			kubelet["kubeReserved"] = k.KubeReserved
-		}
-		if len(k.SystemReserved) > 0 {
-			kubelet["systemReserved"] = k.SystemReserved
-		}
-		if len(k.EvictionHard) > 0 {
-			kubelet["evictionHard"] = k.EvictionHard
-		}
-		if len(k.ClusterDNS) > 0 {
-			kubelet["clusterDNS"] = k.ClusterDNS
-		}
-		if len(k.EvictionSoft) > 0 {
-			kubelet["evictionSoft"] = k.EvictionSoft
-		}
-		if len(k.EvictionSoftGracePeriod) > 0 {
-			kubelet["evictionSoftGracePeriod"] = gracePeriods(k.EvictionSoftGracePeriod)
-		}
-		if k.EvictionMaxPodGracePeriod != nil {
-			kubelet["evictionMaxPodGracePeriod"] = *k.EvictionMaxPodGracePeriod
-		}
-		if k.ImageGCHighThresholdPercent != nil {
-			kubelet["imageGCHighThresholdPercent"] = *k.ImageGCHighThresholdPercent
-		}
-		if k.ImageGCLowThresholdPercent != nil {
-			kubelet["imageGCLowThresholdPercent"] = *k.ImageGCLowThresholdPercent
-		}
-		if k.CPUCFSQuota != nil {
-			kubelet["cpuCFSQuota"] = *k.CPUCFSQuota
-		}
-	}
+	kubelet := nodeadmKubelet(b.Kubelet)
 	spec := map[string]any{
 		"cluster": map[string]any{
 			"name":                 b.ClusterName,
@@ -130,6 +92,51 @@ func (b Bootstrap) AL2023() (string, error) {
 	out.Write(doc)
 	out.WriteString("\n--" + boundary + "--\n")
 	return out.String(), nil
+}
+
+// nodeadmKubelet is nodeadm's kubelet configuration for the EC2NodeClass's kubelet settings (nil: none).
+func nodeadmKubelet(k *stevedorev1.KubeletConfiguration) map[string]any {
+	kubelet := map[string]any{}
+	if k == nil {
+		return kubelet
+	}
+	if k.MaxPods != nil {
+		kubelet["maxPods"] = *k.MaxPods
+	}
+	if k.PodsPerCore != nil {
+		kubelet["podsPerCore"] = *k.PodsPerCore
+	}
+	if len(k.KubeReserved) > 0 {
+		kubelet["kubeReserved"] = k.KubeReserved
+	}
+	if len(k.SystemReserved) > 0 {
+		kubelet["systemReserved"] = k.SystemReserved
+	}
+	if len(k.EvictionHard) > 0 {
+		kubelet["evictionHard"] = k.EvictionHard
+	}
+	if len(k.ClusterDNS) > 0 {
+		kubelet["clusterDNS"] = k.ClusterDNS
+	}
+	if len(k.EvictionSoft) > 0 {
+		kubelet["evictionSoft"] = k.EvictionSoft
+	}
+	if len(k.EvictionSoftGracePeriod) > 0 {
+		kubelet["evictionSoftGracePeriod"] = gracePeriods(k.EvictionSoftGracePeriod)
+	}
+	if k.EvictionMaxPodGracePeriod != nil {
+		kubelet["evictionMaxPodGracePeriod"] = *k.EvictionMaxPodGracePeriod
+	}
+	if k.ImageGCHighThresholdPercent != nil {
+		kubelet["imageGCHighThresholdPercent"] = *k.ImageGCHighThresholdPercent
+	}
+	if k.ImageGCLowThresholdPercent != nil {
+		kubelet["imageGCLowThresholdPercent"] = *k.ImageGCLowThresholdPercent
+	}
+	if k.CPUCFSQuota != nil {
+		kubelet["cpuCFSQuota"] = *k.CPUCFSQuota
+	}
+	return kubelet
 }
 
 // userDataPart is one part of AL2023 user data: its MIME headers ("Content-Type: ...") and body.
@@ -204,6 +211,47 @@ func partsContain(parts []userDataPart, s string) bool {
 	return false
 }
 
+// bottlerocketKubelet sets Bottlerocket's kubernetes settings for the EC2NodeClass's kubelet settings (nil: none).
+func bottlerocketKubelet(k8s map[string]any, k *stevedorev1.KubeletConfiguration) {
+	if k == nil {
+		return
+	}
+	if k.MaxPods != nil {
+		k8s["max-pods"] = *k.MaxPods
+	}
+	if len(k.KubeReserved) > 0 {
+		k8s["kube-reserved"] = toAnyMap(k.KubeReserved)
+	}
+	if len(k.SystemReserved) > 0 {
+		k8s["system-reserved"] = toAnyMap(k.SystemReserved)
+	}
+	if len(k.EvictionHard) > 0 {
+		k8s["eviction-hard"] = toAnyMap(k.EvictionHard)
+	}
+	if len(k.EvictionSoft) > 0 {
+		k8s["eviction-soft"] = toAnyMap(k.EvictionSoft)
+	}
+	if len(k.EvictionSoftGracePeriod) > 0 {
+		k8s["eviction-soft-grace-period"] = toAnyMap(gracePeriods(k.EvictionSoftGracePeriod))
+	}
+	if k.EvictionMaxPodGracePeriod != nil {
+		k8s["eviction-max-pod-grace-period"] = int64(*k.EvictionMaxPodGracePeriod)
+	}
+	// Bottlerocket takes the image GC thresholds as strings
+	if k.ImageGCHighThresholdPercent != nil {
+		k8s["image-gc-high-threshold-percent"] = strconv.Itoa(int(*k.ImageGCHighThresholdPercent))
+	}
+	if k.ImageGCLowThresholdPercent != nil {
+		k8s["image-gc-low-threshold-percent"] = strconv.Itoa(int(*k.ImageGCLowThresholdPercent))
+	}
+	if k.CPUCFSQuota != nil {
+		k8s["cpu-cfs-quota-enforced"] = *k.CPUCFSQuota
+	}
+	if len(k.ClusterDNS) > 0 {
+		k8s["cluster-dns-ip"] = k.ClusterDNS
+	}
+}
+
 // Bottlerocket renders Bottlerocket's TOML settings. The EC2NodeClass's user data is parsed as TOML and Stevedore's
 // settings are merged over it (the cluster settings, labels and taints are Stevedore's to set).
 func (b Bootstrap) Bottlerocket() (string, error) {
@@ -235,42 +283,7 @@ func (b Bootstrap) Bottlerocket() (string, error) {
 		taints[t.Key] = append(existing, fmt.Sprintf("%s:%s", t.Value, t.Effect))
 	}
 	k8s["node-taints"] = taints
-	if k := b.Kubelet; k != nil {
-		if k.MaxPods != nil {
-			k8s["max-pods"] = *k.MaxPods
-		}
-		if len(k.KubeReserved) > 0 {
-			k8s["kube-reserved"] = toAnyMap(k.KubeReserved)
-		}
-		if len(k.SystemReserved) > 0 {
-			k8s["system-reserved"] = toAnyMap(k.SystemReserved)
-		}
-		if len(k.EvictionHard) > 0 {
-			k8s["eviction-hard"] = toAnyMap(k.EvictionHard)
-		}
-		if len(k.EvictionSoft) > 0 {
-			k8s["eviction-soft"] = toAnyMap(k.EvictionSoft)
-		}
-		if len(k.EvictionSoftGracePeriod) > 0 {
-			k8s["eviction-soft-grace-period"] = toAnyMap(gracePeriods(k.EvictionSoftGracePeriod))
-		}
-		if k.EvictionMaxPodGracePeriod != nil {
-			k8s["eviction-max-pod-grace-period"] = int64(*k.EvictionMaxPodGracePeriod)
-		}
-		// Bottlerocket takes the image GC thresholds as strings
-		if k.ImageGCHighThresholdPercent != nil {
-			k8s["image-gc-high-threshold-percent"] = strconv.Itoa(int(*k.ImageGCHighThresholdPercent))
-		}
-		if k.ImageGCLowThresholdPercent != nil {
-			k8s["image-gc-low-threshold-percent"] = strconv.Itoa(int(*k.ImageGCLowThresholdPercent))
-		}
-		if k.CPUCFSQuota != nil {
-			k8s["cpu-cfs-quota-enforced"] = *k.CPUCFSQuota
-		}
-		if len(k.ClusterDNS) > 0 {
-			k8s["cluster-dns-ip"] = k.ClusterDNS
-		}
-	}
+	bottlerocketKubelet(k8s, b.Kubelet)
 	root["kubernetes"] = k8s
 	if b.InstanceStoreRAID0 {
 		// Bottlerocket's own RAID0 of the instance store, bound over the directories that hold ephemeral data,

@@ -100,7 +100,7 @@ func Default() *File {
 
 // ReadFile reads and validates a catalog file.
 func ReadFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: the path is the user's own --catalog argument
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +152,16 @@ func (f *File) Validate() error {
 
 // validate checks one instance type; where names it in errors.
 func (it InstanceType) validate(where string) error {
+	for _, check := range []func(string) error{it.validateShape, it.validateDevices, it.validateOverhead, it.validateOfferings} {
+		if err := check(where); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateShape checks the type's name, architecture, size and pod limit.
+func (it InstanceType) validateShape(where string) error {
 	switch {
 	case !namePattern.MatchString(it.Name):
 		return fmt.Errorf("%s.name: %q is not an instance type name", where, it.Name)
@@ -168,22 +178,31 @@ func (it InstanceType) validate(where string) error {
 	case len(it.Offerings) == 0:
 		return fmt.Errorf("%s.offerings: at least one is required", where)
 	}
-	if err := it.validateDevices(where); err != nil {
-		return err
+	return nil
+}
+
+// validateOverhead checks the type's own overhead, when it has one.
+func (it InstanceType) validateOverhead(where string) error {
+	o := it.Overhead
+	if o == nil {
+		return nil
 	}
-	if o := it.Overhead; o != nil {
-		for _, field := range []struct{ name, q string }{{"cpu", o.CPU}, {"memory", o.Memory}} {
-			if field.q == "" {
-				continue
-			}
-			if v, err := resource.ParseQuantity(field.q); err != nil || v.Sign() < 0 {
-				return fmt.Errorf("%s.overhead.%s: %q is not a non-negative quantity", where, field.name, field.q)
-			}
+	for _, field := range []struct{ name, q string }{{"cpu", o.CPU}, {"memory", o.Memory}} {
+		if field.q == "" {
+			continue
 		}
-		if p := o.VMMemoryPercent; p != nil && (*p < 0 || *p >= 100) {
-			return fmt.Errorf("%s.overhead.vmMemoryPercent: %v out of range", where, *p)
+		if v, err := resource.ParseQuantity(field.q); err != nil || v.Sign() < 0 {
+			return fmt.Errorf("%s.overhead.%s: %q is not a non-negative quantity", where, field.name, field.q)
 		}
 	}
+	if p := o.VMMemoryPercent; p != nil && (*p < 0 || *p >= 100) {
+		return fmt.Errorf("%s.overhead.vmMemoryPercent: %v out of range", where, *p)
+	}
+	return nil
+}
+
+// validateOfferings checks each offering's zone, capacity type and price.
+func (it InstanceType) validateOfferings(where string) error {
 	for j, o := range it.Offerings {
 		ow := fmt.Sprintf("%s.offerings[%d]", where, j)
 		switch {

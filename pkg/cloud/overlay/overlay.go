@@ -54,27 +54,7 @@ func Compile(no *stevedorev1.NodeOverlay) (*Overlay, error) {
 		out.Weight = *no.Spec.Weight
 	}
 	for i, r := range no.Spec.Requirements {
-		op, values, key := corev1.NodeSelectorOperator(r.Operator), r.Values, r.Key
-		if key == karpenterNodePool {
-			key = stevedorev1.LabelNodePool // Karpenter's overlays name the NodePool so
-		}
-		switch r.Operator {
-		case "Gte", "Lte":
-			if len(values) != 1 {
-				return nil, fmt.Errorf("spec.requirements[%d]: %s takes one integer", i, r.Operator)
-			}
-			v, err := strconv.ParseInt(values[0], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("spec.requirements[%d]: %s %q is not an integer", i, r.Operator, values[0])
-			}
-			// integers: at least v is more than v-1, at most v is less than v+1
-			if r.Operator == "Gte" {
-				op, values = corev1.NodeSelectorOpGt, []string{strconv.FormatInt(v-1, 10)}
-			} else {
-				op, values = corev1.NodeSelectorOpLt, []string{strconv.FormatInt(v+1, 10)}
-			}
-		}
-		req, err := scheduling.NewRequirement(key, op, values...)
+		key, req, err := compileRequirement(r)
 		if err != nil {
 			return nil, fmt.Errorf("spec.requirements[%d]: %w", i, err)
 		}
@@ -83,21 +63,8 @@ func Compile(no *stevedorev1.NodeOverlay) (*Overlay, error) {
 		}
 		out.Requirements[key] = req
 	}
-	switch {
-	case no.Spec.Price != nil:
-		v, err := strconv.ParseFloat(*no.Spec.Price, 64)
-		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-			return nil, fmt.Errorf("spec.price %q is not a price", *no.Spec.Price)
-		}
-		out.price, out.priceSpec = &v, "price "+*no.Spec.Price
-	case no.Spec.PriceAdjustment != nil:
-		s := *no.Spec.PriceAdjustment
-		out.percent = strings.HasSuffix(s, "%")
-		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || (out.percent && v < -100) {
-			return nil, fmt.Errorf("spec.priceAdjustment %q is not a signed amount or percentage (at least -100%%)", s)
-		}
-		out.adjust, out.priceSpec = &v, "priceAdjustment "+s
+	if err := out.compilePrice(no.Spec); err != nil {
+		return nil, err
 	}
 	for name := range no.Spec.Capacity {
 		switch name {
@@ -106,6 +73,53 @@ func Compile(no *stevedorev1.NodeOverlay) (*Overlay, error) {
 		}
 	}
 	return out, nil
+}
+
+// compileRequirement turns one overlay requirement into a scheduling requirement and the key it is on: Karpenter's
+// NodePool key is Stevedore's, and the integer bounds Gte and Lte become Gt and Lt.
+func compileRequirement(r stevedorev1.NodeOverlayRequirement) (string, *scheduling.Requirement, error) {
+	op, values, key := corev1.NodeSelectorOperator(r.Operator), r.Values, r.Key
+	if key == karpenterNodePool {
+		key = stevedorev1.LabelNodePool // Karpenter's overlays name the NodePool so
+	}
+	if r.Operator == "Gte" || r.Operator == "Lte" {
+		if len(values) != 1 {
+			return "", nil, fmt.Errorf("%s takes one integer", r.Operator)
+		}
+		v, err := strconv.ParseInt(values[0], 10, 64)
+		if err != nil {
+			return "", nil, fmt.Errorf("%s %q is not an integer", r.Operator, values[0])
+		}
+		// integers: at least v is more than v-1, at most v is less than v+1
+		if r.Operator == "Gte" {
+			op, values = corev1.NodeSelectorOpGt, []string{strconv.FormatInt(v-1, 10)}
+		} else {
+			op, values = corev1.NodeSelectorOpLt, []string{strconv.FormatInt(v+1, 10)}
+		}
+	}
+	req, err := scheduling.NewRequirement(key, op, values...)
+	return key, req, err
+}
+
+// compilePrice reads the overlay's price or price adjustment (an amount or a percentage).
+func (o *Overlay) compilePrice(spec stevedorev1.NodeOverlaySpec) error {
+	switch {
+	case spec.Price != nil:
+		v, err := strconv.ParseFloat(*spec.Price, 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return fmt.Errorf("spec.price %q is not a price", *spec.Price)
+		}
+		o.price, o.priceSpec = &v, "price "+*spec.Price
+	case spec.PriceAdjustment != nil:
+		s := *spec.PriceAdjustment
+		o.percent = strings.HasSuffix(s, "%")
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || (o.percent && v < -100) {
+			return fmt.Errorf("spec.priceAdjustment %q is not a signed amount or percentage (at least -100%%)", s)
+		}
+		o.adjust, o.priceSpec = &v, "priceAdjustment "+s
+	}
+	return nil
 }
 
 // Apply returns the overlay's price for an offering priced p.
@@ -228,26 +242,8 @@ func (s *Set) applyType(p pool, it *cloud.InstanceType) *cloud.InstanceType {
 		if !selectsType(o, p, it, typeLabels) {
 			continue
 		}
-		matched := false
-		for j, off := range it.Offerings {
-			if !selectsOffering(o, off) {
-				continue
-			}
-			matched = true
-			if !o.SetsPrice() {
-				continue
-			}
-			if prices == nil {
-				prices = make([]float64, len(it.Offerings))
-				for k := range prices {
-					prices[k] = math.NaN() // not decided yet
-				}
-			}
-			if math.IsNaN(prices[j]) {
-				prices[j] = o.Apply(off.Price)
-			}
-		}
-		if !matched {
+		var matched bool
+		if prices, matched = o.priceOfferings(it, prices); !matched {
 			continue
 		}
 		for name, q := range o.Capacity {
@@ -267,6 +263,32 @@ func (s *Set) applyType(p pool, it *cloud.InstanceType) *cloud.InstanceType {
 		}
 	}
 	return out
+}
+
+// priceOfferings decides, in prices (by offering; NaN while undecided, nil when nothing is decided yet), the
+// price of each offering of it the overlay selects that no earlier overlay decided; it reports whether the overlay
+// selects any offering.
+func (o *Overlay) priceOfferings(it *cloud.InstanceType, prices []float64) ([]float64, bool) {
+	matched := false
+	for j, off := range it.Offerings {
+		if !selectsOffering(o, off) {
+			continue
+		}
+		matched = true
+		if !o.SetsPrice() {
+			continue
+		}
+		if prices == nil {
+			prices = make([]float64, len(it.Offerings))
+			for k := range prices {
+				prices[k] = math.NaN() // not decided yet
+			}
+		}
+		if math.IsNaN(prices[j]) {
+			prices[j] = o.Apply(off.Price)
+		}
+	}
+	return prices, matched
 }
 
 // selectsType reports whether the overlay's requirements on other keys than zone and capacity type allow the type

@@ -38,10 +38,8 @@ type Options struct {
 	SpotToSpot              bool
 }
 
-// Run builds the disruption controller over the objects (listers over them, the catalog in place of the cloud)
-// and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods,
-// DaemonSets and PodDisruptionBudgets; an object of another kind is an error naming it.
-func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.DryRunResult, error) {
+// readable returns the objects of the kinds the dry run reads; another kind is an error naming the object.
+func readable(objs []runtime.Object) ([]runtime.Object, error) {
 	var kept []runtime.Object
 	for _, obj := range objs {
 		switch obj.(type) {
@@ -52,6 +50,33 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 			return nil, fmt.Errorf("%s: scheduler plan --disrupt does not read this kind (it reads NodePools, EC2NodeClasses, "+
 				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets and PodDisruptionBudgets)", manifest.Name(obj))
 		}
+	}
+	return kept, nil
+}
+
+// appliedOverlays lists the NodeOverlays; one that would not be applied is an error saying why.
+func appliedOverlays(l *state.Listers) ([]*stevedorev1.NodeOverlay, error) {
+	overlays, err := l.NodeOverlays.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	if set := overlay.NewSet(overlays); len(set.Problems) > 0 {
+		for _, o := range overlays {
+			if why, ok := set.Problems[o.Name]; ok {
+				return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", o.Name, why)
+			}
+		}
+	}
+	return overlays, nil
+}
+
+// Run builds the disruption controller over the objects (listers over them, the catalog in place of the cloud)
+// and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods,
+// DaemonSets and PodDisruptionBudgets; an object of another kind is an error naming it.
+func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.DryRunResult, error) {
+	kept, err := readable(objs)
+	if err != nil {
+		return nil, err
 	}
 	l, err := state.NewListers(kept...)
 	if err != nil {
@@ -72,16 +97,9 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 	for _, nc := range ncs {
 		classes[nc.Name] = nc
 	}
-	overlays, err := l.NodeOverlays.List(labels.Everything())
+	overlays, err := appliedOverlays(l)
 	if err != nil {
 		return nil, err
-	}
-	if set := overlay.NewSet(overlays); len(set.Problems) > 0 {
-		for _, o := range overlays {
-			if why, ok := set.Problems[o.Name]; ok {
-				return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", o.Name, why)
-			}
-		}
 	}
 	base, err := offline.New(offline.Options{Catalog: in.Catalog, NodeClasses: classes, VMMemoryOverheadPercent: in.VMMemoryOverheadPercent,
 		NodeClassHash: awscloud.NodeClassHash})

@@ -225,18 +225,7 @@ func (t *Terminator) DrainNode(ctx context.Context, name string) (bool, error) {
 	if c, err := t.opts.NodeClaims.Get(node.Labels[stevedorev1.LabelNodeClaim]); err == nil {
 		claim = c
 	}
-	var grace *time.Duration
-	if claim != nil && claim.Spec.TerminationGracePeriod != nil {
-		d := claim.Spec.TerminationGracePeriod.Duration
-		grace = &d
-	}
-	expired := grace != nil && t.opts.Clock.Since(node.DeletionTimestamp.Time) > *grace
-	if claim != nil {
-		if deadline, err := time.Parse(time.RFC3339, claim.Annotations[stevedorev1.AnnotationDrainDeadline]); err == nil && !t.opts.Clock.Now().Before(deadline) {
-			expired = true
-		}
-	}
-	remaining, err := t.evictTier(ctx, node, expired)
+	remaining, err := t.evictTier(ctx, node, t.graceOver(node, claim))
 	if err != nil {
 		return false, err
 	}
@@ -244,19 +233,46 @@ func (t *Terminator) DrainNode(ctx context.Context, name string) (bool, error) {
 		return false, nil
 	}
 	logger.Info("Node drained")
-	if claim != nil {
-		if claim.DeletionTimestamp == nil {
-			if err := t.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return false, err
-			}
-		}
-		if claim.Status.InstanceID != "" {
-			if err := t.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-				return false, err
-			}
+	if err := t.endClaim(ctx, claim); err != nil {
+		return false, err
+	}
+	return true, t.releaseNode(ctx, name)
+}
+
+// graceOver reports whether a node being drained has run out of time: its NodeClaim's terminationGracePeriod since
+// the node's deletion, or the drain deadline a disruption command set.
+func (t *Terminator) graceOver(node *corev1.Node, claim *stevedorev1.NodeClaim) bool {
+	if claim == nil {
+		return false
+	}
+	if g := claim.Spec.TerminationGracePeriod; g != nil && t.opts.Clock.Since(node.DeletionTimestamp.Time) > g.Duration {
+		return true
+	}
+	deadline, err := time.Parse(time.RFC3339, claim.Annotations[stevedorev1.AnnotationDrainDeadline])
+	return err == nil && !t.opts.Clock.Now().Before(deadline)
+}
+
+// endClaim deletes a drained node's NodeClaim (nil: none) and terminates its instance.
+func (t *Terminator) endClaim(ctx context.Context, claim *stevedorev1.NodeClaim) error {
+	if claim == nil {
+		return nil
+	}
+	if claim.DeletionTimestamp == nil {
+		if err := t.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
 	}
-	return true, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	if claim.Status.InstanceID != "" {
+		if err := t.opts.Cloud.Delete(ctx, claim.Status.InstanceID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseNode removes the termination finalizer from a drained node, which lets it go.
+func (t *Terminator) releaseNode(ctx context.Context, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := t.opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -322,59 +338,22 @@ func (t *Terminator) podsOnNode(name string) []*corev1.Pod {
 // evictTier evicts the pods of the lowest tier still on the node and returns how many pods remain to go. Once
 // the grace period is over, remaining pods are deleted instead.
 func (t *Terminator) evictTier(ctx context.Context, node *corev1.Node, expired bool) (int, error) {
-	var pods []*corev1.Pod
-	lowest := 3
-	held := map[types.UID]bool{}
-	disrupted := stevedorev1.DisruptedTaint()
-	for _, pod := range t.podsOnNode(node.Name) {
-		// A pod that tolerates the disrupted taint would be scheduled right back (DaemonSet pods that tolerate
-		// everything, for instance); it goes with the node.
-		if corev1helpers.TolerationsTolerateTaint(klog.FromContext(ctx), pod.Spec.Tolerations, &disrupted, false) && !expired {
-			continue
-		}
-		if podutil.IsMirrorPod(pod) || pod.DeletionTimestamp != nil && !expired {
-			if !podutil.IsMirrorPod(pod) {
-				// still terminating: wait for it, and let no later tier go before it is gone
-				pods = append(pods, pod)
-				lowest = min(lowest, drainTier(pod))
-			}
-			continue
-		}
-		started := pod.CreationTimestamp.Time
-		if pod.Status.StartTime != nil {
-			started = pod.Status.StartTime.Time
-		}
-		if !expired && podutil.DoNotDisrupt(pod.Annotations, started, t.opts.Clock.Now()) {
-			// not evicted: it leaves when it finishes, or when the termination grace period is over
-			pods = append(pods, pod)
-			held[pod.UID] = true
-			continue
-		}
-		pods = append(pods, pod)
-		if t := drainTier(pod); t < lowest {
-			lowest = t
-		}
-	}
-	if len(pods) == 0 {
+	d := t.drainable(ctx, node.Name, expired)
+	if len(d.pods) == 0 {
 		return 0, nil
 	}
 	var blocked []string
-	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil && !expired || held[pod.UID] {
-			continue
-		}
-		if drainTier(pod) != lowest && !expired {
+	for _, pod := range d.pods {
+		if pod.DeletionTimestamp != nil && !expired || d.held[pod.UID] {
 			continue
 		}
 		if expired {
-			zero := int64(0)
-			err := t.opts.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-			if err != nil && !apierrors.IsNotFound(err) {
+			if err := t.deleteNow(ctx, pod); err != nil {
 				return 0, err
 			}
-			if err == nil {
-				metrics.PodsEvicted.Inc()
-			}
+			continue
+		}
+		if drainTier(pod) != d.lowest {
 			continue
 		}
 		err := t.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
@@ -393,5 +372,59 @@ func (t *Terminator) evictTier(ctx context.Context, node *corev1.Node, expired b
 	if len(blocked) > 0 {
 		klog.FromContext(ctx).V(2).Info("Evictions blocked by PodDisruptionBudgets; retrying", "node", node.Name, "pods", strings.Join(blocked, ","))
 	}
-	return len(pods), nil
+	return len(d.pods), nil
+}
+
+// drainSet is what is left to drain on a node: the pods that must go before it does, the lowest drain tier among
+// them, and those held (do-not-disrupt) rather than evicted.
+type drainSet struct {
+	pods   []*corev1.Pod
+	lowest int
+	held   map[types.UID]bool
+}
+
+// drainable lists the pods that must leave a node before it goes. Mirror pods go with the node, and so, until the
+// grace period is over, do pods that tolerate the disrupted taint (they would be scheduled right back: DaemonSet
+// pods that tolerate everything, for instance). A pod still terminating is waited for, and no later tier goes
+// before it is gone; a do-not-disrupt pod is held, not evicted.
+func (t *Terminator) drainable(ctx context.Context, node string, expired bool) drainSet {
+	d := drainSet{lowest: 3, held: map[types.UID]bool{}}
+	disrupted := stevedorev1.DisruptedTaint()
+	for _, pod := range t.podsOnNode(node) {
+		if podutil.IsMirrorPod(pod) {
+			continue
+		}
+		if !expired && corev1helpers.TolerationsTolerateTaint(klog.FromContext(ctx), pod.Spec.Tolerations, &disrupted, false) {
+			continue
+		}
+		d.pods = append(d.pods, pod)
+		if pod.DeletionTimestamp == nil && !expired && podutil.DoNotDisrupt(pod.Annotations, startedAt(pod), t.opts.Clock.Now()) {
+			// not evicted: it leaves when it finishes, or when the termination grace period is over
+			d.held[pod.UID] = true
+			continue
+		}
+		d.lowest = min(d.lowest, drainTier(pod))
+	}
+	return d
+}
+
+// startedAt is when a pod started (when it was created, before that).
+func startedAt(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
+}
+
+// deleteNow deletes a pod without a grace period (the node's grace period is over).
+func (t *Terminator) deleteNow(ctx context.Context, pod *corev1.Pod) error {
+	zero := int64(0)
+	err := t.opts.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil {
+		metrics.PodsEvicted.Inc()
+	}
+	return nil
 }

@@ -13,10 +13,23 @@ import (
 	"sync"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/uuid"
 	"k8s.io/utils/clock"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+)
+
+// codeInvalidParameterValue is the error code of a request with a value the API (or the emulator) does not take.
+const codeInvalidParameterValue = "InvalidParameterValue"
+
+// tagName is the tag the EC2 console shows as a resource's name.
+const tagName = "Name"
+
+// Architectures as the catalog (and Kubernetes) name them; ec2Arch turns them into EC2's names.
+const (
+	archAMD64 = "amd64"
+	archARM64 = "arm64"
 )
 
 // InstanceHooks are called (outside the emulator's lock) when an emulated instance changes state; the sandbox
@@ -78,13 +91,13 @@ func (e *EC2) seedNetwork(clusterName string, zones []string) {
 			ID: fmt.Sprintf("subnet-0%s%012d", zoneLetter(z), i+1), Zone: z,
 			ZoneID: fmt.Sprintf("use1-az%d", i+1), CIDRPrefix: fmt.Sprintf("10.0.%d.", 16+i*16),
 			AvailableIPs: 4000, nextHost: 10,
-			Tags: map[string]string{"karpenter.sh/discovery": clusterName, "Name": clusterName + "-private-" + z,
+			Tags: map[string]string{"karpenter.sh/discovery": clusterName, tagName: clusterName + "-private-" + z,
 				"kubernetes.io/role/internal-elb": "1"},
 		})
 	}
 	e.securityGroups = append(e.securityGroups,
 		&SecurityGroup{ID: "sg-0nodes00000000001", Name: clusterName + "-node",
-			Tags: map[string]string{"karpenter.sh/discovery": clusterName, "Name": clusterName + "-node"}},
+			Tags: map[string]string{"karpenter.sh/discovery": clusterName, tagName: clusterName + "-node"}},
 		&SecurityGroup{ID: "sg-0cluster000000001", Name: "eks-cluster-sg-" + clusterName,
 			Tags: map[string]string{"aws:eks:cluster-name": clusterName, "kubernetes.io/cluster/" + clusterName: "owned"}},
 	)
@@ -96,6 +109,8 @@ func (e *EC2) newID(prefix string) string {
 }
 
 // handle serves one EC2 Query request. The caller holds no lock.
+//
+//nolint:gocyclo // a dispatch table: one case per EC2 action the emulator serves
 func (e *EC2) handle(w http.ResponseWriter, q *query, form url.Values) {
 	action := q.Str("Action")
 	e.mu.Lock()
@@ -103,7 +118,7 @@ func (e *EC2) handle(w http.ResponseWriter, q *query, form url.Values) {
 	e.lastRequests[action] = form
 	e.mu.Unlock()
 	if v := q.Str("Version"); v != "2016-11-15" {
-		writeEC2Error(w, http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("unsupported API version %q", v))
+		writeEC2Error(w, http.StatusBadRequest, codeInvalidParameterValue, fmt.Sprintf("unsupported API version %q", v))
 		return
 	}
 	var (
@@ -205,7 +220,7 @@ func (e *EC2) describeInstanceTypes(q *query) (any, *apiError) {
 		match := true
 		for _, f := range q.Filters() {
 			switch f.Name {
-			case "instance-type":
+			case filterInstanceType:
 				match = match && matchValue(f.Values, it.Name)
 			case "processor-info.supported-architecture":
 				match = match && matchValue(f.Values, ec2Arch(it.Architecture))
@@ -217,7 +232,7 @@ func (e *EC2) describeInstanceTypes(q *query) (any, *apiError) {
 			continue
 		}
 		info := xmlInstanceTypeInfo{InstanceType: it.Name, CurrentGeneration: true, Hypervisor: it.Hypervisor,
-			UsageClasses: []string{"on-demand", "spot"}}
+			UsageClasses: []string{string(ec2types.UsageClassTypeOnDemand), string(ec2types.UsageClassTypeSpot)}}
 		info.ProcessorInfo.Architectures = []string{ec2Arch(it.Architecture)}
 		info.VCPUInfo.DefaultVCPUs = it.VCPU
 		info.MemoryInfo.SizeInMiB = it.MemoryMiB
@@ -263,8 +278,8 @@ func describeAccelerators(info *xmlInstanceTypeInfo, it catalog.InstanceType) {
 }
 
 func ec2Arch(arch string) string {
-	if arch == "amd64" {
-		return "x86_64"
+	if arch == archAMD64 {
+		return string(ec2types.ArchitectureValuesX8664)
 	}
 	return arch
 }
@@ -272,8 +287,8 @@ func ec2Arch(arch string) string {
 func (e *EC2) describeInstanceTypeOfferings(q *query) (any, *apiError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if lt := q.Str("LocationType"); lt != "" && lt != "availability-zone" {
-		return nil, invalid("InvalidParameterValue", "LocationType %q is not supported by the emulator", lt)
+	if lt := q.Str("LocationType"); lt != "" && lt != string(ec2types.LocationTypeAvailabilityZone) {
+		return nil, invalid(codeInvalidParameterValue, "LocationType %q is not supported by the emulator", lt)
 	}
 	var items []xmlInstanceTypeOffering
 	for _, it := range e.instanceTypes {
@@ -285,14 +300,14 @@ func (e *EC2) describeInstanceTypeOfferings(q *query) (any, *apiError) {
 			match := true
 			for _, f := range q.Filters() {
 				switch f.Name {
-				case "instance-type":
+				case filterInstanceType:
 					match = match && matchValue(f.Values, it.Name)
 				case "location":
 					match = match && matchValue(f.Values, z)
 				}
 			}
 			if match {
-				items = append(items, xmlInstanceTypeOffering{InstanceType: it.Name, LocationType: "availability-zone", Location: z})
+				items = append(items, xmlInstanceTypeOffering{InstanceType: it.Name, LocationType: string(ec2types.LocationTypeAvailabilityZone), Location: z})
 			}
 		}
 	}
@@ -311,7 +326,7 @@ func (e *EC2) describeSpotPriceHistory(q *query) (any, *apiError) {
 			continue
 		}
 		for _, o := range it.Offerings {
-			if o.CapacityType != "spot" {
+			if o.CapacityType != capacityTypeSpot {
 				continue
 			}
 			if z := q.Str("AvailabilityZone"); z != "" && z != o.Zone {
@@ -334,12 +349,13 @@ func (e *EC2) describeSubnets(q *query) (any, *apiError) {
 		if len(ids) > 0 && !matchValue(ids, s.ID) {
 			continue
 		}
-		if !matchFilters(q.Filters(), s.Tags, map[string]string{"subnet-id": s.ID, "availability-zone": s.Zone, "vpc-id": e.vpcID, "state": "available"}) {
+		if !matchFilters(q.Filters(), s.Tags, map[string]string{"subnet-id": s.ID, filterAvailabilityZone: s.Zone, "vpc-id": e.vpcID,
+			filterState: string(ec2types.SubnetStateAvailable)}) {
 			continue
 		}
 		resp.Subnets = append(resp.Subnets, xmlSubnet{SubnetID: s.ID, VpcID: e.vpcID, AvailabilityZone: s.Zone,
 			AvailabilityZoneID: s.ZoneID, AvailableIPAddressCount: s.AvailableIPs, CidrBlock: s.CIDRPrefix + "0/20",
-			State: "available", Tags: tagSet(s.Tags)})
+			State: string(ec2types.SubnetStateAvailable), Tags: tagSet(s.Tags)})
 	}
 	return resp, nil
 }
@@ -377,14 +393,22 @@ func (e *EC2) describeImages(q *query) (any, *apiError) {
 			continue
 		}
 		if !matchFilters(q.Filters(), img.Tags, map[string]string{"image-id": img.ID, "name": img.Name,
-			"architecture": ec2Arch(img.Architecture), "state": "available", "owner-id": img.OwnerID}) {
+			"architecture": ec2Arch(img.Architecture), filterState: string(ec2types.ImageStateAvailable), "owner-id": img.OwnerID}) {
 			continue
 		}
 		resp.Images = append(resp.Images, xmlImage{ImageID: img.ID, Name: img.Name, Architecture: ec2Arch(img.Architecture),
-			OwnerID: img.OwnerID, CreationDate: isoTime(img.Created), State: "available", Tags: tagSet(img.Tags)})
+			OwnerID: img.OwnerID, CreationDate: isoTime(img.Created), State: string(ec2types.ImageStateAvailable), Tags: tagSet(img.Tags)})
 	}
 	return resp, nil
 }
+
+// Names of Describe filters several resources take.
+const (
+	filterInstanceID       = "instance-id"
+	filterInstanceType     = "instance-type"
+	filterAvailabilityZone = "availability-zone"
+	filterState            = "state"
+)
 
 // matchFilters applies Describe filters: tag filters against tags, others against attrs; an unknown filter name
 // matches nothing, as EC2 rejects it.

@@ -27,8 +27,8 @@ func (e *EC2) describeInstances(q *query) (any, *apiError) {
 		if len(ids) > 0 && !matchValue(ids, inst.ID) {
 			continue
 		}
-		if !matchFilters(q.Filters(), inst.Tags, map[string]string{"instance-id": inst.ID, "instance-state-name": inst.State,
-			"instance-type": inst.Type, "availability-zone": inst.Zone, "private-dns-name": inst.PrivateDNSName,
+		if !matchFilters(q.Filters(), inst.Tags, map[string]string{filterInstanceID: inst.ID, "instance-state-name": inst.State,
+			filterInstanceType: inst.Type, filterAvailabilityZone: inst.Zone, "private-dns-name": inst.PrivateDNSName,
 			"instance-lifecycle": lifecycle(inst.CapacityType), "subnet-id": inst.SubnetID}) {
 			continue
 		}
@@ -44,7 +44,7 @@ func (e *EC2) describeInstances(q *query) (any, *apiError) {
 }
 
 func lifecycle(capacityType string) string {
-	if capacityType == "spot" || capacityType == "capacity-block" {
+	if capacityType == capacityTypeSpot || capacityType == capacityTypeCapacityBlock {
 		return capacityType
 	}
 	return ""
@@ -85,7 +85,7 @@ func (e *EC2) terminateInstances(q *query) (any, *apiError) {
 	for _, id := range ids {
 		inst := e.instances[id]
 		prev := inst.State
-		if prev != "terminated" && prev != "shutting-down" {
+		if prev != stateTerminated && prev != stateShuttingDown {
 			e.beginTermination(inst, "Client.UserInitiatedShutdown")
 		}
 		resp.Instances = append(resp.Instances, xmlStateChange{InstanceID: id,
@@ -109,7 +109,7 @@ func (e *EC2) rebootInstances(q *query) (any, *apiError) {
 			e.mu.Unlock()
 			return nil, invalid("InvalidInstanceID.NotFound", "the instance ID '%s' does not exist", id)
 		}
-		if inst.State == "terminated" {
+		if inst.State == stateTerminated {
 			e.mu.Unlock()
 			return nil, invalid("IncorrectState", "the instance '%s' is not in a state from which it can be rebooted", id)
 		}
@@ -117,7 +117,7 @@ func (e *EC2) rebootInstances(q *query) (any, *apiError) {
 	var rebooted []*Instance
 	for _, id := range ids {
 		inst := e.instances[id]
-		if inst.State == "running" {
+		if inst.State == stateRunning {
 			inst.Reboots++
 			rebooted = append(rebooted, inst.clone())
 		}
@@ -135,17 +135,17 @@ func (e *EC2) rebootInstances(q *query) (any, *apiError) {
 // beginTermination moves an instance to shutting-down, and to terminated after shuttingDownDuration. Caller
 // holds e.mu.
 func (e *EC2) beginTermination(inst *Instance, reason string) {
-	inst.State = "shutting-down"
+	inst.State = stateShuttingDown
 	inst.StateReason = reason
 	id := inst.ID
 	e.clock.AfterFunc(e.shuttingDownDuration, func() {
 		e.mu.Lock()
 		inst := e.instances[id]
-		if inst == nil || inst.State != "shutting-down" {
+		if inst == nil || inst.State != stateShuttingDown {
 			e.mu.Unlock()
 			return
 		}
-		inst.State = "terminated"
+		inst.State = stateTerminated
 		e.releaseCapacity(inst)
 		snapshot, hook := inst.clone(), e.hooks.Terminated
 		e.mu.Unlock()
@@ -157,7 +157,7 @@ func (e *EC2) beginTermination(inst *Instance, reason string) {
 
 // releaseCapacity gives an instance's slot back to its pool. Caller holds e.mu.
 func (e *EC2) releaseCapacity(inst *Instance) {
-	if cr, ok := e.reservations[inst.CapacityReservationID]; ok && cr.State == "active" {
+	if cr, ok := e.reservations[inst.CapacityReservationID]; ok && cr.State == reservationActive {
 		cr.Available++
 		return
 	}
@@ -205,8 +205,8 @@ func (e *EC2) SetCapacity(instanceType, zone, capacityType string, n int) {
 // garbage collection). Tags decide who owns it.
 func (e *EC2) RunInstance(instanceType, zone string, tags map[string]string) *Instance {
 	e.mu.Lock()
-	inst := e.newInstance(instanceType, zone, "on-demand", "", tags, LaunchTemplateData{}, "")
-	inst.State = "running"
+	inst := e.newInstance(instanceType, zone, capacityTypeOnDemand, "", tags, LaunchTemplateData{}, "")
+	inst.State = stateRunning
 	snapshot, hook := inst.clone(), e.hooks.Running
 	e.mu.Unlock()
 	_ = hook // instances created outside a fleet register no node
@@ -240,7 +240,7 @@ func (e *EC2) newInstance(instanceType, zone, capacityType, subnetID string, tag
 	inst := &Instance{
 		ID: e.newID("i"), Type: instanceType, Architecture: it.Architecture, Zone: zone, SubnetID: subnetID,
 		ImageID: lt.ImageID, PrivateIP: ip, PrivateDNSName: privateDNSName(ip, e.region), CapacityType: capacityType,
-		Price: price, State: "pending", LaunchTime: e.clock.Now(), Tags: cloneMap(tags), LaunchTemplate: lt, ClientToken: clientToken,
+		Price: price, State: statePending, LaunchTime: e.clock.Now(), Tags: cloneMap(tags), LaunchTemplate: lt, ClientToken: clientToken,
 	}
 	e.instances[inst.ID] = inst
 	e.order = append(e.order, inst.ID)
@@ -252,11 +252,11 @@ func (e *EC2) startRunning(id string) {
 	e.clock.AfterFunc(e.pendingDuration, func() {
 		e.mu.Lock()
 		inst := e.instances[id]
-		if inst == nil || inst.State != "pending" {
+		if inst == nil || inst.State != statePending {
 			e.mu.Unlock()
 			return
 		}
-		inst.State = "running"
+		inst.State = stateRunning
 		snapshot, hook := inst.clone(), e.hooks.Running
 		e.mu.Unlock()
 		if hook != nil {
@@ -274,7 +274,7 @@ func (e *EC2) Interrupt(id, reason string) error {
 	if !ok {
 		return fmt.Errorf("instance %s does not exist", id)
 	}
-	if inst.State == "running" || inst.State == "pending" {
+	if inst.State == stateRunning || inst.State == statePending {
 		e.beginTermination(inst, reason)
 	}
 	return nil

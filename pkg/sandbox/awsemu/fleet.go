@@ -28,18 +28,11 @@ type fleetOverride struct {
 // there when every pool with capacity is equally deep) or, for the prioritized strategies, by priority, reporting pools without capacity in errorSet. A repeated
 // ClientToken returns the first answer and launches nothing.
 func (e *EC2) createFleet(q *query) (any, *apiError) {
-	if t := q.Str("Type"); t != "instant" {
-		return nil, invalid("InvalidParameterValue", "the emulator supports only instant fleets, not %q", t)
+	capacityType, target, apiErr := fleetTarget(q)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	token := q.Str("ClientToken")
-	capacityType := q.Str("TargetCapacitySpecification.DefaultTargetCapacityType")
-	if capacityType != "spot" && capacityType != "on-demand" && capacityType != "capacity-block" {
-		return nil, invalid("InvalidParameterValue", "DefaultTargetCapacityType %q must be spot, on-demand or capacity-block", capacityType)
-	}
-	target := q.Int("TargetCapacitySpecification.TotalTargetCapacity", 0)
-	if target < 1 {
-		return nil, invalid("InvalidTargetCapacitySpecification", "TotalTargetCapacity must be at least 1")
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if token != "" {
@@ -55,52 +48,19 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 		return nil, invalid("InvalidFleetConfiguration", "no launch template overrides")
 	}
 	strategy := q.Str("OnDemandOptions.AllocationStrategy")
-	if capacityType == "spot" {
+	if capacityType == capacityTypeSpot {
 		strategy = q.Str("SpotOptions.AllocationStrategy")
 	}
 	sortOverrides(overrides, strategy == "prioritized" || strategy == "capacity-optimized-prioritized")
 	resp := &createFleetResponse{RequestID: uuid.NewString(), FleetID: "fleet-" + uuid.NewString()}
-	failed := map[string]bool{}
-	launched := map[int][]string{}
-	instTags := q.tagSpecs("instance")
+	f := &fleetLaunch{overrides: overrides, capacityType: capacityType, tags: q.tagSpecs("instance"), token: token, resp: resp,
+		failed: map[string]bool{}, launched: map[int][]string{}}
 	for n := 0; n < target; n++ {
-		placed := false
-		for i, o := range overrides {
-			key := offeringKey(o.instanceType, o.zone, capacityType)
-			failedKey := key + "/" + o.reservation // a reservation refusing a launch fails only its overrides
-			if failed[failedKey] {
-				continue
-			}
-			if o.reservation != "" {
-				cr, code, msg := e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType)
-				if code != "" {
-					failed[failedKey] = true
-					resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
-						ErrorCode: code, ErrorMessage: msg})
-					continue
-				}
-				cr.Available--
-				launched[i] = append(launched[i], e.launchOverride(o, capacityType, instTags, token).ID)
-				placed = true
-				break
-			}
-			if code, msg := e.poolError(o, capacityType); code != "" {
-				failed[failedKey] = true
-				resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
-					ErrorCode: code, ErrorMessage: msg})
-				continue
-			}
-			if left, limited := e.capacity[key]; limited {
-				e.capacity[key] = left - 1
-			}
-			launched[i] = append(launched[i], e.launchOverride(o, capacityType, instTags, token).ID)
-			placed = true
-			break
-		}
-		if !placed {
+		if !e.launchOne(f) {
 			break
 		}
 	}
+	launched := f.launched
 	idx := make([]int, 0, len(launched))
 	for i := range launched {
 		idx = append(idx, i)
@@ -115,6 +75,67 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 		e.fleets[token] = resp
 	}
 	return resp, nil
+}
+
+// fleetTarget reads a CreateFleet's capacity type and target capacity (an instant fleet's only).
+func fleetTarget(q *query) (string, int, *apiError) {
+	if t := q.Str("Type"); t != "instant" {
+		return "", 0, invalid(codeInvalidParameterValue, "the emulator supports only instant fleets, not %q", t)
+	}
+	capacityType := q.Str("TargetCapacitySpecification.DefaultTargetCapacityType")
+	if capacityType != capacityTypeSpot && capacityType != capacityTypeOnDemand && capacityType != capacityTypeCapacityBlock {
+		return "", 0, invalid(codeInvalidParameterValue, "DefaultTargetCapacityType %q must be spot, on-demand or capacity-block", capacityType)
+	}
+	target := q.Int("TargetCapacitySpecification.TotalTargetCapacity", 0)
+	if target < 1 {
+		return "", 0, invalid("InvalidTargetCapacitySpecification", "TotalTargetCapacity must be at least 1")
+	}
+	return capacityType, target, nil
+}
+
+// fleetLaunch is a CreateFleet call being served: its overrides in the order tried, the pools that failed, and the
+// instances launched by override.
+type fleetLaunch struct {
+	overrides    []fleetOverride
+	capacityType string
+	tags         map[string]string
+	token        string
+	resp         *createFleetResponse
+	failed       map[string]bool
+	launched     map[int][]string
+}
+
+// launchOne launches one instance from the first override that can; the pools that cannot are reported in the
+// response's errors and not tried again. It reports whether an instance was launched. Caller holds e.mu.
+func (e *EC2) launchOne(f *fleetLaunch) bool {
+	for i, o := range f.overrides {
+		key := offeringKey(o.instanceType, o.zone, f.capacityType)
+		failedKey := key + "/" + o.reservation // a reservation refusing a launch fails only its overrides
+		if f.failed[failedKey] {
+			continue
+		}
+		var code, msg string
+		var cr *CapacityReservation
+		if o.reservation != "" {
+			cr, code, msg = e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType)
+		} else {
+			code, msg = e.poolError(o, f.capacityType)
+		}
+		if code != "" {
+			f.failed[failedKey] = true
+			f.resp.Errors = append(f.resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: f.capacityType,
+				ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		if cr != nil {
+			cr.Available--
+		} else if left, limited := e.capacity[key]; limited {
+			e.capacity[key] = left - 1
+		}
+		f.launched[i] = append(f.launched[i], e.launchOverride(o, f.capacityType, f.tags, f.token).ID)
+		return true
+	}
+	return false
 }
 
 // launchOverride launches one instance of an override (into its reservation, if its template targets one).
@@ -141,13 +162,13 @@ func (e *EC2) launchOverride(o fleetOverride, capacityType string, instTags map[
 // Caller holds e.mu.
 func (e *EC2) poolError(o fleetOverride, capacityType string) (string, string) {
 	if _, ok := e.catalog[o.instanceType]; !ok {
-		return "InvalidParameterValue", fmt.Sprintf("The instance type '%s' does not exist", o.instanceType)
+		return codeInvalidParameterValue, fmt.Sprintf("The instance type '%s' does not exist", o.instanceType)
 	}
 	if _, ok := e.catalog.price(o.instanceType, o.zone, capacityType); !ok {
 		return "Unsupported", fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", o.instanceType, o.zone)
 	}
 	if left, limited := e.capacity[offeringKey(o.instanceType, o.zone, capacityType)]; limited && left <= 0 {
-		if capacityType == "spot" {
+		if capacityType == capacityTypeSpot {
 			return "InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request."
 		}
 		return "InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", o.instanceType, o.zone)
@@ -194,7 +215,7 @@ func (e *EC2) fleetOverrides(q *query, capacityType string) ([]fleetOverride, *a
 			return nil, invalid("InvalidLaunchTemplateName.NotFoundException", "launch template %s%s does not exist", ltName, ltID)
 		}
 		if p := lt.Data.InstanceProfile; p != "" && e.iam != nil && !e.iam.HasInstanceProfile(p) {
-			return nil, invalid("InvalidParameterValue", "Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", p)
+			return nil, invalid(codeInvalidParameterValue, "Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", p)
 		}
 		for _, o := range cfg.List("Overrides") {
 			fo := fleetOverride{instanceType: o.Str("InstanceType"), subnetID: o.Str("SubnetId"), zone: o.Str("AvailabilityZone"),
@@ -210,12 +231,12 @@ func (e *EC2) fleetOverrides(q *query, capacityType string) ([]fleetOverride, *a
 				fo.zone = s.Zone
 			}
 			fo.reservation, fo.marketType = lt.Data.CapacityReservationID, lt.Data.MarketType
-			if (capacityType == "capacity-block") != (fo.marketType == "capacity-block") {
-				return nil, invalid("InvalidParameterValue", "launch template %s: market type %q with target capacity type %s", lt.Name, fo.marketType, capacityType)
+			if (capacityType == capacityTypeCapacityBlock) != (fo.marketType == marketTypeCapacityBlock) {
+				return nil, invalid(codeInvalidParameterValue, "launch template %s: market type %q with target capacity type %s", lt.Name, fo.marketType, capacityType)
 			}
 			fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, capacityType)
 			if fo.reservation != "" {
-				fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, "on-demand")
+				fo.price, _ = e.catalog.price(fo.instanceType, fo.zone, capacityTypeOnDemand)
 				fo.price /= 1e7 // already paid for: launched before any other override
 			}
 			overrides = append(overrides, fo)

@@ -18,6 +18,9 @@ import (
 
 const iamNamespace = "https://iam.amazonaws.com/doc/2010-05-08/"
 
+// codeNoSuchEntity is IAM's error code for a role or instance profile that does not exist.
+const codeNoSuchEntity = "NoSuchEntity"
+
 // IAM is the emulated IAM: roles (added by the test or the sandbox; nothing creates them through the API) and
 // the instance profiles Stevedore creates, tags, fills with a role and deletes.
 type IAM struct {
@@ -122,7 +125,7 @@ func (i *IAM) handle(w http.ResponseWriter, q *query) {
 }
 
 func noProfile(name string) *iamError {
-	return &iamError{http.StatusNotFound, "NoSuchEntity", "Instance Profile " + name + " cannot be found."}
+	return &iamError{http.StatusNotFound, codeNoSuchEntity, "Instance Profile " + name + " cannot be found."}
 }
 
 type xmlIAMRole struct {
@@ -226,7 +229,7 @@ func (i *IAM) addRole(q *query) *iamError {
 		return noProfile(name)
 	}
 	if _, ok := i.roles[role]; !ok {
-		return &iamError{http.StatusNotFound, "NoSuchEntity", "The role with name " + role + " cannot be found."}
+		return &iamError{http.StatusNotFound, codeNoSuchEntity, "The role with name " + role + " cannot be found."}
 	}
 	if len(p.Roles) > 0 {
 		return &iamError{http.StatusConflict, "LimitExceeded", "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1"}
@@ -247,7 +250,7 @@ func (i *IAM) removeRole(q *query) *iamError {
 			return nil
 		}
 	}
-	return &iamError{http.StatusNotFound, "NoSuchEntity", "The role with name " + role + " is not in instance profile " + name + "."}
+	return &iamError{http.StatusNotFound, codeNoSuchEntity, "The role with name " + role + " is not in instance profile " + name + "."}
 }
 
 func (i *IAM) deleteInstanceProfile(q *query) *iamError {

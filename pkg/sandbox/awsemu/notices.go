@@ -28,6 +28,12 @@ var NoticeKinds = []string{NoticeSpot, NoticeRebalance, NoticeStop, NoticeSchedu
 // DefaultSpotNotice is AWS's warning time before a spot instance is reclaimed.
 const DefaultSpotNotice = 2 * time.Minute
 
+// Fields of the detail of the EC2 events about an instance.
+const (
+	detailInstanceID = "instance-id"
+	detailState      = "state"
+)
+
 // eventEnvelope is an EventBridge event.
 type eventEnvelope struct {
 	Version    string   `json:"version"`
@@ -49,7 +55,7 @@ func (e *Emulator) Notify(queueURL, kind, instanceID string, notice time.Duratio
 	if inst == nil {
 		return fmt.Errorf("instance %s does not exist", instanceID)
 	}
-	if inst.State != "running" {
+	if inst.State != stateRunning {
 		return fmt.Errorf("instance %s is %s, not running", instanceID, inst.State)
 	}
 	if notice == 0 {
@@ -59,15 +65,15 @@ func (e *Emulator) Notify(queueURL, kind, instanceID string, notice time.Duratio
 	var env eventEnvelope
 	switch kind {
 	case NoticeSpot:
-		if inst.CapacityType != "spot" {
+		if inst.CapacityType != capacityTypeSpot {
 			return fmt.Errorf("instance %s is %s, not spot", instanceID, inst.CapacityType)
 		}
 		env = e.event("aws.ec2", "EC2 Spot Instance Interruption Warning", arn,
-			map[string]string{"instance-id": instanceID, "instance-action": "terminate"})
+			map[string]string{detailInstanceID: instanceID, "instance-action": "terminate"})
 	case NoticeRebalance:
-		env = e.event("aws.ec2", "EC2 Instance Rebalance Recommendation", arn, map[string]string{"instance-id": instanceID})
+		env = e.event("aws.ec2", "EC2 Instance Rebalance Recommendation", arn, map[string]string{detailInstanceID: instanceID})
 	case NoticeStop:
-		env = e.event("aws.ec2", "EC2 Instance State-change Notification", arn, map[string]string{"instance-id": instanceID, "state": "stopping"})
+		env = e.event("aws.ec2", "EC2 Instance State-change Notification", arn, map[string]string{detailInstanceID: instanceID, detailState: stateStopping})
 	case NoticeScheduled:
 		env = e.event("aws.health", "AWS Health Event", "", map[string]any{
 			"eventArn": "arn:aws:health:" + e.region + "::event/EC2/EC2_INSTANCE_RETIREMENT_SCHEDULED/" + instanceID, "service": "EC2",
@@ -86,7 +92,7 @@ func (e *Emulator) Notify(queueURL, kind, instanceID string, notice time.Duratio
 		e.EC2.clock.AfterFunc(notice, func() {
 			if err := e.EC2.Interrupt(instanceID, "Server.SpotInstanceTermination: Spot instance termination"); err == nil {
 				_ = e.send(queueURL, e.event("aws.ec2", "EC2 Instance State-change Notification", arn,
-					map[string]string{"instance-id": instanceID, "state": "shutting-down"}))
+					map[string]string{detailInstanceID: instanceID, detailState: stateShuttingDown}))
 			}
 		})
 	case NoticeStop:
@@ -118,7 +124,7 @@ func (e *EC2) InstanceByNodeName(name string) *Instance {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range e.order {
-		if inst := e.instances[id]; inst.PrivateDNSName == name && inst.State == "running" {
+		if inst := e.instances[id]; inst.PrivateDNSName == name && inst.State == stateRunning {
 			return inst.clone()
 		}
 	}
@@ -130,15 +136,15 @@ func (e *EC2) stop(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	inst := e.instances[id]
-	if inst == nil || inst.State != "running" {
+	if inst == nil || inst.State != stateRunning {
 		return
 	}
-	inst.State = "stopping"
+	inst.State = stateStopping
 	e.clock.AfterFunc(e.shuttingDownDuration, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if inst := e.instances[id]; inst != nil && inst.State == "stopping" {
-			inst.State = "stopped"
+		if inst := e.instances[id]; inst != nil && inst.State == stateStopping {
+			inst.State = stateStopped
 		}
 	})
 }
@@ -176,5 +182,7 @@ func (e *Emulator) serveControl(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	fmt.Fprintf(w, "sent a %s notice for %s\n", r.Form.Get("kind"), id)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	fmt.Fprintf(w, "sent a %s notice for %s\n", r.Form.Get("kind"), id) //nolint:gosec // G705: plain text (nosniff), naming a kind and an instance Notify has just accepted as known ones
 }

@@ -9,9 +9,17 @@ import (
 	"fmt"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/uuid"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+)
+
+// Reservation states and types, and the market type of a launch into a Capacity Block, as EC2 names them.
+const (
+	reservationActive            = string(ec2types.CapacityReservationStateActive)
+	reservationTypeCapacityBlock = string(ec2types.CapacityReservationTypeCapacityBlock)
+	marketTypeCapacityBlock      = string(ec2types.MarketTypeCapacityBlock)
 )
 
 // CapacityReservation is an emulated On-Demand Capacity Reservation or Capacity Block.
@@ -41,22 +49,22 @@ func (e *EC2) createCapacityReservation(q *query) (any, *apiError) {
 		match = "open"
 	}
 	if match != "open" && match != "targeted" {
-		return nil, invalid("InvalidParameterValue", "InstanceMatchCriteria %q must be open or targeted", match)
+		return nil, invalid(codeInvalidParameterValue, "InstanceMatchCriteria %q must be open or targeted", match)
 	}
 	var end time.Time
 	if q.Str("EndDateType") == "limited" {
 		t, err := time.Parse(time.RFC3339, q.Str("EndDate"))
 		if err != nil {
-			return nil, invalid("InvalidParameterValue", "EndDate %q is not a date: %v", q.Str("EndDate"), err)
+			return nil, invalid(codeInvalidParameterValue, "EndDate %q is not a date: %v", q.Str("EndDate"), err)
 		}
 		end = t
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.catalog[it]; !ok {
-		return nil, invalid("InvalidParameterValue", "The instance type '%s' does not exist", it)
+		return nil, invalid(codeInvalidParameterValue, "The instance type '%s' does not exist", it)
 	}
-	if _, ok := e.catalog.price(it, zone, "on-demand"); !ok {
+	if _, ok := e.catalog.price(it, zone, capacityTypeOnDemand); !ok {
 		return nil, invalid("Unsupported", "Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", it, zone)
 	}
 	// CreateCapacityReservation spells the list TagSpecifications, unlike most EC2 actions
@@ -75,7 +83,7 @@ func (e *EC2) createCapacityReservation(q *query) (any, *apiError) {
 // addReservation records a reservation. Caller holds e.mu.
 func (e *EC2) addReservation(it, zone string, count int, typ, match string, start, end time.Time, tags map[string]string) *CapacityReservation {
 	cr := &CapacityReservation{ID: e.newID("cr"), OwnerID: e.accountID, InstanceType: it, Zone: zone, Type: typ,
-		MatchCriteria: match, Total: count, Available: count, State: "active", Start: start, End: end, Tags: cloneMap(tags)}
+		MatchCriteria: match, Total: count, Available: count, State: reservationActive, Start: start, End: end, Tags: cloneMap(tags)}
 	e.reservations[cr.ID] = cr
 	return cr
 }
@@ -85,7 +93,7 @@ func (e *EC2) addReservation(it, zone string, count int, typ, match string, star
 func (e *EC2) AddCapacityBlock(instanceType, zone string, count int, end time.Time, tags map[string]string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.addReservation(instanceType, zone, count, "capacity-block", "targeted", e.clock.Now(), end, tags).ID
+	return e.addReservation(instanceType, zone, count, reservationTypeCapacityBlock, "targeted", e.clock.Now(), end, tags).ID
 }
 
 // RunInReservation launches a running instance into a reservation as something outside Stevedore would (another
@@ -94,12 +102,12 @@ func (e *EC2) RunInReservation(id string) *Instance {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cr, ok := e.reservations[id]
-	if !ok || cr.State != "active" || cr.Available <= 0 {
+	if !ok || cr.State != reservationActive || cr.Available <= 0 {
 		return nil
 	}
 	cr.Available--
-	inst := e.newInstance(cr.InstanceType, cr.Zone, "on-demand", "", nil, LaunchTemplateData{}, "")
-	inst.CapacityReservationID, inst.State = id, "running"
+	inst := e.newInstance(cr.InstanceType, cr.Zone, capacityTypeOnDemand, "", nil, LaunchTemplateData{}, "")
+	inst.CapacityReservationID, inst.State = id, stateRunning
 	return inst.clone()
 }
 
@@ -122,12 +130,12 @@ func (e *EC2) Reservation(id string) *CapacityReservation {
 func (e *EC2) endReservations() {
 	now := e.clock.Now()
 	for _, cr := range e.reservations {
-		if cr.End.IsZero() || cr.State != "active" {
+		if cr.End.IsZero() || cr.State != reservationActive {
 			continue
 		}
-		if cr.Type == "capacity-block" && !now.Before(cr.End.Add(-cloud.CapacityBlockReclaim)) {
+		if cr.Type == reservationTypeCapacityBlock && !now.Before(cr.End.Add(-cloud.CapacityBlockReclaim)) {
 			for _, id := range e.order {
-				if inst := e.instances[id]; inst.CapacityReservationID == cr.ID && (inst.State == "pending" || inst.State == "running") {
+				if inst := e.instances[id]; inst.CapacityReservationID == cr.ID && (inst.State == statePending || inst.State == stateRunning) {
 					e.beginTermination(inst, "Server.ScheduledStop")
 				}
 			}
@@ -156,8 +164,8 @@ func (e *EC2) describeCapacityReservations(q *query) (any, *apiError) {
 		if len(ids) > 0 && !matchValue(ids, id) {
 			continue
 		}
-		attrs := map[string]string{"state": cr.State, "owner-id": cr.OwnerID, "instance-type": cr.InstanceType,
-			"availability-zone": cr.Zone, "reservation-type": cr.Type, "instance-match-criteria": cr.MatchCriteria}
+		attrs := map[string]string{filterState: cr.State, "owner-id": cr.OwnerID, filterInstanceType: cr.InstanceType,
+			filterAvailabilityZone: cr.Zone, "reservation-type": cr.Type, "instance-match-criteria": cr.MatchCriteria}
 		if !matchFilters(q.Filters(), cr.Tags, attrs) {
 			continue
 		}
@@ -176,10 +184,10 @@ func (e *EC2) reservationFor(id, instanceType, zone, marketType string) (*Capaci
 	case !ok:
 		return nil, "InvalidCapacityReservationId.NotFound", fmt.Sprintf("The capacity reservation ID '%s' does not exist", id)
 	case cr.InstanceType != instanceType || cr.Zone != zone:
-		return nil, "InvalidParameterValue", fmt.Sprintf("capacity reservation %s is for %s in %s", id, cr.InstanceType, cr.Zone)
-	case (cr.Type == "capacity-block") != (marketType == "capacity-block"):
-		return nil, "InvalidParameterValue", fmt.Sprintf("capacity reservation %s of type %s needs market type capacity-block exactly when it is a Capacity Block", id, cr.Type)
-	case cr.State != "active" || cr.Available <= 0:
+		return nil, codeInvalidParameterValue, fmt.Sprintf("capacity reservation %s is for %s in %s", id, cr.InstanceType, cr.Zone)
+	case (cr.Type == reservationTypeCapacityBlock) != (marketType == marketTypeCapacityBlock):
+		return nil, codeInvalidParameterValue, fmt.Sprintf("capacity reservation %s of type %s needs market type capacity-block exactly when it is a Capacity Block", id, cr.Type)
+	case cr.State != reservationActive || cr.Available <= 0:
 		return nil, "ReservationCapacityExceeded", fmt.Sprintf("The requested capacity reservation %s has no available capacity", id)
 	}
 	return cr, "", ""

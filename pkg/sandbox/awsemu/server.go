@@ -110,6 +110,15 @@ func Start(opts Options) (*Emulator, error) {
 	return e, nil
 }
 
+// The families and variants of the EKS-optimized AMIs seedImages registers.
+const (
+	familyAL2023       = "al2023"
+	familyBottlerocket = "bottlerocket"
+	variantStandard    = "standard"
+	variantNVIDIA      = "nvidia"
+	variantNeuron      = "neuron"
+)
+
 // seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs (standard, NVIDIA and Neuron variants) and
 // the public SSM parameters that name them, as AWS publishes them.
 func (e *Emulator) seedImages(k8s string) {
@@ -117,19 +126,19 @@ func (e *Emulator) seedImages(k8s string) {
 	al2023 := "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/"
 	bottlerocket := "/aws/service/bottlerocket/aws-k8s-" + k8s
 	for i, img := range []struct{ family, variant, arch, ssm string }{
-		{"al2023", "standard", "amd64", al2023 + "x86_64/standard/recommended/image_id"},
-		{"al2023", "standard", "arm64", al2023 + "arm64/standard/recommended/image_id"},
-		{"bottlerocket", "standard", "amd64", bottlerocket + "/x86_64/latest/image_id"},
-		{"bottlerocket", "standard", "arm64", bottlerocket + "/arm64/latest/image_id"},
-		{"al2023", "nvidia", "amd64", al2023 + "x86_64/nvidia/recommended/image_id"},
-		{"al2023", "nvidia", "arm64", al2023 + "arm64/nvidia/recommended/image_id"},
-		{"al2023", "neuron", "amd64", al2023 + "x86_64/neuron/recommended/image_id"},
-		{"bottlerocket", "nvidia", "amd64", bottlerocket + "-nvidia/x86_64/latest/image_id"},
-		{"bottlerocket", "nvidia", "arm64", bottlerocket + "-nvidia/arm64/latest/image_id"},
+		{familyAL2023, variantStandard, archAMD64, al2023 + "x86_64/standard/recommended/image_id"},
+		{familyAL2023, variantStandard, archARM64, al2023 + "arm64/standard/recommended/image_id"},
+		{familyBottlerocket, variantStandard, archAMD64, bottlerocket + "/x86_64/latest/image_id"},
+		{familyBottlerocket, variantStandard, archARM64, bottlerocket + "/arm64/latest/image_id"},
+		{familyAL2023, variantNVIDIA, archAMD64, al2023 + "x86_64/nvidia/recommended/image_id"},
+		{familyAL2023, variantNVIDIA, archARM64, al2023 + "arm64/nvidia/recommended/image_id"},
+		{familyAL2023, variantNeuron, archAMD64, al2023 + "x86_64/neuron/recommended/image_id"},
+		{familyBottlerocket, variantNVIDIA, archAMD64, bottlerocket + "-nvidia/x86_64/latest/image_id"},
+		{familyBottlerocket, variantNVIDIA, archARM64, bottlerocket + "-nvidia/arm64/latest/image_id"},
 	} {
 		id := fmt.Sprintf("ami-0%s%02d%012d", img.family[:2], i, 20261120)
 		name := fmt.Sprintf("%s-eks-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch))
-		if img.variant != "standard" {
+		if img.variant != variantStandard {
 			name = fmt.Sprintf("%s-eks-%s-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch), img.variant)
 		}
 		e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name,
@@ -234,6 +243,25 @@ func (e *Emulator) Calls() map[string]int {
 	return cloneCounts(e.calls)
 }
 
+// serveJSON serves a request of a JSON service (SQS, SSM, pricing), which X-Amz-Target names with its action.
+func (e *Emulator) serveJSON(w http.ResponseWriter, r *http.Request, target string, body []byte) {
+	service, action, _ := strings.Cut(target, ".")
+	e.count(service + "." + action)
+	if f := e.takeFault(service + "." + action); f != nil && e.applyFault(w, r, f, true) {
+		return
+	}
+	switch service {
+	case "AmazonSQS":
+		e.SQS.handle(w, r, action, body)
+	case "AmazonSSM":
+		e.SSM.handle(w, action, body)
+	case "AWSPriceListService":
+		e.pricing.handle(w, action, body)
+	default:
+		writeJSONError(w, http.StatusBadRequest, "UnknownOperationException", "UnknownOperationException", "unknown target "+target)
+	}
+}
+
 // ServeHTTP dispatches by protocol: X-Amz-Target for the JSON services, the form's Action for EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_emulator/") {
@@ -254,26 +282,12 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
-		service, action, _ := strings.Cut(target, ".")
-		e.count(service + "." + action)
-		if f := e.takeFault(service + "." + action); f != nil && e.applyFault(w, r, f, true) {
-			return
-		}
-		switch service {
-		case "AmazonSQS":
-			e.SQS.handle(w, r, action, body)
-		case "AmazonSSM":
-			e.SSM.handle(w, action, body)
-		case "AWSPriceListService":
-			e.pricing.handle(w, action, body)
-		default:
-			writeJSONError(w, http.StatusBadRequest, "UnknownOperationException", "UnknownOperationException", "unknown target "+target)
-		}
+		e.serveJSON(w, r, target, body)
 		return
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		writeEC2Error(w, http.StatusBadRequest, "InvalidParameterValue", "request body is not form-encoded: "+err.Error())
+		writeEC2Error(w, http.StatusBadRequest, codeInvalidParameterValue, "request body is not form-encoded: "+err.Error())
 		return
 	}
 	q := parseQuery(form)

@@ -6,7 +6,7 @@ package awsemu
 
 import (
 	"context"
-	"crypto/md5"
+	"crypto/md5" //nolint:gosec // G501: SQS's protocol sends the MD5 of each message body, which the SDK checks
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -82,7 +82,7 @@ func (s *SQS) Send(queueURL, body string) (string, error) {
 
 // enqueue adds a message and wakes long polls. Caller holds s.mu.
 func (s *SQS) enqueue(q *queue, body string) string {
-	sum := md5.Sum([]byte(body))
+	sum := md5.Sum([]byte(body)) //nolint:gosec // G401: SQS's protocol requires the MD5 of the message body (MD5OfBody)
 	m := &message{id: uuid.NewString(), body: body, md5: hex.EncodeToString(sum[:]), sent: s.clock.Now()}
 	q.messages = append(q.messages, m)
 	close(q.arrived)
@@ -107,6 +107,7 @@ func (s *SQS) Calls() map[string]int {
 	return cloneCounts(s.calls)
 }
 
+//nolint:gocyclo // a dispatch table: one case per SQS action the emulator serves
 func (s *SQS) handle(w http.ResponseWriter, r *http.Request, action string, body []byte) {
 	s.mu.Lock()
 	s.calls[action]++
@@ -199,7 +200,7 @@ func (s *SQS) deleteByReceipt(q *queue, receipt string) bool {
 // wakes as soon as a message is sent).
 func (s *SQS) receive(ctx context.Context, w http.ResponseWriter, queueURL string, maxMessages, wait, visibility int) {
 	if maxMessages < 1 || maxMessages > 10 {
-		writeJSONError(w, http.StatusBadRequest, "com.amazonaws.sqs#InvalidParameterValue", "InvalidParameterValue", "MaxNumberOfMessages must be between 1 and 10")
+		writeJSONError(w, http.StatusBadRequest, "com.amazonaws.sqs#InvalidParameterValue", codeInvalidParameterValue, "MaxNumberOfMessages must be between 1 and 10")
 		return
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)

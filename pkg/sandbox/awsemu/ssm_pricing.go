@@ -69,6 +69,9 @@ func (s *SSM) handle(w http.ResponseWriter, action string, body []byte) {
 	}})
 }
 
+// serviceCodeEC2 is EC2's service code in the Price List.
+const serviceCodeEC2 = "AmazonEC2"
+
 // pricing is the emulated AWS Price List service (GetProducts for AmazonEC2 on-demand Linux prices).
 type pricing struct {
 	region string
@@ -81,7 +84,7 @@ func newPricing(c *catalog.File) *pricing {
 	prices := map[string]float64{}
 	for _, it := range c.InstanceTypes {
 		for _, o := range it.Offerings {
-			if o.CapacityType == "on-demand" {
+			if o.CapacityType == capacityTypeOnDemand {
 				prices[it.Name] = o.Price
 				names = append(names, it.Name)
 				break
@@ -94,8 +97,8 @@ func newPricing(c *catalog.File) *pricing {
 		doc := map[string]any{
 			"product": map[string]any{"productFamily": "Compute Instance", "sku": sku, "attributes": map[string]string{
 				"instanceType": name, "regionCode": c.Region, "operatingSystem": "Linux", "tenancy": "Shared",
-				"preInstalledSw": "NA", "capacitystatus": "Used", "servicecode": "AmazonEC2"}},
-			"serviceCode": "AmazonEC2",
+				"preInstalledSw": "NA", "capacitystatus": "Used", "servicecode": serviceCodeEC2}},
+			"serviceCode": serviceCodeEC2,
 			"terms": map[string]any{"OnDemand": map[string]any{sku + ".JRTCKXETXF": map[string]any{
 				"sku": sku, "offerTermCode": "JRTCKXETXF",
 				"priceDimensions": map[string]any{sku + ".JRTCKXETXF.6YS6EN2CT7": map[string]any{
@@ -123,13 +126,13 @@ func (p *pricing) handle(w http.ResponseWriter, action string, body []byte) {
 		writeJSONError(w, http.StatusBadRequest, "InvalidParameterException", "", err.Error())
 		return
 	}
-	if in.ServiceCode != "AmazonEC2" {
-		writeJSON(w, "1.1", map[string]any{"FormatVersion": "aws_v1", "PriceList": []string{}})
+	if in.ServiceCode != serviceCodeEC2 {
+		writeJSON(w, "1.1", priceList([]string{}))
 		return
 	}
 	for _, f := range in.Filters {
 		if f.Field == "regionCode" && f.Value != p.region {
-			writeJSON(w, "1.1", map[string]any{"FormatVersion": "aws_v1", "PriceList": []string{}})
+			writeJSON(w, "1.1", priceList([]string{}))
 			return
 		}
 	}
@@ -140,9 +143,14 @@ func (p *pricing) handle(w http.ResponseWriter, action string, body []byte) {
 	}
 	end := min(len(p.docs), start+limit)
 	start = min(start, end)
-	out := map[string]any{"FormatVersion": "aws_v1", "PriceList": p.docs[start:end]}
+	out := priceList(p.docs[start:end])
 	if end < len(p.docs) {
 		out["NextToken"] = strconv.Itoa(end)
 	}
 	writeJSON(w, "1.1", out)
+}
+
+// priceList is a GetProducts answer listing the price documents docs.
+func priceList(docs []string) map[string]any {
+	return map[string]any{"FormatVersion": "aws_v1", "PriceList": docs}
 }

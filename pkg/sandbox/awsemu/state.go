@@ -11,7 +11,27 @@ import (
 	"strings"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+)
+
+// Instance states, as EC2 names them.
+const (
+	statePending      = string(ec2types.InstanceStateNamePending)
+	stateRunning      = string(ec2types.InstanceStateNameRunning)
+	stateShuttingDown = string(ec2types.InstanceStateNameShuttingDown)
+	stateTerminated   = string(ec2types.InstanceStateNameTerminated)
+	stateStopping     = string(ec2types.InstanceStateNameStopping)
+	stateStopped      = string(ec2types.InstanceStateNameStopped)
+)
+
+// Capacity types of an instance (and of the catalog's offerings), as CreateFleet's DefaultTargetCapacityType
+// names them.
+const (
+	capacityTypeSpot          = string(ec2types.DefaultTargetCapacityTypeSpot)
+	capacityTypeOnDemand      = string(ec2types.DefaultTargetCapacityTypeOnDemand)
+	capacityTypeCapacityBlock = string(ec2types.DefaultTargetCapacityTypeCapacityBlock)
 )
 
 // Subnet is an emulated VPC subnet.
@@ -111,7 +131,7 @@ func (i *Instance) clone() *Instance {
 }
 
 // State codes, as EC2 numbers them.
-var stateCodes = map[string]int{"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
+var stateCodes = map[string]int{statePending: 0, stateRunning: 16, stateShuttingDown: 32, stateTerminated: 48, stateStopping: 64, stateStopped: 80}
 
 func cloneMap(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))

@@ -70,7 +70,7 @@ func TestRandomBurstsBindAsSoonAsTheirNodesAreReady(t *testing.T) {
 	failed := 0
 	for seed := first; seed < first+count; seed++ {
 		ok := t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
-			all = append(all, runBurst(t, uint64(seed))...)
+			all = append(all, runBurst(t, uint64(seed))...) //nolint:gosec // G115: any int is a seed; a negative one wraps to the same seed every time
 		})
 		if !ok {
 			failed++

@@ -85,7 +85,7 @@ func (g *generator) pools() {
 		var traits []string
 		if i > 0 { // the first NodePool takes any pod of the burst; the others narrow
 			if g.r.IntN(2) == 0 {
-				w := int32(1 + g.r.IntN(100))
+				w := 1 + g.r.Int32N(100)
 				np.Spec.Weight = &w
 				traits = append(traits, fmt.Sprintf("weight %d", w))
 			}
@@ -128,7 +128,7 @@ func (g *generator) workloads() {
 	n := 3 + g.r.IntN(4)
 	for i := range n {
 		name := fmt.Sprintf("w%d", i)
-		replicas := int32(1 + g.r.IntN(5))
+		replicas := 1 + g.r.Int32N(5)
 		cpu := g.pick("250m", "500m", "1", "2")
 		mem := g.pick("256Mi", "1Gi", "2Gi")
 		d := harness.Deployment(g.ns, name, replicas, cpu, mem)

@@ -24,7 +24,7 @@ import (
 func onePodPerNode(t *testing.T, ns, pool string, n int) []string {
 	t.Helper()
 	harness.NodePool(t, sb, pool, pool, harness.WithRequirements(harness.Req(stevedorev1.LabelInstanceCPU, "In", "4")))
-	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "app", int32(n), "3", "1Gi"), pool)
+	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "app", int32(n), "3", "1Gi"), pool) //nolint:gosec // G115: n is the few nodes a test starts
 	var nodes []string
 	for _, p := range harness.WaitRunning(t, sb, ns, "app", n) {
 		nodes = append(nodes, p.Spec.NodeName)

@@ -14,6 +14,9 @@ import (
 // StevedoreSchedulerName is the scheduler name of Stevedore's profile.
 const StevedoreSchedulerName = "stevedore"
 
+// labelApp is the label Pod, Deployment and Pods give their pods: app=<name>, or app=<prefix> for Pods.
+const labelApp = "app"
+
 // Pod returns a pause pod scheduled by Stevedore that requests cpu and memory (either may be empty).
 func Pod(namespace, name, cpu, memory string) *corev1.Pod {
 	requests := corev1.ResourceList{}
@@ -24,7 +27,7 @@ func Pod(namespace, name, cpu, memory string) *corev1.Pod {
 		requests[corev1.ResourceMemory] = resource.MustParse(memory)
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{labelApp: name}},
 		Spec: corev1.PodSpec{
 			SchedulerName:                 StevedoreSchedulerName,
 			TerminationGracePeriodSeconds: new(int64),
@@ -44,8 +47,8 @@ func Deployment(namespace, name string, replicas int32, cpu, memory string) *app
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: pod.Spec},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelApp: name}}, Spec: pod.Spec},
 		},
 	}
 }

@@ -93,7 +93,7 @@ func Pods(ns, isolation, prefix string, n int, cpu, mem string, mutate ...func(*
 	var names []string
 	for i := 0; i < n; i++ {
 		p := Isolated(Pod(ns, fmt.Sprintf("%s-%d", prefix, i), cpu, mem), isolation)
-		p.Labels = map[string]string{"app": prefix}
+		p.Labels = map[string]string{labelApp: prefix}
 		for _, m := range mutate {
 			m(p)
 		}
