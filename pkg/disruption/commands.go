@@ -83,37 +83,111 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	return true, nil
 }
 
-// execute carries out a command: taint the nodes so nothing new lands, launch the replacements and wait until
-// they are ready, then delete the NodeClaims (termination drains each node and terminates its instance). A
-// replacement that fails rolls a voluntary command back (taints removed, replacements deleted).
+// execute carries out a command at once: begin, then finish (the interruption controller's commands, each in its
+// own goroutine, use it).
 func (c *Controller) execute(ctx context.Context, cmd *Command) error {
-	logger := klog.FromContext(ctx)
-	logger.Info("Disrupting nodes", "method", cmd.Method, "reason", cmd.Reason, "action", cmd.Action(), "nodes", cmd.String(),
+	s, err := c.begin(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return c.finish(ctx, s)
+}
+
+// startedCommand is a command whose nodes are marked and whose replacements are created.
+type startedCommand struct {
+	cmd *Command
+	// created names the replacement NodeClaims created.
+	created []string
+	// wait is how long to wait for the replacements to be ready (0: not at all).
+	wait time.Duration
+	// short says a forceful command got fewer replacements than it asked for (it goes ahead anyway).
+	short error
+}
+
+// begin starts a command: taint the nodes so nothing new lands, and create the replacements. The command's nodes
+// are held (queue.holds) from here until finish returns. When not all replacements could be created a voluntary
+// command is rolled back (taints removed, replacements deleted) and its error returned.
+func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, error) {
+	klog.FromContext(ctx).Info("Disrupting nodes", "method", cmd.Method, "reason", cmd.Reason, "action", cmd.Action(), "nodes", cmd.String(),
 		"pods", cmd.Pods, "replacements", describeReplacements(cmd.Replacements), "hourlySavings", fmt.Sprintf("%.4f", cmd.Savings()),
 		"evaluation", cmd.evaluated.Round(time.Microsecond))
+	c.queue.hold(cmd)
 	note := disruptingNote(cmd)
 	for _, cand := range cmd.Candidates {
 		if err := c.markDisrupting(ctx, cand, string(cmd.Reason)); err != nil {
 			c.rollback(ctx, cmd, nil)
-			return fmt.Errorf("marking %s for disruption: %w", cand.Node.Name, err)
+			c.queue.release(cmd)
+			return nil, fmt.Errorf("marking %s for disruption: %w", cand.Node.Name, err)
 		}
 		c.w.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
 	}
-	if len(cmd.Replacements) > 0 {
-		if err := c.launchReplacements(ctx, cmd); err != nil {
-			c.opts.Metrics.decision(cmd, "failed")
-			if !cmd.Forceful {
-				for _, cand := range cmd.Candidates {
-					c.w.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
-				}
-				return err
-			}
-			logger.Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", err)
+	s := &startedCommand{cmd: cmd}
+	if len(cmd.Replacements) == 0 {
+		return s, nil
+	}
+	names := sortedNames(cmd.Candidates)
+	claims := c.opts.Provisioner.CreateNodeClaims(ctx, cmd.Replacements, map[string]string{AnnotationReplaces: strings.Join(names, ",")})
+	for _, cl := range claims {
+		s.created = append(s.created, cl.Name)
+	}
+	c.activity.protect(s.created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
+	if len(claims) < len(cmd.Replacements) {
+		err := fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
+		if !cmd.Forceful {
+			c.rollback(ctx, cmd, s.created)
+			c.failed(cmd, err)
+			c.queue.release(cmd)
+			return nil, err
 		}
+		s.short = err
+		return s, nil
+	}
+	s.wait = c.opts.ReplacementTimeout
+	if cmd.ReplacementWait != nil {
+		s.wait = max(0, *cmd.ReplacementWait)
+	}
+	if s.wait == 0 {
+		klog.FromContext(ctx).Info("Replacements launched; not waiting for them", "method", cmd.Method, "nodeclaims", s.created, "replacing", names)
+	}
+	return s, nil
+}
+
+// finish ends a started command: once its replacements are ready (or at once, when it does not wait for them),
+// its NodeClaims are deleted (termination drains each node and terminates its instance). Replacements that are
+// not ready in time roll a voluntary command back; a forceful one goes ahead without them.
+func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
+	cmd := s.cmd
+	defer c.queue.release(cmd)
+	failure := s.short
+	if failure == nil && s.wait > 0 {
+		failure = c.awaitReplacements(ctx, s.created, s.wait)
+		switch {
+		case failure != nil && !cmd.Forceful:
+			c.rollback(ctx, cmd, s.created)
+			c.failed(cmd, failure)
+			return failure
+		case failure == nil:
+			klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", s.created, "replacing", sortedNames(cmd.Candidates))
+			// keep them from being taken for empty nodes until the evicted pods arrive
+			c.activity.protect(s.created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
+		}
+	}
+	if failure != nil {
+		// A forceful command goes ahead: its replacements stay, the pods will need them.
+		c.opts.Metrics.decision(cmd, "failed")
+		klog.FromContext(ctx).Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", failure)
 	}
 	err := c.deleteClaims(ctx, cmd)
 	c.opts.Metrics.decision(cmd, "succeeded")
 	return err
+}
+
+// failed records a voluntary command that did not go through: the nodes stay.
+func (c *Controller) failed(cmd *Command, err error) {
+	c.opts.Metrics.decision(cmd, "failed")
+	for _, cand := range cmd.Candidates {
+		c.w.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
+	}
 }
 
 // disruptingNote is the Disrupting event's note: method, reason, action, replacements, savings and scores.
@@ -150,45 +224,6 @@ func (c *Controller) deleteClaims(ctx context.Context, cmd *Command) error {
 		c.opts.Metrics.nodeDisrupted(cand, string(cmd.Reason))
 	}
 	return errors.Join(errs...)
-}
-
-// launchReplacements creates the replacement NodeClaims and waits until every one is initialized. On failure
-// it rolls the command back.
-func (c *Controller) launchReplacements(ctx context.Context, cmd *Command) error {
-	names := sortedNames(cmd.Candidates)
-	claims := c.opts.Provisioner.CreateNodeClaims(ctx, cmd.Replacements, map[string]string{AnnotationReplaces: strings.Join(names, ",")})
-	created := make([]string, len(claims))
-	for i, cl := range claims {
-		created[i] = cl.Name
-	}
-	c.activity.protect(created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
-	if len(claims) < len(cmd.Replacements) {
-		if cmd.Forceful {
-			return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
-		}
-		c.rollback(ctx, cmd, created)
-		return fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
-	}
-	timeout := c.opts.ReplacementTimeout
-	if cmd.ReplacementWait != nil {
-		timeout = *cmd.ReplacementWait
-	}
-	if timeout <= 0 {
-		klog.FromContext(ctx).Info("Replacements launched; not waiting for them", "method", cmd.Method, "nodeclaims", created, "replacing", names)
-		return nil
-	}
-	failure := c.awaitReplacements(ctx, created, timeout)
-	if failure != nil {
-		// A forceful command goes ahead: its replacements stay, the pods will need them.
-		if !cmd.Forceful {
-			c.rollback(ctx, cmd, created)
-		}
-		return failure
-	}
-	klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", created, "replacing", names)
-	// keep them from being taken for empty nodes until the evicted pods arrive
-	c.activity.protect(created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
-	return nil
 }
 
 // awaitReplacements waits until the replacement NodeClaims are initialized; it returns why not when one is deleted

@@ -83,6 +83,8 @@ type Controller struct {
 	activity *activity
 	removals *removals
 	w        *claimWriter
+	// queue holds the commands under way, finishing those that wait for replacements in the background.
+	queue *commandQueue
 
 	mu sync.Mutex
 	// reported is the verdict last reported for a node (event and condition), by node name.
@@ -118,7 +120,7 @@ func New(opts Options) *Controller {
 		opts.Metrics = NewMetrics()
 	}
 	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator},
-		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}, reported: map[string]*verdict{}}
+		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}, reported: map[string]*verdict{}, queue: newCommandQueue()}
 	static := &staticReplacement{provisioner: opts.Provisioner}
 	if opts.Repair != nil {
 		r := *opts.Repair
@@ -164,11 +166,15 @@ func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 }
 
 // Run runs passes until ctx ends: one command per pass, the next pass at once after a command, else after
-// PollInterval. Garbage collection runs beside it.
+// PollInterval. A command waiting for its replacements finishes in the background (queue.go) while the passes go
+// on. Garbage collection runs beside it. Disruption marks left by a process that stopped mid-command are cleared
+// first.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("disruption")
 	ctx = klog.NewContext(ctx, logger)
 	c.activity.start()
+	defer c.queue.wait()
+	c.clearStaleMarks(ctx)
 	go c.runGC(ctx)
 	for ctx.Err() == nil {
 		acted, err := c.pass(ctx)
@@ -206,7 +212,15 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	return true, c.execute(ctx, cmd)
+	s, err := c.begin(ctx, cmd)
+	if err != nil {
+		return true, err
+	}
+	if s.wait > 0 {
+		c.queue.finishLater(ctx, cmd, func(ctx context.Context) error { return c.finish(ctx, s) })
+		return true, nil
+	}
+	return true, c.finish(ctx, s)
 }
 
 // find runs the methods in order over the view and returns the first command found, with its method.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -113,6 +114,15 @@ func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harnes
 	cp.SetClock(clk.Now)
 	kube := kubefake.NewClientset(kubeObjs...)
 	client := stevedorefake.NewSimpleClientset(stevedoreObjs...)
+	generated := 0
+	client.PrependReactor("create", "nodeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		// the API server names an object by its generateName; the fake clientset does not
+		if cl, ok := a.(clienttesting.CreateAction).GetObject().(*stevedorev1.NodeClaim); ok && cl.Name == "" && cl.GenerateName != "" {
+			generated++
+			cl.Name = fmt.Sprintf("%s%05d", cl.GenerateName, generated)
+		}
+		return false, nil, nil
+	})
 	provSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
 	if err != nil {
 		t.Fatal(err)

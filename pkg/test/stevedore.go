@@ -93,6 +93,11 @@ func (w *NodePoolWrapper) Budgets(budgets ...stevedorev1.Budget) *NodePoolWrappe
 // NodeClaimWrapper builds a NodeClaim.
 type NodeClaimWrapper struct{ stevedorev1.NodeClaim }
 
+// NodeClaimFrom wraps a copy of a NodeClaim, to change it.
+func NodeClaimFrom(c *stevedorev1.NodeClaim) *NodeClaimWrapper {
+	return &NodeClaimWrapper{*c.DeepCopy()}
+}
+
 // NodeClaim starts a NodeClaim of a NodePool, with the termination finalizer and no status.
 func NodeClaim(name, nodePool string) *NodeClaimWrapper {
 	return &NodeClaimWrapper{stevedorev1.NodeClaim{
