@@ -25,6 +25,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/decision"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -160,33 +161,10 @@ func New(opts Options) *Provisioner {
 	}
 }
 
-// DecisionKind is what Consider did with a pod.
-type DecisionKind int
-
-// Decision kinds.
-const (
-	// Nominated: the pod goes to a node being launched, whose name is known.
-	Nominated DecisionKind = iota
-	// Waiting: the pod goes to a NodeClaim whose instance has not been launched yet.
-	Waiting
-	// Batched: the pod waits in the open batch.
-	Batched
-	// Unprovisionable: no NodePool can launch a node for the pod.
-	Unprovisionable
-)
-
-// Decision is Consider's answer.
-type Decision struct {
-	Kind     DecisionKind
-	NodeName string
-	Claim    string
-	Reason   string
-}
-
 // Consider is called for a pod that fits no existing node: it keeps the pod on the node planned for it, puts it on a
 // node being launched that has room, or adds it to the batch for the next solve. refusedBy, when given, names the
 // plugin that refused a node to the pod in the cycle that failed, and why ("" when the node was not refused).
-func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) Decision {
+func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) decision.Decision {
 	if d, ok := p.assignedDecision(ctx, pod, refusedBy); ok {
 		return d
 	}
@@ -198,7 +176,7 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy f
 	}
 	p.mu.Unlock()
 	if known {
-		return Decision{Kind: Unprovisionable, Reason: u.reason}
+		return decision.Decision{Kind: decision.Unprovisionable, Reason: u.reason}
 	}
 	if nn := pod.Status.NominatedNodeName; nn != "" {
 		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
@@ -206,40 +184,40 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy f
 			p.mu.Lock()
 			p.nominated[pod.UID] = nn
 			p.mu.Unlock()
-			return Decision{Kind: Nominated, NodeName: nn, Claim: claim.Name}
+			return decision.Decision{Kind: decision.Nominated, NodeName: nn, Claim: claim.Name}
 		}
 	}
 	// A pod that fits a node being launched is found by the next solve, which fills in-flight nodes before it
 	// plans new ones; PostFilter runs inside the scheduling cycle and must stay cheap.
 	p.batcher.Add(pod)
-	return Decision{Kind: Batched}
+	return decision.Decision{Kind: decision.Batched}
 }
 
 // assignedDecision returns the decision for a pod already planned on a live NodeClaim. A pod whose planned node
 // is up and initialized but was refused to it for lack of room (other pods bound there first: a pod not nominated
 // there has no room held for it) is planned again.
-func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) (Decision, bool) {
+func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) (decision.Decision, bool) {
 	p.mu.Lock()
 	name, ok := p.podClaim[pod.UID]
 	solving := p.solving[pod.UID]
 	p.mu.Unlock()
 	if solving {
-		return Decision{Kind: Batched}, true
+		return decision.Decision{Kind: decision.Batched}, true
 	}
 	if !ok {
 		if p.batcher.Contains(pod.UID) {
-			return Decision{Kind: Batched}, true
+			return decision.Decision{Kind: decision.Batched}, true
 		}
-		return Decision{}, false
+		return decision.Decision{}, false
 	}
 	claim, err := p.opts.NodeClaims.Get(name)
 	if err != nil {
 		// Created but not in the cache yet: a NodeClaim that is really gone is forgotten by ForgetClaim.
-		return Decision{Kind: Waiting, Claim: name}, true
+		return decision.Decision{Kind: decision.Waiting, Claim: name}, true
 	}
 	if claim.DeletionTimestamp != nil {
 		p.forgetPod(pod.UID)
-		return Decision{}, false
+		return decision.Decision{}, false
 	}
 	refused, why := "", ""
 	if refusedBy != nil && claim.Status.NodeName != "" {
@@ -251,15 +229,15 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, ref
 		p.forgetPod(pod.UID)
 		// the room kept for it on that node is free: the pods planned there may take it
 		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim.Name))
-		return Decision{}, false
+		return decision.Decision{}, false
 	}
 	if refused != "" {
 		p.refusedOn(claim.Name, pod, refused, why)
 	}
 	if claim.Status.NodeName != "" && p.isNominated(pod.UID, claim.Status.NodeName) {
-		return Decision{Kind: Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
+		return decision.Decision{Kind: decision.Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
 	}
-	return Decision{Kind: Waiting, Claim: name}, true
+	return decision.Decision{Kind: decision.Waiting, Claim: name}, true
 }
 
 // claimForNode returns the in-flight NodeClaim whose node has this name.

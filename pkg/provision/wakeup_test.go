@@ -21,6 +21,7 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/decision"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -168,7 +169,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("crowded")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
 				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) (string, string) { return "NodeResourcesFit", "Insufficient cpu" })
-				if d.Kind != Batched {
+				if d.Kind != decision.Batched {
 					h.t.Errorf("crowded pod: decision %v, want batched", d.Kind)
 				}
 			},

@@ -26,6 +26,7 @@ import (
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/decision"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
@@ -53,7 +54,7 @@ type Provisioner struct {
 type Backend interface {
 	// Consider keeps a pod no node fits on the node planned for it, puts it on a node being launched with room,
 	// or batches it for the next solve. refusedBy names the plugin that refused a node to the pod, and why.
-	Consider(ctx context.Context, pod *v1.Pod, refusedBy func(node string) (plugin, message string)) Decision
+	Consider(ctx context.Context, pod *v1.Pod, refusedBy func(node string) (plugin, message string)) decision.Decision
 	// NodesFor narrows the nodes the scheduler evaluates a pod on (restricted false: every node).
 	NodesFor(pod *v1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool)
 	// PlannedClaim names the NodeClaim a pod is planned on ("" if none).
@@ -65,29 +66,6 @@ type Backend interface {
 	PodBound(ctx context.Context, uid types.UID, node string)
 	// IsNodeInitializing reports whether a node Stevedore launched is still initializing.
 	IsNodeInitializing(node string) bool
-}
-
-// DecisionKind is what Backend.Consider did with a pod.
-type DecisionKind int
-
-// Decision kinds.
-const (
-	// Nominated: the pod goes to a node being launched, whose name is known.
-	Nominated DecisionKind = iota
-	// Waiting: the pod goes to a NodeClaim whose instance has not been launched yet.
-	Waiting
-	// Batched: the pod waits in the open batch.
-	Batched
-	// Unprovisionable: no NodePool can launch a node for the pod (Reason says why).
-	Unprovisionable
-)
-
-// Decision is Backend.Consider's answer.
-type Decision struct {
-	Kind     DecisionKind
-	NodeName string
-	Claim    string
-	Reason   string
 }
 
 // BuildFunc builds the backend once for the process, with the first plugin instance, while the scheduler sets up
@@ -156,13 +134,13 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 	}
 	d := p.shared.prov.Consider(ctx, pod, refusedBy)
 	switch d.Kind {
-	case Nominated:
+	case decision.Nominated:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: d.NodeName, NominatingMode: fwk.ModeOverride}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgNominated, d.NodeName, d.Claim))
-	case Waiting:
+	case decision.Waiting:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf(msgWaitingLaunch, d.Claim))
-	case Batched:
+	case decision.Batched:
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeNoop}},
 			fwk.NewStatus(fwk.Success, msgPlanning)
 	default:
