@@ -287,9 +287,13 @@ func (c *Controller) template(ctx context.Context, b *stevedorev1.CapacityBuffer
 	return tmpl, n, nil
 }
 
+// MaxChunks is the most chunks a buffer keeps, whatever its percentage or limits allow: the bound spec.replicas has.
+// Each chunk is a pod in every solve, so a limit far above one chunk's requests must not become millions of pods.
+const MaxChunks = 10000
+
 // Count is how many chunks a buffer keeps: replicas, the percentage of the workload's replicas (rounded up, at
 // least one when the workload has replicas), the smaller of the two when both are set, and no more than fit in
-// the limits given one chunk's requests (limits alone: as many as fit).
+// the limits given one chunk's requests (limits alone: as many as fit); at most MaxChunks.
 func Count(spec stevedorev1.CapacityBufferSpec, chunk corev1.ResourceList, workloadReplicas int32) int {
 	n := -1 // unbounded so far
 	if spec.Replicas != nil {
@@ -309,10 +313,10 @@ func Count(spec stevedorev1.CapacityBufferSpec, chunk corev1.ResourceList, workl
 		if !ok || req.IsZero() {
 			continue
 		}
-		fit := int(math.Floor(limit.AsApproximateFloat64() / req.AsApproximateFloat64()))
-		if n < 0 || fit < n {
-			n = fit
+		fit := math.Floor(limit.AsApproximateFloat64() / req.AsApproximateFloat64())
+		if n < 0 || fit < float64(n) {
+			n = int(min(fit, MaxChunks))
 		}
 	}
-	return max(n, 0)
+	return min(max(n, 0), MaxChunks)
 }

@@ -43,6 +43,8 @@ func TestCount(t *testing.T) {
 		{"limits cap replicas (memory 3Gi / 1Gi)", stevedorev1.CapacityBufferSpec{Replicas: i32(10), Limits: limits("memory", "3Gi")}, 0, 3},
 		{"the tightest limit wins", stevedorev1.CapacityBufferSpec{Limits: limits("cpu", "10", "memory", "2Gi")}, 0, 2},
 		{"a limit on a resource the chunk does not ask for", stevedorev1.CapacityBufferSpec{Replicas: i32(2), Limits: limits("nvidia.com/gpu", "1")}, 0, 2},
+		{"limits alone far above a chunk stop at MaxChunks", stevedorev1.CapacityBufferSpec{Limits: limits("cpu", "1000000")}, 0, MaxChunks},
+		{"a percentage of a huge workload stops at MaxChunks", stevedorev1.CapacityBufferSpec{Percentage: i32(1000)}, 50000, MaxChunks},
 	} {
 		if got := Count(tc.spec, chunk, tc.workload); got != tc.want {
 			t.Errorf("%s: Count = %d, want %d", tc.name, got, tc.want)
