@@ -198,10 +198,9 @@ func paginate(n int, q *query, defaultMax int) (start, end int, next string) {
 	if limit <= 0 {
 		limit = defaultMax
 	}
-	end = min(n, start+limit)
-	if start > n {
-		start = n
-	}
+	// a token the emulator did not give reads from the start (negative) or gives an empty page (past the end)
+	start = min(max(start, 0), n)
+	end = start + min(limit, n-start)
 	if end < n {
 		next = strconv.Itoa(end)
 	}

@@ -141,8 +141,9 @@ func (p *pricing) handle(w http.ResponseWriter, action string, body []byte) {
 	if limit <= 0 || limit > 100 {
 		limit = 100
 	}
-	end := min(len(p.docs), start+limit)
-	start = min(start, end)
+	// a token the emulator did not give reads from the start (negative) or gives an empty page (past the end)
+	start = min(max(start, 0), len(p.docs))
+	end := start + min(limit, len(p.docs)-start)
 	out := priceList(p.docs[start:end])
 	if end < len(p.docs) {
 		out["NextToken"] = strconv.Itoa(end)
