@@ -70,8 +70,21 @@ func (st *solve) trackAffinity(pod *corev1.Pod, node *corev1.Node) {
 	}
 }
 
-// othersInDomain reports whether a pod other than pod that sel matches is on a node whose key is domain.
+// othersInDomain reports whether a pod other than pod that sel matches is on a node whose key is domain. The pod
+// found is remembered as the domain's witness: while it stays on a node of the domain the answer is yes without
+// a walk over the snapshot (the pods of a group that selects itself ask this of the same domain one after the
+// other).
 func (st *solve) othersInDomain(pod *corev1.Pod, sel podSelector, key, domain string) bool {
+	wk := witnessKey{selector: sel.String(), key: key, domain: domain}
+	if w, ok := st.witnesses[wk]; ok && w.pod.UID != pod.UID {
+		if ni := st.snap.NodeInfo(w.node); ni != nil && ni.Node().Labels[key] == domain {
+			for _, pi := range ni.GetPods() {
+				if pi.GetPod() == w.pod {
+					return true
+				}
+			}
+		}
+	}
 	nodes, _ := st.snap.List()
 	for _, ni := range nodes {
 		if ni.Node().Labels[key] != domain {
@@ -79,11 +92,23 @@ func (st *solve) othersInDomain(pod *corev1.Pod, sel podSelector, key, domain st
 		}
 		for _, pi := range ni.GetPods() {
 			if p := pi.GetPod(); p.UID != pod.UID && sel.matches(p) {
+				if st.witnesses == nil {
+					st.witnesses = map[witnessKey]witness{}
+				}
+				st.witnesses[wk] = witness{pod: p, node: ni.Node().Name}
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// witnessKey names a selector's domain; witness is a pod found matching it there (othersInDomain).
+type witnessKey struct{ selector, key, domain string }
+
+type witness struct {
+	pod  *corev1.Pod
+	node string
 }
 
 // movable reports whether improvement may move a pod: not one with required pod affinity, nor one another pod's

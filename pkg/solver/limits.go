@@ -24,6 +24,9 @@ func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType)
 	if nodes, ok := pool.Remaining[stevedorev1.ResourceNodes]; ok && count+1 > nodes.Value() {
 		return nil
 	}
+	if st.roomForAnyType(pool) {
+		return types
+	}
 	var out []*cloud.InstanceType
 	for _, it := range types {
 		if fitsLimits(used, it, pool.Remaining) {
@@ -50,7 +53,10 @@ type nodeUsage struct {
 }
 
 // touch records that an open node's pods, candidates or removal changed.
-func (st *solve) touch(n *openNode) { st.usage.dirty = append(st.usage.dirty, n) }
+func (st *solve) touch(n *openNode) {
+	st.usage.dirty = append(st.usage.dirty, n)
+	st.changes = append(st.changes, n)
+}
 
 // settle brings the sums up to date with the touched nodes.
 func (st *solve) settle() {
@@ -108,6 +114,42 @@ func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.R
 	return used, count
 }
 
+// roomForAnyType reports whether the NodePool's limits leave room for one more node of its largest type on top of
+// every open node as it stands: then no node of the pool can grow or be opened past them, and the per-type
+// checks (fitsLimits) would all pass. It keeps those checks off the hot path of a batch whose nodes are many but
+// far from the limits.
+func (st *solve) roomForAnyType(pool *NodePoolOption) bool {
+	st.settle()
+	for name, limit := range pool.Remaining {
+		if name == stevedorev1.ResourceNodes {
+			continue
+		}
+		if st.usage.sums[pool][name]+pool.maxUnits(name) > limitUnits(name, limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxUnits is the largest capacity of any of the NodePool's types in a resource, in limitUnits (computed once per
+// resource).
+func (o *NodePoolOption) maxUnits(name corev1.ResourceName) int64 {
+	if v, ok := o.maxLimitUnits[name]; ok {
+		return v
+	}
+	if o.maxLimitUnits == nil {
+		o.maxLimitUnits = map[corev1.ResourceName]int64{}
+	}
+	var most int64
+	for _, it := range o.InstanceTypes {
+		if q, ok := it.Capacity[name]; ok {
+			most = max(most, limitUnits(name, q))
+		}
+	}
+	o.maxLimitUnits[name] = most
+	return most
+}
+
 // limitUnits is a quantity as the sums count it: cpu in millicores, everything else in units (memory in bytes:
 // millibytes of a large limit overflow int64).
 func limitUnits(name corev1.ResourceName, q resource.Quantity) int64 {
@@ -137,7 +179,7 @@ func fitsLimits(used map[corev1.ResourceName]int64, it *cloud.InstanceType, rema
 // growthWithinLimits reports whether a node of a limited NodePool may grow to hold total: the cheapest candidate
 // holding it must keep the pool within its limits.
 func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec) bool {
-	if n.pool.limitsFar(len(st.open)) {
+	if n.pool.limitsFar(len(st.open)) || st.roomForAnyType(n.pool) {
 		return true
 	}
 	zone, ct := n.pinnedOffering()

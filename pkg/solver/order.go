@@ -5,7 +5,10 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,6 +145,14 @@ func propagate(edges []affinityEdge, sets int) {
 type podSelector struct {
 	namespaces map[string]bool // nil: every namespace
 	selector   labels.Selector
+}
+
+// String names the selector: its label selector and namespaces (sorted; none for every namespace).
+func (s podSelector) String() string {
+	if s.namespaces == nil {
+		return s.selector.String() + "|*"
+	}
+	return s.selector.String() + "|" + strings.Join(slices.Sorted(maps.Keys(s.namespaces)), ",")
 }
 
 func (s podSelector) matches(p *corev1.Pod) bool {

@@ -33,8 +33,60 @@ type placing struct {
 	caredSig string
 	// avoidPreferNoSchedule keeps the pod off NodePools whose PreferNoSchedule taints it does not tolerate.
 	avoidPreferNoSchedule bool
+	// hostAnti are the pod's required anti-affinity terms on the node's hostname that a selector states exactly
+	// (hostAntiSet: computed), for refusedByHostAntiAffinity.
+	hostAnti    []podSelector
+	hostAntiSet bool
 	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
 	reserve vec
+}
+
+// refusedByHostAntiAffinity reports whether a pod on the node matches one of the pod's required anti-affinity
+// terms on the hostname: InterPodAffinity refuses the node then, whatever type or zone it is narrowed to, so a
+// try need not narrow it and run the Filter plugins to find out. Terms whose selector depends on more than their
+// label selector (a namespace selector, matchLabelKeys) are left to the plugin.
+func (pl *placing) refusedByHostAntiAffinity(snap *simulation.Snapshot, node string) bool {
+	if !pl.hostAntiSet {
+		pl.hostAnti, pl.hostAntiSet = hostAntiSelectors(pl.check), true
+	}
+	if len(pl.hostAnti) == 0 {
+		return false
+	}
+	ni := snap.NodeInfo(node)
+	if ni == nil {
+		return false
+	}
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, sel := range pl.hostAnti {
+			if sel.matches(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostAntiSelectors are a pod's required anti-affinity terms on the hostname whose label selector says all they
+// match (no namespace selector, no matchLabelKeys or mismatchLabelKeys).
+func hostAntiSelectors(pod *corev1.Pod) []podSelector {
+	a := pod.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return nil
+	}
+	var out []podSelector
+	for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if t.TopologyKey != corev1.LabelHostname || t.NamespaceSelector != nil || len(t.MatchLabelKeys) > 0 || len(t.MismatchLabelKeys) > 0 {
+			continue
+		}
+		if sel, ok := newPodSelector(pod, t.LabelSelector, t.Namespaces, nil); ok {
+			out = append(out, sel)
+		}
+	}
+	return out
 }
 
 // room is what the node must have free for the attempt: the pod and its companion's reserve.
@@ -227,32 +279,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	// run of well-fitting nodes in the wrong zone does not hide the right ones.
 	const keep = 2 * maxOpenTries
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
-	buckets := st.bucketBuf[:0]
-	for _, n := range st.open {
-		if n.removed || n == opts.exclude || !pl.mayJoin(n) {
-			continue
-		}
-		if !pl.room().fits(n.cap.sub(n.used)) {
-			continue // not even the largest candidate type holds it
-		}
-		before, _, _ := n.current()
-		after, left := n.grow(pl.need)
-		c := openCand{n, after - before, left.weight()}
-		if c.marginal >= opts.maxMarginal {
-			continue
-		}
-		if st.in.FirstFitDecreasing {
-			c = openCand{n, 0, float64(n.seq)}
-		}
-		b := 0
-		if byZone {
-			b = st.bucketOf(n)
-		}
-		for len(buckets) <= b {
-			buckets = append(buckets, nil)
-		}
-		buckets[b] = insertTop(buckets[b], c, keep)
-	}
+	buckets := st.candidatesFor(pl, opts, byZone, keep, st.bucketBuf[:0])
 	cands := st.candBuf[:0]
 	used := 0
 	for i, b := range buckets {
@@ -281,6 +308,9 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
+		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) {
+			continue // the Filter plugins would refuse it, whatever the node's type
+		}
 		if st.tryOpen(c.n, pl) {
 			return true
 		}
@@ -299,6 +329,9 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
+		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) {
+			continue
+		}
 		if st.tryOpen(c.n, pl) {
 			return true
 		}

@@ -51,6 +51,8 @@ type NodePoolOption struct {
 	byPrice []pricedType
 	// maxCapacity is the largest capacity of any instance type, per limited resource (computed once).
 	maxCapacity map[corev1.ResourceName]float64
+	// maxLimitUnits is the same in limitUnits, exact (maxUnits).
+	maxLimitUnits map[corev1.ResourceName]int64
 	// labelCache holds the label sets of the NodePool's possible new nodes (labelSets), shared by the option's copies.
 	labelCache *poolLabelSets
 }
@@ -124,6 +126,9 @@ type Input struct {
 	// FirstFitDecreasing replaces the price-aware placement by plain first-fit decreasing (largest pods first,
 	// each on the first open node that takes it), the baseline the solver is measured against.
 	FirstFitDecreasing bool
+	// CheckCandidates compares the open nodes every placement takes from the kept per-shape lists with those a scan
+	// of every open node finds, and records the differences in Plan.CandidateMismatches (tests).
+	CheckCandidates bool
 }
 
 // Plan is the solver's answer.
@@ -140,6 +145,8 @@ type Plan struct {
 	// Attempts is how many times the greedy placement ran: once, plus the repair rounds and restarts of a batch
 	// it left pods unschedulable in.
 	Attempts int
+	// CandidateMismatches are the differences Input.CheckCandidates found.
+	CandidateMismatches []string
 }
 
 // PlannedNode is a node to launch.
@@ -162,6 +169,8 @@ type PlannedNode struct {
 // Solver packs pods onto the cheapest nodes, checking every placement with the scheduler's Filter plugins.
 type Solver struct {
 	sim *simulation.Simulator
+	// mismatches collects what Input.CheckCandidates finds in every attempt of a solve.
+	mismatches []string
 }
 
 // NewSolver returns a solver using sim (whose snapshot becomes each Input's).
@@ -204,6 +213,8 @@ type solve struct {
 	phantoms []*corev1.Node
 	// fragile are the placed pods whose required affinity holds only by selecting themselves (solver_affinity.go).
 	fragile []fragileAffinity
+	// witnesses remembers, per selector and domain, a pod othersInDomain found there.
+	witnesses map[witnessKey]witness
 	// affinityTargets are the selectors of every required pod affinity term, by selector, key and namespace.
 	affinityTargets map[string]podSelector
 	// companions maps a pod to the stranded pod whose required affinity it is placed for: the pod goes where the
@@ -217,6 +228,12 @@ type solve struct {
 	// preferNoScheduleTaints): pods that do not tolerate it use such a NodePool last.
 	hasPreferNoSchedule    bool
 	preferNoScheduleTaints []corev1.Taint
+	// shapes keeps the best open nodes per placement shape; changes logs the open nodes changed (touch), from
+	// which they are brought up to date (candidates.go).
+	shapes  map[placeShape]*shapeCands
+	changes []*openNode
+	// mismatches collects what Input.CheckCandidates finds (the Solver's, across attempts).
+	mismatches *[]string
 	// beforeCommit, when set, sees an open node just before a placement changes it.
 	beforeCommit func(*openNode)
 }
@@ -232,6 +249,7 @@ type inflightState struct {
 // a node. The same input always gives the same plan.
 func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 	start := time.Now()
+	s.mismatches = nil
 	s.sim.Use(in.Snapshot)
 	pods := append([]*corev1.Pod(nil), in.Pods...)
 	sort.SliceStable(pods, func(i, j int) bool {
@@ -268,6 +286,7 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 	}
 	st.finish()
 	st.plan.Duration = time.Since(start)
+	st.plan.CandidateMismatches, s.mismatches = s.mismatches, nil
 	return st.plan, nil
 }
 
@@ -363,7 +382,7 @@ func (s *Solver) search(ctx context.Context, in Input, pods, order []*corev1.Pod
 
 // newSolve prepares one attempt at placing the input's pods.
 func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
-	st := &solve{ctx: ctx, in: in, sim: s.sim, snap: in.Snapshot,
+	st := &solve{ctx: ctx, in: in, sim: s.sim, snap: in.Snapshot, mismatches: &s.mismatches,
 		plan:    &Plan{InFlight: map[string][]*corev1.Pod{}, Unschedulable: map[types.UID]string{}},
 		reasons: map[types.UID]string{}}
 	for _, f := range in.InFlight {

@@ -29,8 +29,9 @@ const incrementalCases = 120
 // InterPodAffinity state, which the solver's every placement reads, against the plugins' own PreFilter run from
 // scratch: on random workloads and on every conformance scenario, each state lent during a solve must give the
 // same Filter result as a fresh one on every node of the snapshot (including the solver's trials, relabels,
-// removed nodes and the improvement phase's moves), no lent state may be used after the snapshot changed, and the
-// plan must be the one the from-scratch simulator gives, byte for byte.
+// removed nodes and the improvement phase's moves), no lent state may be used after the snapshot changed, the open
+// nodes each placement tries must be those a scan of every open node finds, and the plan must be the one the
+// from-scratch simulator gives, byte for byte.
 func TestIncrementalPreFilterMatchesFromScratch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20261127, 0))
 	for i := 0; i < incrementalCases; i++ {
@@ -87,7 +88,9 @@ func compareIncremental(t *testing.T, objects []runtime.Object, cat *catalog.Fil
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := problem.Solve(ctx, sim, budget)
+		in := problem.Input(budget)
+		in.CheckCandidates = !fromScratch
+		plan, err := solver.NewSolver(sim).Solve(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +104,13 @@ func compareIncremental(t *testing.T, objects []runtime.Object, cat *catalog.Fil
 				break
 			}
 			t.Errorf("incremental state differs from scratch: %s", m)
+		}
+		for i, m := range plan.CandidateMismatches {
+			if i == 5 {
+				t.Errorf("... and %d more", len(plan.CandidateMismatches)-i)
+				break
+			}
+			t.Errorf("kept candidates differ from a scan: %s", m)
 		}
 		if sim.Stale > 0 {
 			t.Errorf("%d Filter calls were given a lent state after the snapshot changed", sim.Stale)

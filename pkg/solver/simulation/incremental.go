@@ -7,13 +7,16 @@ package simulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
@@ -65,6 +68,9 @@ type incremental struct {
 	// nodesWith counts, for the topology keys of the spread states, the nodes with each value: a domain whose
 	// count falls to zero disappears for sure when its last node goes.
 	nodesWith map[string]map[string]int
+	// hostnameFastPath is the InterPodAffinityHostnameFastPath feature, which changes when InterPodAffinity skips
+	// a pod.
+	hostnameFastPath bool
 	// computed counts class states computed from scratch; drops those forgotten because a change could not be
 	// applied to them (computed again when next asked for).
 	computed, drops int
@@ -95,7 +101,8 @@ type spreadCounts struct {
 // relies on.
 func newIncremental(spread, affinity fwk.PreFilterPlugin) (*incremental, error) {
 	inc := &incremental{spread: spread, affinity: affinity, classes: map[string]*classState{}, antiKeys: map[string]int{},
-		nodesWith: map[string]map[string]int{}}
+		nodesWith:        map[string]map[string]int{},
+		hostnameFastPath: utilfeature.DefaultFeatureGate.Enabled(features.InterPodAffinityHostnameFastPath)}
 	// probe the shape of the spread state with a one-constraint pod and no node
 	probe := &v1.Pod{Spec: v1.PodSpec{TopologySpreadConstraints: []v1.TopologySpreadConstraint{{MaxSkew: 1,
 		TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule}}}}
@@ -188,6 +195,94 @@ func (inc *incremental) class(ctx context.Context, pod *v1.Pod, nodes []fwk.Node
 	inc.classes[key] = c
 	inc.computed++
 	return c, nil
+}
+
+// tried returns a copy of the state of pod's class with the changes tried since the snapshot was suspended
+// applied, as the class would have it had it heard them; nil when that cannot be told (the class is new, a change
+// is of a kind the copy does not follow, or the state cannot follow it) and PreFilter must run from scratch. A
+// trial relabels one node and adds its DaemonSet pods: the copy costs what those change, not a walk over the
+// snapshot.
+func (inc *incremental) tried(ctx context.Context, pod *v1.Pod, changes []triedChange) *classState {
+	key, ok := classKey(pod)
+	if !ok {
+		return nil
+	}
+	c := inc.classes[key]
+	if c == nil {
+		return nil
+	}
+	cp := c.clone()
+	if cp == nil || inc.applyTried(ctx, cp, changes) != nil {
+		return nil
+	}
+	if cp.spread != nil {
+		cp.spread.refreshPaths()
+	}
+	return cp
+}
+
+// clone copies a class's state (nil if its shape is not the one expected).
+func (c *classState) clone() *classState {
+	if c.spread != nil && c.spread.pathsStale {
+		c.spread.refreshPaths()
+	}
+	cs, ok := c.cs.Clone().(*framework.CycleState)
+	if !ok {
+		return nil
+	}
+	cp := &classState{pod: c.pod, cs: cs, affinityOn: c.affinityOn, spreadKeys: c.spreadKeys, affinityKeys: c.affinityKeys}
+	if c.spread != nil {
+		data, err := cs.Read(spreadStateKey)
+		if err != nil {
+			return nil
+		}
+		if cp.spread, err = viewSpread(data); err != nil {
+			return nil
+		}
+	}
+	return cp
+}
+
+// errTrial says the changes tried cannot be applied to a copy of a class's state.
+var errTrial = errors.New("the changes tried are not ones a class state's copy follows")
+
+// applyTried applies the changes tried to a copy of a class's state.
+func (inc *incremental) applyTried(ctx context.Context, cp *classState, changes []triedChange) error {
+	relabels, antiAdded := 0, false
+	for _, ch := range changes {
+		if ch.pod != nil {
+			if ch.pod.GetPod().DeletionTimestamp != nil {
+				return errTrial
+			}
+			antiAdded = antiAdded || len(ch.pod.GetRequiredAntiAffinityTerms()) > 0
+			ni := framework.NewNodeInfo()
+			ni.SetNode(ch.node)
+			if err := inc.podClass(ctx, cp, ni, ch.pod, ch.sign); err != nil {
+				return err
+			}
+			continue
+		}
+		changed := changedKeys(ch.old, ch.node)
+		taintsChanged := !reflect.DeepEqual(ch.old.Spec.Taints, ch.node.Spec.Taints)
+		if len(changed) == 0 && !taintsChanged {
+			continue
+		}
+		// the node counts per domain (addContribution) are the snapshot's before the trial: right for one relabel
+		if relabels++; relabels > 1 {
+			return errTrial
+		}
+		after := framework.NewNodeInfo()
+		after.SetNode(ch.node)
+		for _, pi := range ch.pods {
+			after.AddPodInfo(pi)
+		}
+		rc := inc.relabel(ch.old, after, changed, taintsChanged)
+		rc.anti = rc.anti || antiAdded
+		if err := inc.relabelClass(ctx, cp, &rc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // track starts counting the nodes per value of a topology key.
@@ -422,7 +517,6 @@ func (inc *incremental) nodeRemoving(ni fwk.NodeInfo) {
 	inc.countNode(ni.Node(), -1)
 }
 
-//nolint:gocyclo // one case per kind of node change the incremental PreFilter state follows
 func (inc *incremental) nodeChanged(ni fwk.NodeInfo, old *v1.Node) {
 	changed := changedKeys(old, ni.Node())
 	taintsChanged := !reflect.DeepEqual(old.Spec.Taints, ni.Node().Spec.Taints)
@@ -430,38 +524,67 @@ func (inc *incremental) nodeChanged(ni fwk.NodeInfo, old *v1.Node) {
 		return
 	}
 	ctx := context.Background()
-	var before *framework.NodeInfo // the node as it was, with its pods
-	anti := false
-	for k := range changed {
-		if inc.antiKeys[k] > 0 {
-			anti = true
-		}
-	}
+	rc := inc.relabel(old, ni, changed, taintsChanged)
 	for key, c := range inc.classes {
-		if c.spread != nil && (taintsChanged || anyKey(changed, c.spreadKeys)) {
-			if before == nil {
-				before = nodeInfoAs(old, ni)
-			}
-			if inc.addContribution(ctx, c, before, -1) != nil || inc.addContribution(ctx, c, ni, 1) != nil {
-				inc.drop(key)
-				continue
-			}
-		}
-		if c.affinityOn && len(ni.GetPods()) > 0 && (anti || anyKey(changed, c.affinityKeys)) {
-			if before == nil {
-				before = nodeInfoAs(old, ni)
-			}
-			ext := inc.affinity.PreFilterExtensions()
-			for _, pi := range ni.GetPods() {
-				if !ext.RemovePod(ctx, c.cs, c.pod, pi, before).IsSuccess() || !ext.AddPod(ctx, c.cs, c.pod, pi, ni).IsSuccess() {
-					inc.drop(key)
-					break
-				}
-			}
+		if inc.relabelClass(ctx, c, &rc) != nil {
+			inc.drop(key)
 		}
 	}
 	inc.countNode(old, -1)
 	inc.countNode(ni.Node(), 1)
+}
+
+// relabelling is one node's relabel, as every class's state takes it in (relabelClass).
+type relabelling struct {
+	old           *v1.Node
+	ni            fwk.NodeInfo
+	changed       map[string]bool
+	taintsChanged bool
+	// anti: a changed key is the topology key of some pod's required anti-affinity term.
+	anti bool
+	// before is the node as it was, with its pods (made when first needed).
+	before *framework.NodeInfo
+}
+
+func (inc *incremental) relabel(old *v1.Node, ni fwk.NodeInfo, changed map[string]bool, taintsChanged bool) relabelling {
+	rc := relabelling{old: old, ni: ni, changed: changed, taintsChanged: taintsChanged}
+	for k := range changed {
+		if inc.antiKeys[k] > 0 {
+			rc.anti = true
+		}
+	}
+	return rc
+}
+
+// relabelClass moves a relabelled node's pods from their old domains to their new ones in one class's state; an
+// error means the state cannot follow (it is computed again).
+func (inc *incremental) relabelClass(ctx context.Context, c *classState, rc *relabelling) error {
+	if c.spread != nil && (rc.taintsChanged || anyKey(rc.changed, c.spreadKeys)) {
+		if rc.before == nil {
+			rc.before = nodeInfoAs(rc.old, rc.ni)
+		}
+		if err := inc.addContribution(ctx, c, rc.before, -1); err != nil {
+			return err
+		}
+		if err := inc.addContribution(ctx, c, rc.ni, 1); err != nil {
+			return err
+		}
+	}
+	if c.affinityOn && len(rc.ni.GetPods()) > 0 && (rc.anti || anyKey(rc.changed, c.affinityKeys)) {
+		if rc.before == nil {
+			rc.before = nodeInfoAs(rc.old, rc.ni)
+		}
+		ext := inc.affinity.PreFilterExtensions()
+		for _, pi := range rc.ni.GetPods() {
+			if st := ext.RemovePod(ctx, c.cs, c.pod, pi, rc.before); !st.IsSuccess() {
+				return st.AsError()
+			}
+			if st := ext.AddPod(ctx, c.cs, c.pod, pi, rc.ni); !st.IsSuccess() {
+				return st.AsError()
+			}
+		}
+	}
+	return nil
 }
 
 func (inc *incremental) podAdded(ni fwk.NodeInfo, pi fwk.PodInfo) {
@@ -473,7 +596,6 @@ func (inc *incremental) podRemoved(ni fwk.NodeInfo, pi fwk.PodInfo) {
 }
 
 func (inc *incremental) podChanged(ni fwk.NodeInfo, pi fwk.PodInfo, sign int) {
-	ctx := context.Background()
 	if pi.GetPod().DeletionTimestamp != nil {
 		// PreFilter does not count terminating pods but the extensions would: forget everything
 		for key := range inc.classes {
@@ -482,25 +604,60 @@ func (inc *incremental) podChanged(ni fwk.NodeInfo, pi fwk.PodInfo, sign int) {
 		return
 	}
 	inc.countAntiKeys(pi, sign)
-	hasAnti := len(pi.GetRequiredAntiAffinityTerms()) > 0
+	ctx := context.Background()
 	for key, c := range inc.classes {
-		if c.spread != nil && c.pod.Namespace == pi.GetPod().Namespace {
-			if !applyPod(ctx, inc.spread, c, pi, ni, sign).IsSuccess() {
-				inc.drop(key)
-				continue
-			}
-			c.spread.pathsStale = true
-		}
-		switch {
-		case c.affinityOn:
-			if !applyPod(ctx, inc.affinity, c, pi, ni, sign).IsSuccess() {
-				inc.drop(key)
-			}
-		case hasAnti && sign > 0:
-			// the plugin skipped the class because no pod had required anti-affinity; one has now
+		if inc.podClass(ctx, c, ni, pi, sign) != nil {
 			inc.drop(key)
 		}
 	}
+}
+
+// errSkipMayEnd says a pod joining the snapshot may make InterPodAffinity stop skipping a class.
+var errSkipMayEnd = errors.New("InterPodAffinity may no longer skip the class")
+
+// podClass adds (sign 1) or removes a pod in one class's state; an error means the state cannot follow (it is
+// computed again).
+func (inc *incremental) podClass(ctx context.Context, c *classState, ni fwk.NodeInfo, pi fwk.PodInfo, sign int) error {
+	if c.spread != nil && c.pod.Namespace == pi.GetPod().Namespace {
+		if st := applyPod(ctx, inc.spread, c, pi, ni, sign); !st.IsSuccess() {
+			return st.AsError()
+		}
+		c.spread.pathsStale = true
+	}
+	switch {
+	case c.affinityOn:
+		if st := applyPod(ctx, inc.affinity, c, pi, ni, sign); !st.IsSuccess() {
+			return st.AsError()
+		}
+	case sign > 0 && len(pi.GetRequiredAntiAffinityTerms()) > 0 && inc.mayStopSkipping(c, pi):
+		// the plugin skipped the class because no pod's required anti-affinity matched it; one may now
+		return errSkipMayEnd
+	}
+	return nil
+}
+
+// mayStopSkipping reports whether a pod joining the snapshot can make InterPodAffinity stop skipping a class it
+// skipped. The plugin skips a pod with no affinity terms of its own when no existing pod's required
+// anti-affinity term matches it; so only a joining pod whose term matches the class's pod changes that. With the
+// InterPodAffinityHostnameFastPath feature, any pod with a hostname-scoped term does, and a term with a namespace
+// selector needs the namespace's labels: both answer yes.
+func (inc *incremental) mayStopSkipping(c *classState, pi fwk.PodInfo) bool {
+	if inc.hostnameFastPath {
+		return true
+	}
+	if a := pi.GetPod().Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			if t.NamespaceSelector != nil {
+				return true
+			}
+		}
+	}
+	for _, t := range pi.GetRequiredAntiAffinityTerms() {
+		if t.Matches(c.pod, nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // applyPod adds (sign 1) or removes a pod to a class's state through the plugin's extension.

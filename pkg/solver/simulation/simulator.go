@@ -38,8 +38,9 @@ type Simulator struct {
 	// spread and affinity are the incremental plugins, built like the framework's own.
 	spread, affinity fwk.PreFilterPlugin
 	opts             Options
-	// Counts of PreFilter and Filter runs, for benchmarks.
-	PreFilters, Filters int
+	// Counts of PreFilter and Filter runs, for benchmarks; FullPreFilters counts the PreFilter runs over the whole
+	// snapshot (not from the incremental cache).
+	PreFilters, Filters, FullPreFilters int
 	// Stale counts Filter calls given a lent state the snapshot had changed since (computed again); Mismatches
 	// are the differences CheckIncremental found.
 	Stale      int
@@ -192,18 +193,24 @@ func (s *Simulator) Snapshot() *Snapshot { return s.snapshot.Snapshot }
 // PreFilter runs the PreFilter plugins for a pod against the current snapshot and returns the cycle state the
 // Filter plugins need. A non-success status means the pod fits no node of the snapshot at all.
 //
-// Unless the snapshot is suspended (a trial), the state of PodTopologySpread and InterPodAffinity comes from the
-// snapshot's incremental cache: it is valid until the snapshot next changes.
+// The state of PodTopologySpread and InterPodAffinity comes from the snapshot's incremental cache: it is valid
+// until the snapshot next changes. While the snapshot is suspended (a trial), it is a copy of the cache's with the
+// changes tried since applied.
 func (s *Simulator) PreFilter(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.PreFilterResult, *fwk.Status) {
 	s.PreFilters++
 	snap := s.snapshot.Snapshot
 	inc, ok := snap.observer.(*incremental)
-	if !ok || s.light == nil || snap.Suspended() {
+	if !ok || s.light == nil || (snap.Suspended() && !snap.triedAll) {
 		return s.fromScratch(ctx, pod)
 	}
-	nodes, _ := snap.List()
-	c, err := inc.class(ctx, pod, nodes)
-	if c == nil || err != nil {
+	var c *classState
+	if snap.Suspended() {
+		c = inc.tried(ctx, pod, snap.tried)
+	} else {
+		nodes, _ := snap.List()
+		c, _ = inc.class(ctx, pod, nodes)
+	}
+	if c == nil {
 		return s.fromScratch(ctx, pod)
 	}
 	state := framework.NewCycleState()
@@ -220,6 +227,7 @@ func (s *Simulator) PreFilter(ctx context.Context, pod *v1.Pod) (fwk.CycleState,
 }
 
 func (s *Simulator) fromScratch(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.PreFilterResult, *fwk.Status) {
+	s.FullPreFilters++
 	state := framework.NewCycleState()
 	state.SetRecordPluginMetrics(false)
 	res, status, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)

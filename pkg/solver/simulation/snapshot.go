@@ -10,6 +10,7 @@ package simulation
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -39,6 +40,19 @@ type Snapshot struct {
 	observer  observer
 	suspended int
 	gen       uint64
+	// tried logs the changes made while suspended, in order (until the last Resume); triedAll is false once one
+	// of them is of a kind the log does not keep (a node added or removed).
+	tried    []triedChange
+	triedAll bool
+}
+
+// triedChange is a change made while suspended, as it was when made: a node relabelled (old to node, with the pods
+// it had) or a pod added (sign 1) or removed (-1) on a node.
+type triedChange struct {
+	old, node *v1.Node
+	pods      []fwk.PodInfo
+	pod       fwk.PodInfo
+	sign      int
 }
 
 // observer is told of each change to a snapshot: pods added and removed, nodes added (empty: their pods follow
@@ -66,8 +80,14 @@ func (s *Snapshot) notify(tell func(observer)) {
 
 // Suspend stops telling the observer about changes until the matching Resume. Between the two the caller changes
 // the snapshot only to try something and must leave it exactly as it found it: a trial that is kept is applied
-// again after Resume. While suspended, PreFilter computes its state from scratch.
-func (s *Snapshot) Suspend() { s.suspended++ }
+// again after Resume. While suspended, PreFilter computes its state from the incremental state and the changes
+// tried since (Tried), or from scratch.
+func (s *Snapshot) Suspend() {
+	if s.suspended == 0 {
+		s.tried, s.triedAll = s.tried[:0], true
+	}
+	s.suspended++
+}
 
 // Resume ends a Suspend.
 func (s *Snapshot) Resume() {
@@ -75,6 +95,24 @@ func (s *Snapshot) Resume() {
 		panic("simulation: Resume without Suspend")
 	}
 	s.suspended--
+	if s.suspended == 0 {
+		clear(s.tried)
+		s.tried = s.tried[:0]
+	}
+}
+
+// try logs a change made while suspended.
+func (s *Snapshot) try(c triedChange) {
+	if s.suspended > 0 && s.triedAll {
+		s.tried = append(s.tried, c)
+	}
+}
+
+// untried marks the changes since Suspend as not all logged.
+func (s *Snapshot) untried() {
+	if s.suspended > 0 {
+		s.triedAll = false
+	}
 }
 
 // Suspended reports whether changes are being tried.
@@ -96,6 +134,7 @@ func (s *Snapshot) AddNode(node *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
 	s.nodes[node.Name] = ni
 	s.index[node.Name] = len(s.list)
 	s.list = append(s.list, ni)
+	s.untried()
 	s.notify(func(o observer) { o.nodeAdded(ni) })
 	for _, p := range pods {
 		s.addPod(ni, p)
@@ -110,6 +149,7 @@ func (s *Snapshot) RemoveNode(name string) {
 	if !ok {
 		return
 	}
+	s.untried()
 	s.notify(func(o observer) { o.nodeRemoving(ni) })
 	for _, pi := range ni.GetPods() {
 		s.countPVCs(pi.GetPod(), -1)
@@ -160,6 +200,7 @@ func (s *Snapshot) addPod(ni *framework.NodeInfo, pod *v1.Pod) {
 		s.listsDirty = true
 	}
 	s.countPVCs(pod, 1)
+	s.try(triedChange{node: ni.Node(), pod: pi, sign: 1})
 	s.notify(func(o observer) { o.podAdded(ni, pi) })
 }
 
@@ -171,6 +212,9 @@ func (s *Snapshot) SetNode(node *v1.Node) error {
 	}
 	old := ni.Node()
 	ni.SetNode(node)
+	if s.suspended > 0 && s.triedAll {
+		s.try(triedChange{old: old, node: node, pods: slices.Clone(ni.GetPods())})
+	}
 	s.notify(func(o observer) { o.nodeChanged(ni, old) })
 	return nil
 }
@@ -188,14 +232,19 @@ func (s *Snapshot) RemovePod(nodeName string, pod *v1.Pod) error {
 			break
 		}
 	}
+	hadAffinity := len(ni.PodsWithAffinity) > 0
 	if err := ni.RemovePod(klog.Background(), pod); err != nil {
 		return err
 	}
 	if removed != nil {
+		s.try(triedChange{node: ni.Node(), pod: removed, sign: -1})
 		s.notify(func(o observer) { o.podRemoved(ni, removed) })
 	}
 	s.countPVCs(pod, -1)
-	s.listsDirty = true
+	// the lists of nodes with affinity or anti-affinity pods change only when such a pod goes
+	if removed == nil || hadAffinity != (len(ni.PodsWithAffinity) > 0) || len(removed.GetRequiredAntiAffinityTerms()) > 0 {
+		s.listsDirty = true
+	}
 	return nil
 }
 
