@@ -37,6 +37,10 @@ type placing struct {
 	// (hostAntiSet: computed), for refusedByHostAntiAffinity.
 	hostAnti    []podSelector
 	hostAntiSet bool
+	// hostGroups are the spread groups on the hostname the pod matches whose domains do not depend on node
+	// labels (hostGroupsSet: computed), for refusedByHostSpread.
+	hostGroups    []*spreadGroup
+	hostGroupsSet bool
 	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
 	reserve vec
 }
@@ -65,6 +69,30 @@ func (pl *placing) refusedByHostAntiAffinity(snap *simulation.Snapshot, node str
 			if sel.matches(p) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// refusedByHostSpread reports whether the pod would break a hard hostname spread it matches on the node: the
+// spread groups' check in tryChoice would refuse every narrowing of the node, since its hostname and taints stay
+// as they are (groups whose domains depend on the owner's node affinity are left to that check).
+func (st *solve) refusedByHostSpread(pl *placing, n *openNode) bool {
+	if !pl.hostGroupsSet {
+		pl.hostGroupsSet = true
+		for _, g := range st.groups {
+			if g.key == corev1.LabelHostname && g.affinity == nil && g.matches(pl.pod) {
+				pl.hostGroups = append(pl.hostGroups, g)
+			}
+		}
+	}
+	if len(pl.hostGroups) == 0 {
+		return false
+	}
+	node := st.snap.NodeInfo(n.name).Node()
+	for _, g := range pl.hostGroups {
+		if g.eligible(node) && !g.allows(n.name) {
+			return true
 		}
 	}
 	return false
@@ -308,8 +336,8 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
-		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) {
-			continue // the Filter plugins would refuse it, whatever the node's type
+		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) || st.refusedByHostSpread(pl, c.n) {
+			continue // refused whatever type or zone the node is narrowed to
 		}
 		if st.tryOpen(c.n, pl) {
 			return true
@@ -329,7 +357,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
-		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) {
+		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) || st.refusedByHostSpread(pl, c.n) {
 			continue
 		}
 		if st.tryOpen(c.n, pl) {
