@@ -19,7 +19,11 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //     grows least, or on a new virtual node (newnode.go), whichever costs less; preference levels (podreqs.go)
 //     are tried strictest first, never buying a node for a preference. Every try narrows the virtual node (its
 //     candidate instance types, zone, capacity type, labels) to what the pod needs (offerings.go) and runs the
-//     Filter plugins on it in the simulation snapshot (package simulation).
+//     Filter plugins on it in the simulation snapshot (package simulation); a try a hostname anti-affinity or
+//     hostname spread refuses whatever the narrowing is skipped before it.
+//   - candidates.go: the open nodes a placement tries, kept per placement shape (requests, companion room,
+//     NodePools, zone care) best first and brought up to date from the nodes changed since, so a placement costs
+//     what changed, not a walk over every open node.
 //   - opennode.go: a virtual node: candidate instance types, the cheapest type holding its pods, the labels it
 //     will have (NodeLabels: only what its NodePool, instance type and offering define).
 //   - spread.go: hard topology spread constraints kept satisfiable in any binding order (domains, eligibility by

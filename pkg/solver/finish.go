@@ -52,16 +52,13 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		it *cloud.InstanceType
 		o  cloud.Offering
 	}
-	var fits []priced
+	fits := make([]priced, 0, len(n.candidates))
+	reqsKey := n.reqs.Key()
 	for _, it := range n.candidates {
 		if !fitsList(requests, it.Allocatable()) {
 			continue
 		}
-		offers := st.withReservedRoom(it.Offerings.Compatible(n.reqs))
-		if n.pinned[corev1.LabelTopologyZone] || n.pinned[stevedorev1.LabelCapacityType] {
-			offers = Offerings(offers).only(n)
-		}
-		o, ok := cloud.Offerings(offers).Cheapest()
+		o, ok := st.cheapestFor(it, n, reqsKey)
 		if !ok {
 			continue
 		}
@@ -99,6 +96,44 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		pn.InstanceTypes = append(pn.InstanceTypes, f.it)
 	}
 	return pn
+}
+
+// cheapestFor is the cheapest offering of it a node may use: compatible with its requirements (whose key is
+// reqsKey), in its zone and capacity type where it pinned them, and, for reserved offerings, in a reservation with
+// room left. Nodes alike ask the same of the same types, so types without reserved offerings are memoised.
+func (st *solve) cheapestFor(it *cloud.InstanceType, n *openNode, reqsKey string) (cloud.Offering, bool) {
+	cheapest := func() (cloud.Offering, bool) {
+		offers := st.withReservedRoom(it.Offerings.Compatible(n.reqs))
+		if n.pinned[corev1.LabelTopologyZone] || n.pinned[stevedorev1.LabelCapacityType] {
+			offers = Offerings(offers).only(n)
+		}
+		return cloud.Offerings(offers).Cheapest()
+	}
+	if slices.ContainsFunc(it.Offerings, func(o cloud.Offering) bool { return o.ReservationID != "" }) {
+		return cheapest() // a reservation's room changes as nodes are planned
+	}
+	zone, ct := n.pinnedOffering()
+	key := offerKey{it: it, reqs: reqsKey, zone: zone, ct: ct}
+	if m, ok := st.offerMemo[key]; ok {
+		return m.o, m.ok
+	}
+	o, ok := cheapest()
+	if st.offerMemo == nil {
+		st.offerMemo = map[offerKey]offerMemo{}
+	}
+	st.offerMemo[key] = offerMemo{o, ok}
+	return o, ok
+}
+
+// offerKey names a type's cheapest offering for requirements (their Key) and a pinned zone and capacity type.
+type offerKey struct {
+	it             *cloud.InstanceType
+	reqs, zone, ct string
+}
+
+type offerMemo struct {
+	o  cloud.Offering
+	ok bool
 }
 
 // withReservedRoom drops the reserved offerings whose reservation the nodes planned so far have filled: a

@@ -138,8 +138,9 @@ type Plan struct {
 	InFlight map[string][]*corev1.Pod
 	// Unschedulable says why a pod got no node, by pod UID.
 	Unschedulable map[types.UID]string
-	// Cost is the hourly price of the new nodes.
-	Cost float64
+	// Cost is the hourly price of the new nodes; GreedyCost what they cost after the greedy placement, before the
+	// improvement phase (Input.TimeBudget).
+	Cost, GreedyCost float64
 	// Duration of the solve.
 	Duration time.Duration
 	// Attempts is how many times the greedy placement ran: once, plus the repair rounds and restarts of a batch
@@ -183,6 +184,8 @@ type solve struct {
 	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
 	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
 	reservedUsed map[string]int
+	// offerMemo memoises cheapestFor.
+	offerMemo map[offerKey]offerMemo
 	// prices shares the open nodes' price-ordered candidate lists (priceLists).
 	prices   priceLists
 	ctx      context.Context
@@ -279,12 +282,14 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	greedy := st.cost()
 	if in.TimeBudget > 0 {
 		// the improvement phase has its own budget, counted from the end of the greedy phase: a large batch
 		// whose greedy placement took longer than the budget is still improved
 		st.improve(time.Now().Add(in.TimeBudget))
 	}
 	st.finish()
+	st.plan.GreedyCost = greedy
 	st.plan.Duration = time.Since(start)
 	st.plan.CandidateMismatches, s.mismatches = s.mismatches, nil
 	return st.plan, nil
