@@ -147,10 +147,12 @@ func loadProblem(b testing.TB, n int) (*OfflineProblem, float64) {
 	}
 	var bounds []bound
 	readJSON(b, "bounds_summary.json", &bounds)
+	// the bound is a sum over the pods (their CPU, memory and count against the cheapest capacity of each): copies
+	// of the mix multiply it
 	lp := 0.0
 	for _, x := range bounds {
-		if x.N == n {
-			lp = x.LP
+		if x.N == file {
+			lp = x.LP * float64(copies)
 		}
 	}
 	return p, lp

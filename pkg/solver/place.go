@@ -277,7 +277,11 @@ func insertTop(list []openCand, c openCand, keep int) []openCand {
 	return list
 }
 
-const maxOpenTries = 12
+// maxOpenTries is how many open nodes a placement tries (per zone and capacity type, for a pod that cares) before
+// it opens a new node. With few tries a large batch bought nodes its open ones could have taken: at 20,000 pods of
+// Karpenter's benchmark, 12 tries gave a plan 1.21x the lower bound, 64 give 1.11x, in the same time (the kept
+// candidate lists make a try's cost what the node's narrowing and Filter plugins cost).
+const maxOpenTries = 64
 
 // placeOptions restrict a placement: whether a new node may be opened, a node to leave alone (the one being
 // emptied during improvement), and the most the receiving node's price may grow.
