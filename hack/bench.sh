@@ -3,6 +3,8 @@
 #  - the solver on Karpenter's scheduling benchmark input (100, 1000, 5000, 20000, 50000 pods: pods/s, allocations
 #    per pod, peak RSS, cost against the fractional lower bound, first-fit-decreasing for comparison, and whether
 #    repeated solves gave identical plans);
+#  - with KARPENTER_SRC set to a checkout of kubernetes-sigs/karpenter: Karpenter's own scheduling benchmark beside
+#    the solver's, alternating runs in this sitting (hack/bench-karpenter.sh); without it, the report says so;
 #  - interruption messages handled per second;
 #  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
 #    and Balanced on a scale-in and on a drift of pod sizes;
@@ -42,6 +44,14 @@ for n in ${BENCH_SIZES:-100 1000 5000 20000 50000}; do
   run "solver on Karpenter's benchmark input, $n pods" go test -run '^$' \
     -bench "BenchmarkPlan$n\$" -benchtime "$times" -benchmem -timeout 120m ./pkg/solver/
 done
+# Karpenter's own benchmark beside the solver's, alternating, when a Karpenter checkout is given
+if [[ -n "${KARPENTER_SRC:-}" ]]; then
+  run "the solver beside Karpenter's BenchmarkScheduling, alternating runs in this sitting (checkout $KARPENTER_SRC)" \
+    hack/bench-karpenter.sh "$KARPENTER_SRC"
+else
+  echo "== the solver beside Karpenter: not run (set KARPENTER_SRC to a checkout of kubernetes-sigs/karpenter); the figures above are Stevedore's alone" |
+    tee -a "$raw"
+fi
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env STEVEDORE_BIN="$PWD/bin/scheduler" \
