@@ -50,13 +50,16 @@ func (st *solve) shape(pl *placing, opts placeOptions, byZone bool) (placeShape,
 	if opts.exclude != nil || st.in.FirstFitDecreasing || !pl.pre.AllNodes() {
 		return placeShape{}, false
 	}
-	pools := make([]byte, len(st.in.NodePools))
-	for i := range st.in.NodePools {
-		if pl.usable(&st.in.NodePools[i]) {
-			pools[i] = 1
+	if !pl.poolsSet || pl.poolsAvoid != pl.avoidPreferNoSchedule {
+		pools := make([]byte, len(st.in.NodePools))
+		for i := range st.in.NodePools {
+			if pl.usable(&st.in.NodePools[i]) {
+				pools[i] = 1
+			}
 		}
+		pl.pools, pl.poolsSet, pl.poolsAvoid = string(pools), true, pl.avoidPreferNoSchedule
 	}
-	return placeShape{need: pl.need, reserve: pl.reserve, pools: string(pools), byZone: byZone}, true
+	return placeShape{need: pl.need, reserve: pl.reserve, pools: pl.pools, byZone: byZone}, true
 }
 
 // rank is how a node ranks for a placement (the candidate placeOnOpenWith would consider), or false when the

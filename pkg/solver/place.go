@@ -41,8 +41,19 @@ type placing struct {
 	// labels (hostGroupsSet: computed), for refusedByHostSpread.
 	hostGroups    []*spreadGroup
 	hostGroupsSet bool
+	// pools names the NodePools the placement may use (usable), for its shape; computed for avoidPreferNoSchedule
+	// poolsAvoid when poolsSet.
+	pools                string
+	poolsSet, poolsAvoid bool
 	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
 	reserve vec
+}
+
+// refusedWhateverNarrowing reports whether the pod is refused on the node whatever type or zone the node is
+// narrowed to (its hostname anti-affinity or a hostname spread): a try that need not narrow the node and run the
+// Filter plugins to find out.
+func (st *solve) refusedWhateverNarrowing(pl *placing, n *openNode) bool {
+	return pl.refusedByHostAntiAffinity(st.snap, n.name) || st.refusedByHostSpread(pl, n)
 }
 
 // refusedByHostAntiAffinity reports whether a pod on the node matches one of the pod's required anti-affinity
@@ -279,8 +290,8 @@ func insertTop(list []openCand, c openCand, keep int) []openCand {
 
 // maxOpenTries is how many open nodes a placement tries (per zone and capacity type, for a pod that cares) before
 // it opens a new node. With few tries a large batch bought nodes its open ones could have taken: at 20,000 pods of
-// Karpenter's benchmark, 12 tries gave a plan 1.21x the lower bound, 64 give 1.11x, in the same time (the kept
-// candidate lists make a try's cost what the node's narrowing and Filter plugins cost).
+// Karpenter's benchmark, 12 tries gave a plan 1.21x the lower bound, 64 give 1.11x in about the same time; at
+// 50,000 pods 1.32x against 1.17x, for a solve of 34 s against 61 s (the refused tries' Filter runs).
 const maxOpenTries = 64
 
 // placeOptions restrict a placement: whether a new node may be opened, a node to leave alone (the one being
@@ -340,8 +351,8 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
-		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) || st.refusedByHostSpread(pl, c.n) {
-			continue // refused whatever type or zone the node is narrowed to
+		if st.refusedWhateverNarrowing(pl, c.n) {
+			continue
 		}
 		if st.tryOpen(c.n, pl) {
 			return true
@@ -361,7 +372,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 			break
 		}
 		tries++
-		if pl.refusedByHostAntiAffinity(st.snap, c.n.name) || st.refusedByHostSpread(pl, c.n) {
+		if st.refusedWhateverNarrowing(pl, c.n) {
 			continue
 		}
 		if st.tryOpen(c.n, pl) {

@@ -255,9 +255,7 @@ func (inc *incremental) applyTried(ctx context.Context, cp *classState, changes 
 				return errTrial
 			}
 			antiAdded = antiAdded || len(ch.pod.GetRequiredAntiAffinityTerms()) > 0
-			ni := framework.NewNodeInfo()
-			ni.SetNode(ch.node)
-			if err := inc.podClass(ctx, cp, ni, ch.pod, ch.sign); err != nil {
+			if err := inc.podClass(ctx, cp, nodeInfoWith(ch.node, nil), ch.pod, ch.sign); err != nil {
 				return err
 			}
 			continue
@@ -271,12 +269,7 @@ func (inc *incremental) applyTried(ctx context.Context, cp *classState, changes 
 		if relabels++; relabels > 1 {
 			return errTrial
 		}
-		after := framework.NewNodeInfo()
-		after.SetNode(ch.node)
-		for _, pi := range ch.pods {
-			after.AddPodInfo(pi)
-		}
-		rc := inc.relabel(ch.old, after, changed, taintsChanged)
+		rc := inc.relabel(ch.old, nodeInfoWith(ch.node, ch.pods), changed, taintsChanged)
 		rc.anti = rc.anti || antiAdded
 		if err := inc.relabelClass(ctx, cp, &rc); err != nil {
 			return err
@@ -704,9 +697,14 @@ func anyKey(changed, keys map[string]bool) bool {
 
 // nodeInfoAs is a NodeInfo of node with ni's pods.
 func nodeInfoAs(node *v1.Node, ni fwk.NodeInfo) *framework.NodeInfo {
+	return nodeInfoWith(node, ni.GetPods())
+}
+
+// nodeInfoWith is a NodeInfo of node with pods.
+func nodeInfoWith(node *v1.Node, pods []fwk.PodInfo) *framework.NodeInfo {
 	out := framework.NewNodeInfo()
 	out.SetNode(node)
-	for _, pi := range ni.GetPods() {
+	for _, pi := range pods {
 		out.AddPodInfo(pi)
 	}
 	return out
