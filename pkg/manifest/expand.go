@@ -54,6 +54,9 @@ func Expand(objs []runtime.Object) ([]runtime.Object, error) {
 func workloadPods(o runtime.Object) ([]*corev1.Pod, bool) {
 	switch w := o.(type) {
 	case *corev1.Pod:
+		if admitted(w) {
+			return []*corev1.Pod{w}, true // nothing to default: the pod itself (a cluster dump's pods are most of it)
+		}
 		return []*corev1.Pod{w.DeepCopy()}, true
 	case *appsv1.Deployment:
 		return podsOf("Deployment", w.ObjectMeta, w.Spec.Template, replicas(w.Spec.Replicas)), true
@@ -155,6 +158,30 @@ func admit(p *corev1.Pod, classes map[string]*nodev1.RuntimeClass) error {
 		}
 	}
 	return nil
+}
+
+// admitted reports whether admit would leave p as it is: a namespace and a UID, no RuntimeClass, and a request for
+// every limit (as a pod read from a cluster has).
+func admitted(p *corev1.Pod) bool {
+	if p.Namespace == "" || p.UID == "" || (p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName != "") {
+		return false
+	}
+	requested := func(r *corev1.ResourceRequirements) bool {
+		for name := range r.Limits {
+			if _, ok := r.Requests[name]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if !requested(&list[i].Resources) {
+				return false
+			}
+		}
+	}
+	return p.Spec.Resources == nil || requested(p.Spec.Resources)
 }
 
 // DefaultRequests gives every container of a pod (and the pod, with pod-level resources) the requests the API

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 func TestExpandCreatesTheWorkloadsPodsAsTheControllersAndAdmissionWould(t *testing.T) {
@@ -141,4 +142,52 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestExpandCopiesOnlyThePodsAdmissionChanges(t *testing.T) {
+	objs, err := NewDecoder().Decode(strings.NewReader(`apiVersion: v1
+kind: Pod
+metadata: {name: read, namespace: web, uid: 0b6c}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}, limits: {cpu: "2"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: no-uid, namespace: web}
+spec: {containers: [{name: c, image: i}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: limits-only, namespace: web, uid: 7f1a}
+spec: {containers: [{name: c, image: i, resources: {limits: {cpu: "2"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pod-limits-only, namespace: web, uid: 9e2d}
+spec:
+  resources: {limits: {memory: 1Gi}}
+  containers: [{name: c, image: i}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := map[string]*corev1.Pod{}
+	before := map[string]*corev1.Pod{}
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		given[p.Name], before[p.Name] = p, p.DeepCopy()
+	}
+	out, err := Expand(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSame := map[string]bool{"read": true, "no-uid": false, "limits-only": false, "pod-limits-only": false}
+	for _, o := range out {
+		p := o.(*corev1.Pod)
+		if same := p == given[p.Name]; same != wantSame[p.Name] {
+			t.Errorf("pod %s: returned the given pod %v, want %v", p.Name, same, wantSame[p.Name])
+		}
+		if !equality.Semantic.DeepEqual(given[p.Name], before[p.Name]) {
+			t.Errorf("pod %s: Expand changed the pod it was given", p.Name)
+		}
+	}
 }

@@ -73,14 +73,18 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		}
 		return strings.Compare(a.it.Name, b.it.Name)
 	})
-	reqs := n.reqs.Clone()
-	// a label the NodePool requires on every node (In several values, Exists, Gt, Lt) gets one value now
+	// a label the NodePool requires on every node (In several values, Exists, Gt, Lt) gets one value now; the node's
+	// own requirements are copied only when one does (the open node is not used after the plan is built)
+	reqs, copied := n.reqs, false
 	for _, key := range slices.Sorted(maps.Keys(n.pool.Requirements)) {
 		r, ok := reqs[key]
 		if !ok || !n.pool.labelsNode(key) || r.AllowsAbsence() || (r.IsFinite() && r.Len() == 1) || scheduling.IsRestricted(key) {
 			continue
 		}
 		if v := r.Pick(); v != "" {
+			if !copied {
+				reqs, copied = reqs.Clone(), true
+			}
 			reqs.Add(scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v))
 		}
 	}
@@ -92,9 +96,13 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 	}
 	pn := &PlannedNode{NodePool: n.pool.NodePool, PoolRequirements: n.pool.Requirements, Requirements: reqs,
 		InstanceType: fits[0].it, Offering: fits[0].o, Pods: n.pods, DaemonSets: n.ds, Requests: requests}
-	for _, f := range fits {
-		pn.InstanceTypes = append(pn.InstanceTypes, f.it)
+	// alike nodes fit the same types in the same order: one list each would be most of a plan's memory at tens
+	// of thousands of nodes (hundreds of types per node), so they share one (never written to)
+	list := make([]*cloud.InstanceType, len(fits))
+	for i, f := range fits {
+		list[i] = f.it
 	}
+	pn.InstanceTypes = st.prices.intern(list)
 	return pn
 }
 

@@ -53,7 +53,8 @@ type OfflineProblem struct {
 // NewOfflineProblem collects NodePools, EC2NodeClasses, Pods, workloads (expanded into their pods by
 // manifest.Expand), Nodes and DaemonSets from objects. Pods without a node are the ones to place; pods bound to a
 // listed Node stay on it, and Nodes of a NodePool count against its limits. An object of another kind is an error
-// naming it.
+// naming it. The problem holds the given pods themselves, not copies (a cluster dump's pods are most of its
+// memory): neither it nor a solve modifies them.
 func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	objs, err := manifest.Expand(in.Objects)
 	if err != nil {
@@ -129,7 +130,7 @@ func (r *offlineObjects) collect(p *OfflineProblem, objs []runtime.Object) error
 				return fmt.Errorf("pod %s/%s appears twice", o.Namespace, o.Name)
 			}
 			seen[o.UID] = true
-			p.addPod(o.DeepCopy())
+			p.addPod(o)
 		case *policyv1.PodDisruptionBudget:
 			// read so that a cluster dump can be given as is; budgets do not change where pods go
 		default:

@@ -25,8 +25,9 @@ type priceLists struct {
 	types map[uint64][][]*cloud.InstanceType
 }
 
-// intern returns a list equal to cands that alike nodes share (the open nodes' candidates, and the offering
-// choices memoised for them, are mostly the same few lists). The list returned must not be written to.
+// intern returns a list equal to cands that alike nodes share (the open nodes' candidates, the offering choices
+// memoised for them and the planned nodes' types are mostly the same few lists). The list returned must not be
+// written to.
 func (pl *priceLists) intern(cands []*cloud.InstanceType) []*cloud.InstanceType {
 	key := uint64(typesHash(cands))
 	for _, known := range pl.types[key] {

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -217,7 +218,14 @@ func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
 			})...),
 			check: func(t *testing.T, plan *Plan) {
 				if len(plan.NewNodes) != 4 {
-					t.Errorf("%d nodes, want 4", len(plan.NewNodes))
+					t.Fatalf("%d nodes, want 4", len(plan.NewNodes))
+				}
+				// alike nodes fit the same types: the plan holds one list for them, not one each
+				first := plan.NewNodes[0].InstanceTypes
+				for _, n := range plan.NewNodes[1:] {
+					if len(n.InstanceTypes) == 0 || &n.InstanceTypes[0] != &first[0] {
+						t.Errorf("node of %s has its own list of %d types, want the shared one", n.Pods[0].Name, len(n.InstanceTypes))
+					}
 				}
 			},
 		},
@@ -290,6 +298,12 @@ func TestSolverBeatsFirstFitDecreasing(t *testing.T) {
 		}
 		objs = append(objs, p)
 	}
+	given := map[string]*corev1.Pod{}
+	for _, obj := range objs {
+		if p, ok := obj.(*corev1.Pod); ok {
+			given[p.Name] = p.DeepCopy()
+		}
+	}
 	plan, problem, sim := solveObjects(t, objs...)
 	if len(plan.Unschedulable) > 0 {
 		t.Fatalf("unschedulable: %v", plan.Unschedulable)
@@ -302,6 +316,12 @@ func TestSolverBeatsFirstFitDecreasing(t *testing.T) {
 	}
 	if plan.Cost >= ffd.Cost {
 		t.Fatalf("solver $%.3f/h, first-fit decreasing $%.3f/h: the solver must be cheaper", plan.Cost, ffd.Cost)
+	}
+	// the problem holds the pods themselves, and neither solve modified them
+	for _, p := range problem.Pods {
+		if !equality.Semantic.DeepEqual(p, given[p.Name]) {
+			t.Errorf("pod %s is not the pod given after solving", p.Name)
+		}
 	}
 	t.Logf("solver $%.3f/h on %d nodes, first-fit decreasing $%.3f/h on %d nodes", plan.Cost, len(plan.NewNodes), ffd.Cost, len(ffd.NewNodes))
 }
