@@ -166,35 +166,37 @@ func admitted(p *corev1.Pod) bool {
 	if p.Namespace == "" || p.UID == "" || (p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName != "") {
 		return false
 	}
-	requested := func(r *corev1.ResourceRequirements) bool {
+	for _, r := range resourceLists(p) {
 		for name := range r.Limits {
 			if _, ok := r.Requests[name]; !ok {
 				return false
 			}
 		}
-		return true
 	}
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range list {
-			if !requested(&list[i].Resources) {
-				return false
-			}
-		}
-	}
-	return p.Spec.Resources == nil || requested(p.Spec.Resources)
+	return true
 }
 
 // DefaultRequests gives every container of a pod (and the pod, with pod-level resources) the requests the API
 // server defaults from its limits.
 func DefaultRequests(p *corev1.Pod) {
+	for _, r := range resourceLists(p) {
+		defaultRequests(r)
+	}
+}
+
+// resourceLists are the requests and limits of a pod's init containers, containers and, when it has them, the pod
+// itself: what the API server's defaulting reads.
+func resourceLists(p *corev1.Pod) []*corev1.ResourceRequirements {
+	out := make([]*corev1.ResourceRequirements, 0, len(p.Spec.InitContainers)+len(p.Spec.Containers)+1)
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range list {
-			defaultRequests(&list[i].Resources)
+			out = append(out, &list[i].Resources)
 		}
 	}
 	if p.Spec.Resources != nil {
-		defaultRequests(p.Spec.Resources)
+		out = append(out, p.Spec.Resources)
 	}
+	return out
 }
 
 // defaultRequests copies a limit into the request of the same resource when the request is not given, as the API

@@ -54,7 +54,7 @@ type OfflineProblem struct {
 // manifest.Expand), Nodes and DaemonSets from objects. Pods without a node are the ones to place; pods bound to a
 // listed Node stay on it, and Nodes of a NodePool count against its limits. An object of another kind is an error
 // naming it. The problem holds the given pods themselves, not copies (a cluster dump's pods are most of its
-// memory): neither it nor a solve modifies them.
+// memory), except those admission changes (manifest.Expand); neither it nor a solve modifies them.
 func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 	objs, err := manifest.Expand(in.Objects)
 	if err != nil {

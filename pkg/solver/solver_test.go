@@ -317,7 +317,7 @@ func TestSolverBeatsFirstFitDecreasing(t *testing.T) {
 	if plan.Cost >= ffd.Cost {
 		t.Fatalf("solver $%.3f/h, first-fit decreasing $%.3f/h: the solver must be cheaper", plan.Cost, ffd.Cost)
 	}
-	// the problem holds the pods themselves, and neither solve modified them
+	// the problem holds its pods without copying them, so neither solve may modify one
 	for _, p := range problem.Pods {
 		if !equality.Semantic.DeepEqual(p, given[p.Name]) {
 			t.Errorf("pod %s is not the pod given after solving", p.Name)
