@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,7 @@ const maxChoices = 24
 func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
 	segments := n.choices
 	if segments == nil || n.choicesFor != memo {
-		segments = st.choiceSegments(cands, reqs, cared, n)
+		segments = st.sharedSegments(cands, reqs, cared, memo, n)
 		st.remember(n, memo, segments)
 	}
 	var out []offeringChoice
@@ -90,6 +91,43 @@ func (st *solve) remember(n *openNode, memo string, segments [][]offeringChoice)
 		}
 	}
 	n.choices, n.choicesFor = segments, memo
+}
+
+// segmentKey names everything choiceSegments reads: the candidates (by their backing array and length; the key's
+// pointer keeps the array from being reused), the requirements, the pod's cared keys (memo), and the node's pins,
+// zone, capacity type, NodePool and whether its DaemonSets are decided.
+type segmentKey struct {
+	listKey
+	reqs, memo, pinned, zone, ct string
+	pool                         *NodePoolOption
+	hasDaemons                   bool
+}
+
+// sharedSegments is choiceSegments memoised across the open nodes: a node's own memo (openNode.choices) is
+// dropped whenever a pod joins it, and the nodes alike in what choiceSegments reads ask the same of it. The memo
+// holds at most memoNodes entries and starts again when full.
+func (st *solve) sharedSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode) [][]offeringChoice {
+	if len(cands) == 0 {
+		return st.choiceSegments(cands, reqs, cared, n)
+	}
+	pins := make([]string, 0, len(n.pinned))
+	for k, on := range n.pinned {
+		if on {
+			pins = append(pins, k)
+		}
+	}
+	slices.Sort(pins)
+	key := segmentKey{listKey: listKey{list: &cands[0], n: len(cands)}, reqs: reqs.Key(), memo: memo,
+		pinned: strings.Join(pins, ","), zone: n.zone, ct: n.ct, pool: n.pool, hasDaemons: n.hasDaemons}
+	if segments, ok := st.segments[key]; ok {
+		return segments
+	}
+	segments := st.choiceSegments(cands, reqs, cared, n)
+	if st.segments == nil || len(st.segments) >= memoNodes {
+		st.segments = map[segmentKey][][]offeringChoice{}
+	}
+	st.segments[key] = segments
+	return segments
 }
 
 // choiceSegments are the choices of offeringChoices before they are priced: one segment per zone and capacity

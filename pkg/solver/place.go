@@ -269,6 +269,29 @@ func betterCand(a, b openCand) bool {
 	return a.n.seq < b.n.seq
 }
 
+// mergeCands appends to out the candidates of buckets, each best first, in one list best first. betterCand is a
+// total order, so this is the order sorting them all would give, at the cost of a pass over them per bucket.
+func mergeCands(out []openCand, buckets [][]openCand) []openCand {
+	var few [8]int
+	heads := few[:0]
+	for range buckets {
+		heads = append(heads, 0)
+	}
+	for {
+		best := -1
+		for i, b := range buckets {
+			if heads[i] < len(b) && (best < 0 || betterCand(b[heads[i]], buckets[best][heads[best]])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		out = append(out, buckets[best][heads[best]])
+		heads[best]++
+	}
+}
+
 // insertTop inserts c into list, kept sorted and at most keep long.
 func insertTop(list []openCand, c openCand, keep int) []openCand {
 	if len(list) == keep && !betterCand(c, list[keep-1]) {
@@ -323,17 +346,17 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	const keep = 2 * maxOpenTries
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
 	buckets := st.candidatesFor(pl, opts, byZone, keep, st.bucketBuf[:0])
-	cands := st.candBuf[:0]
 	used := 0
-	for i, b := range buckets {
+	for _, b := range buckets {
 		if len(b) > 0 {
 			used++
 		}
-		cands = append(cands, b...)
+	}
+	cands := mergeCands(st.candBuf[:0], buckets)
+	for i, b := range buckets {
 		buckets[i] = b[:0]
 	}
 	st.bucketBuf = buckets
-	sort.Slice(cands, func(i, j int) bool { return betterCand(cands[i], cands[j]) })
 	if st.rng != nil {
 		st.rng.Shuffle(len(cands), func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 	}
@@ -440,12 +463,15 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		// Candidates narrow only by compatibility: which of them is big enough is decided when the node is
 		// priced, so a node can shrink again when pods leave it.
 		reqs, cands := n.reqs, n.candidates
+		n.setLargest()
+		largest := n.largest
 		if len(pr) > 0 {
 			reqs = n.reqs.Clone()
 			reqs.AddAll(pr)
 			cands = st.narrowed(n, reqs)
+			largest = st.largestOf(cands)
 		}
-		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largestType(cands))) {
+		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largest)) {
 			continue
 		}
 		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.add(pl.reserve)) {
@@ -464,7 +490,7 @@ func (st *solve) narrowed(n *openNode, reqs scheduling.Requirements) []*cloud.In
 		return nil
 	}
 	zone, ct := n.pinnedOffering()
-	key := narrowKey{list: &n.candidates[0], n: len(n.candidates), pool: n.pool, reqs: reqs.Key(), zone: zone, ct: ct}
+	key := narrowKey{listKey: listKey{list: &n.candidates[0], n: len(n.candidates)}, pool: n.pool, reqs: reqs.Key(), zone: zone, ct: ct}
 	if out, ok := st.narrowMemo[key]; ok {
 		return out
 	}
@@ -476,12 +502,36 @@ func (st *solve) narrowed(n *openNode, reqs scheduling.Requirements) []*cloud.In
 	return out
 }
 
+// largestOf is largestType of a candidate list placements ask about again and again (an offering choice's, which
+// is interned, or a narrowed one, which narrowed keeps), memoised by the list's backing array and length; the
+// key's pointer into the array keeps it from being reused.
+func (st *solve) largestOf(cands []*cloud.InstanceType) *cloud.InstanceType {
+	if len(cands) == 0 {
+		return nil
+	}
+	key := listKey{list: &cands[0], n: len(cands)}
+	if largest, ok := st.largestMemo[key]; ok {
+		return largest
+	}
+	largest := largestType(cands)
+	if st.largestMemo == nil {
+		st.largestMemo = map[listKey]*cloud.InstanceType{}
+	}
+	st.largestMemo[key] = largest
+	return largest
+}
+
+// listKey names a candidate list by its backing array and length.
+type listKey struct {
+	list **cloud.InstanceType
+	n    int
+}
+
 // narrowKey names a candidate list by its backing array and length (lists are interned, so alike nodes share
 // them; the memo's reference keeps the array from being reused), a NodePool, requirements and the pinned zone and
 // capacity type.
 type narrowKey struct {
-	list           **cloud.InstanceType
-	n              int
+	listKey
 	pool           *NodePoolOption
 	reqs, zone, ct string
 }
@@ -498,7 +548,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	}
 	withDaemons := total.add(podsVec(daemons)).sub(podsVec(n.ds))
 	withReserve := withDaemons.add(pl.reserve)
-	if !withReserve.fits(allocVec(largestType(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
+	if !withReserve.fits(allocVec(st.largestOf(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
 		!n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
 		return false
 	}
@@ -511,8 +561,13 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	trial.setLargest()
 	current := st.snap.NodeInfo(n.name).Node()
 	next := trial.node()
+	// a choice that narrows nothing the node shows (most pods joining a node already narrowed) leaves the snapshot's
+	// node as it is: setting it again would only make everything that watches the snapshot look at it again
+	unchanged := trial.largest == n.largest && maps.Equal(current.Labels, next.Labels)
 	apply := func() {
-		_ = st.snap.SetNode(next)
+		if !unchanged {
+			_ = st.snap.SetNode(next)
+		}
 		if !n.hasDaemons {
 			for _, d := range daemons {
 				_ = st.snap.AddPod(n.name, d)
@@ -525,7 +580,9 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 				_ = st.snap.RemovePod(n.name, d)
 			}
 		}
-		_ = st.snap.SetNode(current)
+		if !unchanged {
+			_ = st.snap.SetNode(current)
+		}
 	}
 	// the trial changes the snapshot only to ask the Filter plugins; it is applied again, for everything that
 	// keeps state over the snapshot to see, once it passes
@@ -605,14 +662,22 @@ func (st *solve) labelsMatter(pod *corev1.Pod, before, after map[string]string) 
 	if st.antiKeys == nil {
 		st.antiKeys = antiAffinityKeys(st.in.Pods, st.snap)
 	}
-	own := caredKeys(pod)
-	for k, v := range after {
-		if before[k] != v && (own[k] || st.antiKeys[k]) {
+	// a node's labels are many and the keys that matter few: look up those keys rather than walk the labels
+	changed := func(k string) bool {
+		a, inAfter := after[k]
+		if !inAfter {
+			_, inBefore := before[k]
+			return inBefore
+		}
+		return before[k] != a
+	}
+	for k := range caredKeys(pod) {
+		if changed(k) {
 			return true
 		}
 	}
-	for k := range before {
-		if _, ok := after[k]; !ok && (own[k] || st.antiKeys[k]) {
+	for k := range st.antiKeys {
+		if changed(k) {
 			return true
 		}
 	}

@@ -178,8 +178,9 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
-	// narrowMemo memoises narrowed.
-	narrowMemo map[narrowKey][]*cloud.InstanceType
+	// narrowMemo memoises narrowed, largestMemo largestOf.
+	narrowMemo  map[narrowKey][]*cloud.InstanceType
+	largestMemo map[listKey]*cloud.InstanceType
 	// compatible memoises compatibleTypes per NodePool and requirements.
 	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
 	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
@@ -205,9 +206,11 @@ type solve struct {
 	nodeSlab []openNode
 	// usage sums the open nodes per NodePool, for limits.
 	usage poolSums
-	// memoRing lists the nodes keeping offering choices, memoNext the next to forget (remember).
+	// memoRing lists the nodes keeping offering choices, memoNext the next to forget (remember); segments holds
+	// the choices alike nodes share (sharedSegments).
 	memoRing []*openNode
 	memoNext int
+	segments map[segmentKey][][]offeringChoice
 	groups   []*spreadGroup
 	watchers []watcher
 	// rng, when set, shuffles the ways to place each pod (a randomised restart of a small batch).
