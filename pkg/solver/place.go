@@ -463,13 +463,15 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		// Candidates narrow only by compatibility: which of them is big enough is decided when the node is
 		// priced, so a node can shrink again when pods leave it.
 		reqs, cands := n.reqs, n.candidates
-		n.setLargest()
-		largest := n.largest
+		var largest *cloud.InstanceType
 		if len(pr) > 0 {
 			reqs = n.reqs.Clone()
 			reqs.AddAll(pr)
 			cands = st.narrowed(n, reqs)
 			largest = st.largestOf(cands)
+		} else if len(cands) > 0 {
+			n.setLargest() // the node's own candidates: their largest is the node's
+			largest = n.largest
 		}
 		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largest)) {
 			continue
