@@ -5,6 +5,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -111,32 +113,78 @@ type witness struct {
 	node string
 }
 
-// movable reports whether improvement may move a pod: not one with required pod affinity, nor one another pod's
-// required affinity may rely on.
+// affinityTarget is a required pod affinity term: the pods it selects and its topology key.
+type affinityTarget struct {
+	pods podSelector
+	key  string
+}
+
+// movable reports whether improvement may move a pod anywhere: not one with required pod affinity, nor one
+// another pod's required affinity may rely on (moveKeys says where those may go).
 func (st *solve) movable(pod *corev1.Pod) bool {
-	if sels, _ := requiredAffinitySelectors(pod); len(sels) > 0 {
+	keys, ok := st.moveKeys(pod)
+	return ok && len(keys) == 0
+}
+
+// moveKeys returns the topology keys of the required pod affinity terms a pod has or another pod's may rely on
+// (sorted): improvement may move the pod only to a node in the same domain of each, so that every term holds as
+// it did. ok is false when the pod may not move at all: its own term holds only because it matches itself
+// (fragileAffinity).
+func (st *solve) moveKeys(pod *corev1.Pod) (keys []string, ok bool) {
+	for _, f := range st.fragile {
+		if f.pod.UID == pod.UID {
+			return nil, false
+		}
+	}
+	_, keys = requiredAffinitySelectors(pod)
+	keys = slices.Clone(keys)
+	for _, t := range st.targets() {
+		if t.pods.matches(pod) {
+			keys = append(keys, t.key)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), true
+}
+
+// targets returns the required pod affinity terms of the pods being placed and of the pods placed before,
+// gathered on first use.
+func (st *solve) targets() map[string]affinityTarget {
+	if st.affinityTargets != nil {
+		return st.affinityTargets
+	}
+	st.affinityTargets = map[string]affinityTarget{}
+	add := func(p *corev1.Pod) {
+		sels, keys := requiredAffinitySelectors(p)
+		for i, s := range sels {
+			st.affinityTargets[s.String()+"|"+keys[i]+"|"+p.Namespace] = affinityTarget{pods: s, key: keys[i]}
+		}
+	}
+	for _, p := range st.in.Pods {
+		add(p)
+	}
+	withAffinity, _ := st.snap.HavePodsWithAffinityList()
+	for _, ni := range withAffinity {
+		for _, pi := range ni.GetPodsWithAffinity() {
+			add(pi.GetPod())
+		}
+	}
+	return st.affinityTargets
+}
+
+// sameDomains reports whether nodes a and b are in the same domain of every key: both labelled, with one value.
+func (st *solve) sameDomains(a, b *openNode, keys []string) bool {
+	if len(keys) == 0 {
+		return true
+	}
+	na, nb := st.snap.NodeInfo(a.name), st.snap.NodeInfo(b.name)
+	if na == nil || nb == nil {
 		return false
 	}
-	if st.affinityTargets == nil {
-		st.affinityTargets = map[string]podSelector{}
-		add := func(p *corev1.Pod) {
-			sels, keys := requiredAffinitySelectors(p)
-			for i, s := range sels {
-				st.affinityTargets[s.selector.String()+"|"+keys[i]+"|"+p.Namespace] = s
-			}
-		}
-		for _, p := range st.in.Pods {
-			add(p)
-		}
-		withAffinity, _ := st.snap.HavePodsWithAffinityList()
-		for _, ni := range withAffinity {
-			for _, pi := range ni.GetPodsWithAffinity() {
-				add(pi.GetPod())
-			}
-		}
-	}
-	for _, s := range st.affinityTargets {
-		if s.matches(pod) {
+	la, lb := na.Node().Labels, nb.Node().Labels
+	for _, k := range keys {
+		va, ok := la[k]
+		if vb, okb := lb[k]; !ok || !okb || va != vb {
 			return false
 		}
 	}

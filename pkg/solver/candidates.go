@@ -47,7 +47,7 @@ const keptCands = 4 * maxOpenTries
 // shape is the placement's shape, or false when its candidates are not kept (PreFilter names its nodes, first-fit
 // decreasing, or a node is excluded as improvement does).
 func (st *solve) shape(pl *placing, opts placeOptions, byZone bool) (placeShape, bool) {
-	if opts.exclude != nil || st.in.FirstFitDecreasing || !pl.pre.AllNodes() {
+	if opts.exclude != nil || opts.maxLeftover > 0 || st.in.FirstFitDecreasing || !pl.pre.AllNodes() {
 		return placeShape{}, false
 	}
 	if !pl.poolsSet || pl.poolsAvoid != pl.avoidPreferNoSchedule {
@@ -147,8 +147,15 @@ func (cl *candList) under(maxMarginal float64) int {
 // scanCandidates is candidatesFor by a scan of every open node.
 func (st *solve) scanCandidates(pl *placing, opts placeOptions, byZone bool, keep int, buckets [][]openCand) [][]openCand {
 	for _, n := range st.open {
+		if opts.maxMarginal <= 1e-9 && !n.removed {
+			// only nodes whose type already holds the pod: what the room left says, without pricing a growth
+			if _, slack, _ := n.current(); !pl.need.fits(slack) {
+				continue
+			}
+		}
 		c, ok := rank(n, pl, opts.exclude)
-		if !ok || c.marginal >= opts.maxMarginal {
+		if !ok || c.marginal >= opts.maxMarginal || (opts.maxLeftover > 0 && c.leftover >= opts.maxLeftover) ||
+			!st.sameDomains(opts.exclude, n, opts.domains) {
 			continue
 		}
 		if st.in.FirstFitDecreasing {

@@ -30,10 +30,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //     will have (NodeLabels: only what its NodePool, instance type and offering define).
 //   - spread.go: hard topology spread constraints kept satisfiable in any binding order (domains, eligibility by
 //     node inclusion policies, minDomains, matchLabelKeys). affinity.go: pod affinity that holds only by a pod
-//     selecting itself, and which pods improvement may move.
+//     selecting itself, and where improvement may move a pod (within the domains a required affinity relies on).
 //   - daemonsets.go: which DaemonSet pods run on a node, decided by the Filter plugins per instance type.
 //   - limits.go: NodePool limits. finish.go: the planned nodes (cheapest fitting types first, NodePool-defined
-//     labels pinned). improve.go: moves that lower the price within a budget of moves.
+//     labels pinned). improve.go: moves that lower the price within a budget of moves: emptying
+//     a node, moving a pod off a node that can then use a cheaper type, and moving a pod at no cost to the node it
+//     leaves with the least room, so that room spread thin gathers on fewer nodes until one of them shrinks.
 //   - nodepools.go: NodePools as solver input (requirements, compatible instance types, minValues); offline.go:
 //     `scheduler plan`'s input (workloads expanded, the existing cluster); verify.go: the independent check that
 //     every placement of a plan passes the Filter plugins.

@@ -14,16 +14,19 @@ import (
 )
 
 // improve spends the time budget on moves that lower the plan's price: emptying a node into the slack of others,
-// and moving single pods off a node when that lets it use a cheaper type and costs the receiving node less. Every
-// move is checked like a first placement (Filter plugins, spread groups); a move that does not pay is undone.
-// The work is bounded by a count of attempted moves, so that the same input gives the same plan whatever the
-// machine's speed; the deadline only stops a search that would otherwise run far longer than asked.
+// moving single pods off a node when that lets it use a cheaper type and costs the receiving node less, and moving
+// pods at no cost towards the fullest nodes (tryMove). Every move is checked like a first placement (Filter
+// plugins, spread groups); a move that does not pay is undone. The work is bounded by a count of attempted moves
+// and of passes, and ends with the first pass that lowers no price, so that the same input gives the same plan
+// whatever the machine's speed, unless the deadline stops the search first (a batch of thousands of pods can use
+// more than the default budget).
 //
 //nolint:gocyclo // the bounded move loop: each kind of move, its check and its undo read together
 func (st *solve) improve(deadline time.Time) {
 	moves := 20*len(st.in.Pods) + 1000
-	for pass := 0; pass < 4 && moves > 0 && time.Now().Before(deadline); pass++ {
-		improved := false
+	price := st.openPrice()
+	// a pass that lowers no price ends the search: moves at no cost alone could go on shuffling pods
+	for pass := 0; pass < maxImprovePasses && moves > 0 && time.Now().Before(deadline); pass++ {
 		for _, a := range st.byWaste() {
 			if moves <= 0 || time.Now().After(deadline) {
 				return
@@ -37,25 +40,41 @@ func (st *solve) improve(deadline time.Time) {
 				movable = movable && st.movable(p)
 			}
 			if movable && len(a.pods) <= 8 && st.tryEmpty(a) {
-				improved = true
 				continue
 			}
 			pods := append([]*corev1.Pod(nil), a.pods...)
 			sort.SliceStable(pods, func(i, j int) bool { return podVec(pods[i]).weight() > podVec(pods[j]).weight() })
 			for _, p := range pods {
-				if !st.movable(p) {
+				keys, ok := st.moveKeys(p)
+				if !ok {
 					continue
 				}
 				moves--
-				if st.tryMove(a, p) {
-					improved = true
-				}
+				st.tryMove(a, p, keys)
 			}
 		}
-		if !improved {
+		after := st.openPrice()
+		if after >= price-1e-9 {
 			return
 		}
+		price = after
 	}
+}
+
+// maxImprovePasses bounds improve's passes over the open nodes.
+const maxImprovePasses = 8
+
+// openPrice is the price of the open nodes, each at the cheapest type holding what it uses.
+func (st *solve) openPrice() float64 {
+	total := 0.0
+	for _, n := range st.open {
+		if n.removed || len(n.pods) == 0 {
+			continue
+		}
+		price, _, _ := n.current()
+		total += price
+	}
+	return total
 }
 
 // byWaste orders the open nodes by the share of their type they leave unused, most wasteful first.
@@ -126,7 +145,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 	budget := before
 	ok := true
 	for _, p := range pods {
-		dst := st.relocate(p, a, budget, saved)
+		dst := st.relocate(p, placeOptions{exclude: a, maxMarginal: budget}, saved)
 		if dst == nil {
 			ok = false
 			break
@@ -172,26 +191,40 @@ func (st *solve) tryEmpty(a *openNode) bool {
 	return false
 }
 
-// tryMove moves one pod off a when a can then use a cheaper type and the receiving node grows by less.
-func (st *solve) tryMove(a *openNode, p *corev1.Pod) bool {
+// tryMove moves one pod off a when a can then use a cheaper type and the receiving node grows by less. When a's
+// type stays the same, the pod still moves, at no cost, to the node it leaves with the least room, as long as that
+// is less room than a is left with: free room gathers on fewer nodes, until one of them can use a cheaper type or
+// be emptied (a plan that pays for the same room spread thin over many nodes cannot shrink any of them). A pod
+// with required pod affinity, or one another pod's may rely on, moves only inside its domains (moveKeys).
+func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 	before, _, _ := a.current()
+	need := podVec(p)
+	after, left := a.priceWithout(need)
+	gain := before - after
+	if len(a.pods) == 1 {
+		gain = before
+	}
+	opts := placeOptions{exclude: a, maxMarginal: gain, domains: domains}
+	if gain <= 1e-9 {
+		opts.maxMarginal, opts.maxLeftover = 1e-9, left.weight()
+		if opts.maxLeftover <= 0 {
+			return false
+		}
+	}
+	// most tries find no node with the room: asked before the pod leaves a, they cost no snapshot update
+	if !st.anyReceiver(need, opts) {
+		return false
+	}
 	saved := map[*openNode]savedNode{}
 	st.save(saved, a)
 	st.unplace(a, p)
-	after, _, _ := a.current()
-	gain := before - after
-	if len(a.pods) == 0 {
-		gain = before
-	}
-	if gain > 1e-9 {
-		if dst := st.relocate(p, a, gain, saved); dst != nil {
-			if len(a.pods) == 0 {
-				a.removed = true
-				st.touch(a)
-				st.snap.RemoveNode(a.name)
-			}
-			return true
+	if dst := st.relocate(p, opts, saved); dst != nil {
+		if len(a.pods) == 0 {
+			a.removed = true
+			st.touch(a)
+			st.snap.RemoveNode(a.name)
 		}
+		return true
 	}
 	*a = saved[a].state
 	a.pricesDirty, a.cacheValid = true, false
@@ -201,8 +234,30 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod) bool {
 	return false
 }
 
-// relocate places p on an open node other than from whose price grows by less than budget, returning it.
-func (st *solve) relocate(p *corev1.Pod, from *openNode, budget float64, saved map[*openNode]savedNode) *openNode {
+// anyReceiver reports whether an open node other than opts.exclude has the room for need that opts asks for: a
+// necessary condition of relocate (which also runs the Filter plugins), counting resources only.
+func (st *solve) anyReceiver(need vec, opts placeOptions) bool {
+	for _, n := range st.open {
+		if n.removed || n == opts.exclude || !need.fits(n.cap.sub(n.used)) {
+			continue
+		}
+		before, slack, _ := n.current()
+		if opts.maxLeftover > 0 {
+			if !need.fits(slack) || slack.sub(need).weight() >= opts.maxLeftover {
+				continue
+			}
+		} else if after, _ := n.grow(need); after-before >= opts.maxMarginal {
+			continue
+		}
+		if st.sameDomains(opts.exclude, n, opts.domains) {
+			return true
+		}
+	}
+	return false
+}
+
+// relocate places p on an open node opts allows (never opts.exclude, the node it comes from), returning it.
+func (st *solve) relocate(p *corev1.Pod, opts placeOptions, saved map[*openNode]savedNode) *openNode {
 	pl := st.newPlacing(p, p)
 	if pl == nil {
 		return nil
@@ -210,7 +265,7 @@ func (st *solve) relocate(p *corev1.Pod, from *openNode, budget float64, saved m
 	// remember the receiving node's state before it changes, so an unprofitable move can be undone
 	st.beforeCommit = func(n *openNode) { st.save(saved, n) }
 	defer func() { st.beforeCommit = nil }()
-	if !st.placeOnOpenWith(pl, placeOptions{exclude: from, maxMarginal: budget}) {
+	if !st.placeOnOpenWith(pl, opts) {
 		return nil
 	}
 	for _, n := range st.open {

@@ -91,6 +91,19 @@ func (n *openNode) current() (float64, vec, int) {
 	return n.cachedPrice, n.cachedSlack, n.cachedIdx
 }
 
+// priceWithout returns the price of the cheapest type holding what the node uses less need, and what it leaves
+// free (what current would say once need leaves the node).
+func (n *openNode) priceWithout(need vec) (float64, vec) {
+	n.refreshPrices()
+	used := n.used.sub(need)
+	for _, p := range n.byPrice {
+		if used.fits(p.alloc) {
+			return p.price, p.alloc.sub(used)
+		}
+	}
+	return math.Inf(1), vec{}
+}
+
 // grow returns the price of the cheapest type holding what the node uses plus need, and what it leaves free.
 func (n *openNode) grow(need vec) (float64, vec) {
 	price, slack, idx := n.current()

@@ -323,6 +323,10 @@ type placeOptions struct {
 	allowNew    bool
 	exclude     *openNode
 	maxMarginal float64
+	// maxLeftover, when positive, keeps only the nodes the pod leaves with less room than that (leftover weight).
+	maxLeftover float64
+	// domains, with exclude, keeps only the nodes in exclude's domain of each of these topology keys.
+	domains []string
 }
 
 // mayJoin reports whether the pod may go on an open node: its NodePool and name allowed, and not a GPU or Neuron

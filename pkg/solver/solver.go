@@ -221,8 +221,9 @@ type solve struct {
 	fragile []fragileAffinity
 	// witnesses remembers, per selector and domain, a pod othersInDomain found there.
 	witnesses map[witnessKey]witness
-	// affinityTargets are the selectors of every required pod affinity term, by selector, key and namespace.
-	affinityTargets map[string]podSelector
+	// affinityTargets are the selectors of every required pod affinity term with their topology keys, by
+	// selector, key and namespace.
+	affinityTargets map[string]affinityTarget
 	// companions maps a pod to the stranded pod whose required affinity it is placed for: the pod goes where the
 	// companion can follow, keeping room for it, and the companion is placed right after it.
 	companions map[types.UID]*corev1.Pod
