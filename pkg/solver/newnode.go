@@ -87,15 +87,13 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		}
 		reqs := pool.Requirements.Clone()
 		reqs.AddAll(pr)
-		cands := fitting(st.compatibleTypes(pool, reqs), pl.room())
-		if len(cands) == 0 {
+		fresh := st.freshTypes(st.compatibleTypes(pool, reqs), reqs, pl)
+		if len(fresh.fitting) == 0 {
 			reason = tooLarge(pool, reqs, pl.room())
 			continue
 		}
-		if !pl.need.acc.Any() {
-			cands = withoutAccelerators(cands)
-		}
-		if cands = st.withinLimits(pool, cands); len(cands) == 0 {
+		cands := st.withinLimits(pool, fresh.cands)
+		if len(cands) == 0 {
 			reason = "the NodePool's limits are reached"
 			continue
 		}
@@ -107,18 +105,24 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		n := st.newOpenNode()
 		*n = openNode{name: fmt.Sprintf("stevedore-virtual-%d", st.nextID), pool: pool, candidates: cands, reqs: reqs,
 			pinned: map[string]bool{}, region: st.in.Region, seq: st.nextID, prices: &st.prices}
-		zones, cts := offeringValues(cands, reqs)
+		zones, cts := fresh.zones, fresh.cts
+		if len(cands) == len(fresh.cands) {
+			// the limits left every type: what the types alone decide is known
+			n.largest, n.cap, n.accelerated, n.common, n.commonFor = fresh.largest, allocVec(fresh.largest), fresh.accelerated, fresh.common, len(cands)
+		} else {
+			zones, cts = offeringValues(cands, reqs)
+		}
 		if len(zones) == 0 || len(cts) == 0 {
 			continue
 		}
 		n.zone, n.ct = st.cheapestZoneWithDaemons(pool, cands, reqs, pl.room(), zones), cts[0]
 		n.setLargest()
-		fresh := n.node()
+		node := n.node()
 		// The node is tried with the snapshot suspended and, once the pod is on it, added again as it ended up,
 		// for everything that keeps state over the snapshot to see.
 		st.snap.Suspend()
-		st.snap.AddNode(fresh)
-		groupsAddNode(st.groups, fresh)
+		st.snap.AddNode(node)
+		groupsAddNode(st.groups, node)
 		// The pod's PreFilter state predates the new node. Filter plugins read an empty node's domains as
 		// holding no matching pod, which is what a fresh PreFilter would count, so the state stays valid (the
 		// DaemonSet pods the first placement adds make tryOpen compute it again).
@@ -136,7 +140,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		}
 		st.snap.RemoveNode(n.name)
 		st.snap.Resume()
-		groupsRemoveNode(st.groups, fresh)
+		groupsRemoveNode(st.groups, node)
 		st.freeOpenNode(n)
 		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
 		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.fits(allocVec(largestType(cands))) {
@@ -165,6 +169,57 @@ func (st *solve) compatibleTypes(pool *NodePoolOption, reqs scheduling.Requireme
 	types := pool.filterTypes(pool.InstanceTypes, reqs, vec{}, nil, "", "")
 	byReqs[key] = types
 	return types
+}
+
+// freshKey names what a new node's starting types depend on: the NodePool's types compatible with the pod's
+// requirements (compatibleTypes, by list), the room the pod needs, and whether it asks for accelerators.
+type freshKey struct {
+	listKey
+	room vec
+	acc  bool
+}
+
+// freshTypes are a new node's starting types before the NodePool's limits, and what they alone decide: alike
+// pods (a workload's replicas) open alike nodes, and each would compute them again. The lists are shared by the
+// nodes and must not be written to.
+type freshTypes struct {
+	// fitting are the compatible types that hold the room; cands those of them a node may start with (without
+	// accelerators unless the pod asks for them).
+	fitting, cands []*cloud.InstanceType
+	largest        *cloud.InstanceType
+	common         map[string]string
+	accelerated    bool
+	// zones and capacity types cands offer under the requirements, cheapest first (offeringValues)
+	zones, cts []string
+}
+
+// freshTypes returns the starting types of a new node for pl from compatible, the NodePool's types compatible with
+// reqs, memoised per solve.
+func (st *solve) freshTypes(compatible []*cloud.InstanceType, reqs scheduling.Requirements, pl *placing) *freshTypes {
+	if len(compatible) == 0 {
+		return &freshTypes{}
+	}
+	key := freshKey{listKey: listKey{list: &compatible[0], n: len(compatible)}, room: pl.room(), acc: pl.need.acc.Any()}
+	if f, ok := st.fresh[key]; ok {
+		return f
+	}
+	f := &freshTypes{fitting: fitting(compatible, key.room)}
+	f.cands = f.fitting
+	if !key.acc {
+		f.cands = withoutAccelerators(f.cands)
+	}
+	if len(f.cands) > 0 {
+		f.cands = st.prices.intern(f.cands)
+		probe := openNode{candidates: f.cands}
+		probe.setLargest()
+		f.largest, f.common, f.accelerated = probe.largest, probe.common, probe.accelerated
+		f.zones, f.cts = offeringValues(f.cands, reqs)
+	}
+	if st.fresh == nil {
+		st.fresh = map[freshKey]*freshTypes{}
+	}
+	st.fresh[key] = f
+	return f
 }
 
 // fitting keeps the types whose allocatable holds need (a new slice).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -29,6 +30,18 @@ type offeringChoice struct {
 	// daemons are the DaemonSet pods that run on a node of any of the candidates (all have the same).
 	daemons []*corev1.Pod
 	price   float64
+}
+
+// narrowsNothing reports whether the choice leaves the node's labels and largest type as they are: the same
+// candidate list, zone and capacity type, and requirements that give the same labels (the same map, most often:
+// a node takes them from the choice it was last narrowed by, and the memoised choices are offered again).
+func (c *offeringChoice) narrowsNothing(n *openNode) bool {
+	if c.zone != n.zone || c.ct != n.ct || len(c.candidates) != len(n.candidates) ||
+		(len(c.candidates) > 0 && &c.candidates[0] != &n.candidates[0]) {
+		return false
+	}
+	return reflect.ValueOf(c.reqs).UnsafePointer() == reflect.ValueOf(n.reqs).UnsafePointer() ||
+		sameReqLabels(n.pool.Requirements, n.reqs, c.reqs)
 }
 
 // maxChoices bounds the ways one placement is tried on a node.

@@ -253,17 +253,9 @@ func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements
 		}
 	}
 	for k, r := range reqs {
-		pool, ok := poolReqs[k]
-		if !ok || scheduling.IsInstanceTypeKey(k) || scheduling.IsOfferingKey(k) || k == corev1.LabelTopologyRegion {
-			continue
+		if v, ok := reqLabel(poolReqs, k, r); ok {
+			labels[k] = v
 		}
-		if !r.IsFinite() || r.Len() != 1 {
-			continue
-		}
-		if scheduling.IsRestricted(k) && (!pool.IsFinite() || pool.Len() != 1) {
-			continue
-		}
-		labels[k] = r.Any()
 	}
 	for k, v := range np.Spec.Template.ObjectMeta.Labels {
 		labels[k] = v
@@ -279,6 +271,49 @@ func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements
 	}
 	labels[stevedorev1.LabelNodePool] = np.Name
 	return scheduling.WithDeprecatedAliases(labels)
+}
+
+// reqLabel is the label a node requirement gives a node of a NodePool with requirements poolReqs (NodeLabels):
+// a key the NodePool has, narrowed to one value, and not one the instance type or offering defines.
+func reqLabel(poolReqs scheduling.Requirements, k string, r *scheduling.Requirement) (string, bool) {
+	pool, ok := poolReqs[k]
+	if !ok || scheduling.IsInstanceTypeKey(k) || scheduling.IsOfferingKey(k) || k == corev1.LabelTopologyRegion {
+		return "", false
+	}
+	if !r.IsFinite() || r.Len() != 1 {
+		return "", false
+	}
+	if scheduling.IsRestricted(k) && (!pool.IsFinite() || pool.Len() != 1) {
+		return "", false
+	}
+	return r.Any(), true
+}
+
+// sameReqLabels reports whether requirements a and b give a node of a NodePool with requirements poolReqs the
+// same labels (reqLabel), without rendering them.
+func sameReqLabels(poolReqs, a, b scheduling.Requirements) bool {
+	for k, ra := range a {
+		va, oka := reqLabel(poolReqs, k, ra)
+		rb, inB := b[k]
+		if !inB {
+			if oka {
+				return false
+			}
+			continue
+		}
+		if vb, okb := reqLabel(poolReqs, k, rb); oka != okb || va != vb {
+			return false
+		}
+	}
+	for k, rb := range b {
+		if _, inA := a[k]; inA {
+			continue
+		}
+		if _, ok := reqLabel(poolReqs, k, rb); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // commonLabels returns the labels every type has with the same value.

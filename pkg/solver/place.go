@@ -566,10 +566,14 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	trial.choices, trial.choicesFor = nil, ""
 	trial.setLargest()
 	current := st.snap.NodeInfo(n.name).Node()
-	next := trial.node()
 	// a choice that narrows nothing the node shows (most pods joining a node already narrowed) leaves the snapshot's
-	// node as it is: setting it again would only make everything that watches the snapshot look at it again
-	unchanged := trial.largest == n.largest && maps.Equal(current.Labels, next.Labels)
+	// node as it is: setting it again would only make everything that watches the snapshot look at it again. The
+	// choice the node was last narrowed by, offered again, is known unchanged without rendering the node.
+	next, unchanged := current, choice.narrowsNothing(n)
+	if !unchanged {
+		next = trial.node()
+		unchanged = trial.largest == n.largest && maps.Equal(current.Labels, next.Labels)
+	}
 	apply := func() {
 		if !unchanged {
 			_ = st.snap.SetNode(next)
@@ -597,7 +601,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	s2 := pl.state
 	// an empty node adds no pod to any domain, so relabelling it leaves the PreFilter state as it was
 	addsDaemons := !n.hasDaemons && len(daemons) > 0
-	if s2 == nil || (addsDaemons && daemonsMatter(pl.check, daemons)) || (len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
+	if s2 == nil || (addsDaemons && daemonsMatter(pl.check, daemons)) || (!unchanged && len(n.pods) > 0 && st.labelsMatter(pl.check, current.Labels, next.Labels)) {
 		// PreFilter state was computed with the node's previous labels and pods; spread and affinity must see the
 		// node as it would be
 		var status *fwk.Status

@@ -183,6 +183,8 @@ type solve struct {
 	largestMemo map[listKey]*cloud.InstanceType
 	// compatible memoises compatibleTypes per NodePool and requirements.
 	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
+	// fresh memoises the starting types of new nodes (freshTypes).
+	fresh map[freshKey]*freshTypes
 	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
 	reservedUsed map[string]int
 	// offerMemo memoises cheapestFor.

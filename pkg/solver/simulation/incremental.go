@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
+	"github.com/google/btree"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -95,6 +97,86 @@ type spreadCounts struct {
 	keys       []string      // topology key per constraint
 	paths      reflect.Value // []*criticalPaths
 	pathsStale bool
+	// order holds each constraint's domains by count, then name, as matchNum had them when the paths were last
+	// refreshed, and pending the domains changed since (with their count then): the critical paths are order's
+	// first two once the changes are in, found without a walk over every domain (a hostname spread has one per
+	// node). A constraint's order is nil until needed, and dropped when more domains changed than it holds.
+	order   []*btree.BTreeG[domainCount]
+	pending [][]domainCount
+}
+
+// domainCount is a domain and its count of matching pods.
+type domainCount struct {
+	n int
+	v string
+}
+
+func lessDomainCount(a, b domainCount) bool { return a.n < b.n || (a.n == b.n && a.v < b.v) }
+
+// countOf is a domain's count in constraint i, math.MinInt when matchNum does not have the domain.
+func (sc *spreadCounts) countOf(i int, v string) domainCount {
+	n, ok := sc.matchNum[i][v]
+	if !ok {
+		return domainCount{n: math.MinInt, v: v}
+	}
+	return domainCount{n: n, v: v}
+}
+
+// moved records that a domain's count in constraint i may have changed from was (countOf before the change).
+func (sc *spreadCounts) moved(i int, was domainCount) {
+	if sc.countOf(i, was.v) == was {
+		return
+	}
+	sc.pathsStale = true
+	if sc.order == nil || sc.order[i] == nil {
+		return
+	}
+	if len(sc.pending[i]) > sc.order[i].Len()+64 {
+		sc.order[i], sc.pending[i] = nil, nil // cheaper built again from the counts
+		return
+	}
+	sc.pending[i] = append(sc.pending[i], was)
+}
+
+// ordered returns constraint i's order with the pending changes in.
+func (sc *spreadCounts) ordered(i int) *btree.BTreeG[domainCount] {
+	if sc.order == nil {
+		sc.order, sc.pending = make([]*btree.BTreeG[domainCount], len(sc.matchNum)), make([][]domainCount, len(sc.matchNum))
+	}
+	t := sc.order[i]
+	if t == nil {
+		t = btree.NewG(16, lessDomainCount)
+		for v, n := range sc.matchNum[i] {
+			t.ReplaceOrInsert(domainCount{n, v})
+		}
+		sc.order[i] = t
+		return t
+	}
+	// the first change of a domain holds the count order has for it; later ones hold counts it never had
+	for _, was := range sc.pending[i] {
+		t.Delete(was)
+	}
+	for _, was := range sc.pending[i] {
+		if now := sc.countOf(i, was.v); now.n != math.MinInt {
+			t.ReplaceOrInsert(now)
+		}
+	}
+	sc.pending[i] = sc.pending[i][:0]
+	return t
+}
+
+// cloneOrder gives cp, a copy of the state, a copy of the order.
+func (sc *spreadCounts) cloneOrder(cp *spreadCounts) {
+	if sc.order == nil {
+		return
+	}
+	cp.order, cp.pending = make([]*btree.BTreeG[domainCount], len(sc.order)), make([][]domainCount, len(sc.order))
+	for i, t := range sc.order {
+		if t != nil {
+			cp.order[i] = t.Clone()
+			cp.pending[i] = slices.Clone(sc.pending[i])
+		}
+	}
 }
 
 // newIncremental returns the cache, or an error when the scheduler's plugin state does not have the shape it
@@ -239,6 +321,7 @@ func (c *classState) clone() *classState {
 		if cp.spread, err = viewSpread(data); err != nil {
 			return nil
 		}
+		c.spread.cloneOrder(cp.spread)
 	}
 	return cp
 }
@@ -372,16 +455,18 @@ func (inc *incremental) addContribution(ctx context.Context, c *classState, ni f
 	}
 	for i, m := range counts {
 		for v, n := range m {
+			was := sc.countOf(i, v)
 			sc.matchNum[i][v] += sign * n
 			if sign < 0 && sc.matchNum[i][v] <= 0 {
 				if inc.nodesWith[sc.keys[i]][v] != 1 {
+					sc.moved(i, was)
 					return errDomainMayVanish
 				}
 				delete(sc.matchNum[i], v) // the node going was the domain's only one
 			}
+			sc.moved(i, was)
 		}
 	}
-	sc.pathsStale = true
 	return nil
 }
 
@@ -434,24 +519,14 @@ func viewSpread(data fwk.StateData) (*spreadCounts, error) {
 // refreshPaths sets each constraint's critical paths to the domains with the fewest matching pods (ties to the
 // smallest domain name), as the plugin's PreFilter would find them: Filter reads the minimum of the first.
 func (sc *spreadCounts) refreshPaths() {
-	type path struct {
-		v string
-		n int
-	}
-	less := func(a, b path) bool { return a.n < b.n || (a.n == b.n && a.v < b.v) }
-	for i, m := range sc.matchNum {
-		best := [2]path{{"", math.MaxInt32}, {"", math.MaxInt32}}
-		first := true
-		for v, n := range m {
-			p := path{v, n}
-			switch {
-			case first || less(p, best[0]):
-				best[1], best[0] = best[0], p
-			case less(p, best[1]):
-				best[1] = p
-			}
-			first = false
-		}
+	for i := range sc.matchNum {
+		best := [2]domainCount{{math.MaxInt32, ""}, {math.MaxInt32, ""}}
+		j := 0
+		sc.ordered(i).Ascend(func(d domainCount) bool {
+			best[j] = d
+			j++
+			return j < len(best)
+		})
 		arr := sc.paths.Index(i).Elem()
 		for j := range best {
 			arr.Index(j).FieldByName("TopologyValue").SetString(best[j].v)
@@ -611,11 +686,22 @@ var errSkipMayEnd = errors.New("InterPodAffinity may no longer skip the class")
 // podClass adds (sign 1) or removes a pod in one class's state; an error means the state cannot follow (it is
 // computed again).
 func (inc *incremental) podClass(ctx context.Context, c *classState, ni fwk.NodeInfo, pi fwk.PodInfo, sign int) error {
-	if c.spread != nil && c.pod.Namespace == pi.GetPod().Namespace {
-		if st := applyPod(ctx, inc.spread, c, pi, ni, sign); !st.IsSuccess() {
+	if sc := c.spread; sc != nil && c.pod.Namespace == pi.GetPod().Namespace {
+		// the plugin counts the pod in the node's domain of each constraint, if anywhere
+		var few [4]domainCount
+		was := few[:0]
+		for i, k := range sc.keys {
+			was = append(was, sc.countOf(i, ni.Node().Labels[k]))
+		}
+		st := applyPod(ctx, inc.spread, c, pi, ni, sign)
+		for i, w := range was {
+			if _, ok := ni.Node().Labels[sc.keys[i]]; ok {
+				sc.moved(i, w)
+			}
+		}
+		if !st.IsSuccess() {
 			return st.AsError()
 		}
-		c.spread.pathsStale = true
 	}
 	switch {
 	case c.affinityOn:
