@@ -108,7 +108,8 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		zones, cts := fresh.zones, fresh.cts
 		if len(cands) == len(fresh.cands) {
 			// the limits left every type: what the types alone decide is known
-			n.largest, n.cap, n.accelerated, n.common, n.commonFor = fresh.largest, allocVec(fresh.largest), fresh.accelerated, fresh.common, len(cands)
+			n.largest, n.cap, n.accelerated = fresh.largest, allocVec(fresh.largest), fresh.accelerated
+			n.common, n.commonFor = fresh.common, len(cands)
 		} else {
 			zones, cts = offeringValues(cands, reqs)
 		}

@@ -567,8 +567,9 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	trial.setLargest()
 	current := st.snap.NodeInfo(n.name).Node()
 	// a choice that narrows nothing the node shows (most pods joining a node already narrowed) leaves the snapshot's
-	// node as it is: setting it again would only make everything that watches the snapshot look at it again. The
-	// choice the node was last narrowed by, offered again, is known unchanged without rendering the node.
+	// node as it is: setting it again would only make everything that watches the snapshot look at it again. A
+	// choice with the node's own candidates, zone and capacity type, whose requirements give the labels the node's
+	// give, is known unchanged without rendering the node (narrowsNothing).
 	next, unchanged := current, choice.narrowsNothing(n)
 	if !unchanged {
 		next = trial.node()
