@@ -520,13 +520,7 @@ func viewSpread(data fwk.StateData) (*spreadCounts, error) {
 // smallest domain name), as the plugin's PreFilter would find them: Filter reads the minimum of the first.
 func (sc *spreadCounts) refreshPaths() {
 	for i := range sc.matchNum {
-		best := [2]domainCount{{math.MaxInt32, ""}, {math.MaxInt32, ""}}
-		j := 0
-		sc.ordered(i).Ascend(func(d domainCount) bool {
-			best[j] = d
-			j++
-			return j < len(best)
-		})
+		best := sc.leastLoaded(i)
 		arr := sc.paths.Index(i).Elem()
 		for j := range best {
 			arr.Index(j).FieldByName("TopologyValue").SetString(best[j].v)
@@ -534,6 +528,19 @@ func (sc *spreadCounts) refreshPaths() {
 		}
 	}
 	sc.pathsStale = false
+}
+
+// leastLoaded returns constraint i's two domains with the fewest matching pods (ties to the smaller name), padded
+// as the plugin pads the critical paths (no name, math.MaxInt32 pods).
+func (sc *spreadCounts) leastLoaded(i int) [2]domainCount {
+	best := [2]domainCount{{math.MaxInt32, ""}, {math.MaxInt32, ""}}
+	j := 0
+	sc.ordered(i).Ascend(func(d domainCount) bool {
+		best[j] = d
+		j++
+		return j < len(best)
+	})
+	return best
 }
 
 // drop forgets a class; it is computed again when next asked for.

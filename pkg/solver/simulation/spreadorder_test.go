@@ -28,16 +28,6 @@ func TestOrderedDomainsGiveTheCriticalPathsAScanGives(t *testing.T) {
 		}
 		return best
 	}
-	first := func(sc *spreadCounts, i int) [2]domainCount {
-		best := [2]domainCount{{math.MaxInt32, ""}, {math.MaxInt32, ""}}
-		j := 0
-		sc.ordered(i).Ascend(func(d domainCount) bool {
-			best[j] = d
-			j++
-			return j < len(best)
-		})
-		return best
-	}
 	for _, domains := range []int{1, 3, 40, 500} {
 		t.Run(fmt.Sprintf("%d-domains", domains), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(domains)))
@@ -61,7 +51,7 @@ func TestOrderedDomainsGiveTheCriticalPathsAScanGives(t *testing.T) {
 				sc.moved(0, was)
 				// the paths are asked for now and then, as a class's state is
 				if rng.Intn(5) == 0 {
-					if got, want := first(sc, 0), scan(m); got != want {
+					if got, want := sc.leastLoaded(0), scan(m); got != want {
 						t.Fatalf("step %d: ordered domains give %v, a scan %v", step, got, want)
 					}
 				}
@@ -72,7 +62,7 @@ func TestOrderedDomainsGiveTheCriticalPathsAScanGives(t *testing.T) {
 				}
 			}
 			for i, cp := range copies {
-				if got, want := first(cp, 0), scan(cp.matchNum[0]); got != want {
+				if got, want := cp.leastLoaded(0), scan(cp.matchNum[0]); got != want {
 					t.Errorf("copy %d: ordered domains give %v, a scan %v", i, got, want)
 				}
 			}
