@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release figures verify-figures
+.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release figures verify-figures kube-binaries test-versions
 
 all: build
 
@@ -34,9 +34,9 @@ $(BIN)/helm: hack/helm/go.mod
 
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
 ## pods deleted on their way to a new node, repeated
-test: build $(BIN)/kubectl $(BIN)/helm
+test: build $(BIN)/kubectl $(BIN)/helm kube-binaries
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm \
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
 	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
@@ -56,9 +56,15 @@ unit:
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 
 ## integration: integration and e2e tests only
-integration: build $(BIN)/kubectl $(BIN)/helm
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm \
+integration: build $(BIN)/kubectl $(BIN)/helm kube-binaries
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
+
+## test-versions: the version matrix in full: every check on every supported Kubernetes minor (make test runs the
+## smoke checks), the gangs where the Workload API is served, and a control-plane upgrade
+test-versions: kube-binaries
+	set -o pipefail; STEVEDORE_KUBE_BINARIES=$(BIN)/kube STEVEDORE_VERSION_MATRIX=full \
+	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/versions/ 2>&1 | $(SUMMARY)
 
 ## demo: run the sandbox and play the seeds' inflate scenario
 demo: build
@@ -110,6 +116,19 @@ figures:
 ## verify-figures: fail if the figures are not what `make figures` draws from the committed counters
 verify-figures: figures
 	@git diff --exit-code -- docs/figures || (echo "the figures are stale: run make figures and commit" >&2; exit 1)
+
+# The Kubernetes minors the version matrix runs Stevedore against besides v1.37 (the one it is built on, which every
+# test runs in-process): kube-apiserver and kube-controller-manager of each, pinned in hack/kube/<minor>/go.mod.
+KUBE_MINORS := 1.34 1.35 1.36
+
+## kube-binaries: kube-apiserver and kube-controller-manager of every minor of KUBE_MINORS, into bin/kube/<minor>/
+kube-binaries: $(foreach m,$(KUBE_MINORS),$(BIN)/kube/$(m)/kube-apiserver)
+
+$(BIN)/kube/%/kube-apiserver: hack/kube/%/go.mod hack/kube/%/go.sum
+	cd hack/kube/$* && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$$v \
+	    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$*))" \
+	    -o $(BIN)/kube/$*/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
 ## image: the OCI image (bin/stevedore-image.tar, an OCI image layout archive) for IMAGE_ARCHS, built without a
 ## container engine: static binaries cross-compiled per architecture, assembled by hack/image (go-containerregistry)

@@ -23,3 +23,9 @@ var Examples embed.FS
 //
 //go:embed deploy/scheduling-policy.yaml
 var SchedulingPolicy []byte
+
+// SchedulingWebhook is admission-webhook/webhook.yaml: the webhook configuration (with its Service and RBAC) that
+// takes the policy's place where the API server does not serve MutatingAdmissionPolicy.
+//
+//go:embed admission-webhook/webhook.yaml
+var SchedulingWebhook []byte

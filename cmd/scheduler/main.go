@@ -4,7 +4,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 // Command scheduler is Stevedore: kube-scheduler with the Provisioner plugin registered. With no subcommand it
 // runs the scheduler (every kube-scheduler flag works); `sandbox` runs a local cluster with a simulated AWS,
-// `plan` runs the provisioning solver offline, `version` prints the build.
+// `plan` runs the provisioning solver offline (on Karpenter's objects too), `convert` writes Stevedore's manifests
+// for Karpenter's, `version` prints the build.
 package main
 
 import (
@@ -20,6 +21,6 @@ import (
 
 func main() {
 	cmd := schedulerapp.NewCommand(schedulerapp.Deps{})
-	cmd.AddCommand(newVersionCommand(), newSandboxCommand(), newPlanCommand())
+	cmd.AddCommand(newVersionCommand(), newSandboxCommand(), newPlanCommand(), newConvertCommand())
 	os.Exit(cli.Run(cmd))
 }

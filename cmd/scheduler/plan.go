@@ -21,6 +21,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/karpenter"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -31,7 +32,10 @@ const outputJSON = "json"
 
 // planOutput is `scheduler plan -o json`.
 type planOutput struct {
-	Nodes []planNode `json:"nodes"`
+	// Karpenter, for a dump of a cluster Karpenter runs, is what Karpenter's nodes cost now for the pods the plan
+	// places anew.
+	Karpenter *planKarpenter `json:"karpenter,omitempty"`
+	Nodes     []planNode     `json:"nodes"`
 	// Existing are the pods placed on the input's Nodes (room the cluster already has), by node.
 	Existing      []planExisting      `json:"existing"`
 	Unschedulable []planUnschedulable `json:"unschedulable"`
@@ -54,6 +58,14 @@ type planNode struct {
 	Pods         []string         `json:"pods"`
 }
 
+type planKarpenter struct {
+	Nodes      int     `json:"nodes"`
+	Pods       int     `json:"pods"`
+	TotalPrice float64 `json:"totalPrice"`
+	// Unpriced are Karpenter's nodes whose offering the catalog does not have (not in TotalPrice).
+	Unpriced []string `json:"unpriced,omitempty"`
+}
+
 type planExisting struct {
 	Node string   `json:"node"`
 	Pods []string `json:"pods"`
@@ -64,25 +76,41 @@ type planUnschedulable struct {
 	Reason string `json:"reason"`
 }
 
-// readPlanInput reads the catalog (the embedded one when file is "") and the objects of the files.
-func readPlanInput(catalogFile string, files []string) (*catalog.File, []runtime.Object, error) {
-	cat := catalog.Default()
+// planInput is what plan reads: the catalog (the embedded one when no file is given), the objects of the files, and
+// the fields of Karpenter's objects among them that Stevedore does not read.
+type planInput struct {
+	catalog *catalog.File
+	objects []runtime.Object
+	ignored []string
+}
+
+func readPlanInput(catalogFile string, files []string) (*planInput, error) {
+	in := &planInput{catalog: catalog.Default()}
 	if catalogFile != "" {
 		var err error
-		if cat, err = catalog.ReadFile(catalogFile); err != nil {
-			return nil, nil, err
+		if in.catalog, err = catalog.ReadFile(catalogFile); err != nil {
+			return nil, err
 		}
 	}
 	dec := manifest.NewDecoder()
-	var objs []runtime.Object
 	for _, f := range files {
 		o, err := dec.DecodeFile(f)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		objs = append(objs, o...)
+		in.objects = append(in.objects, o...)
 	}
-	return cat, objs, nil
+	in.ignored = dec.Ignored()
+	return in, nil
+}
+
+// warn prints what plan leaves out of Karpenter's objects, one line each.
+func warn(w io.Writer, lines ...[]string) {
+	for _, ls := range lines {
+		for _, l := range ls {
+			fmt.Fprintln(w, "warning:", l)
+		}
+	}
 }
 
 // writePlan prints a plan as JSON or as a table.
@@ -123,35 +151,28 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			if len(files) == 0 {
 				return fmt.Errorf("give the objects with -f (NodePools and the pods at least)")
 			}
-			cat, objs, err := readPlanInput(catalogFile, files)
-			if err != nil {
-				return err
-			}
-			ctx := context.Background()
 			if minValuesPolicy != config.MinValuesStrict && minValuesPolicy != config.MinValuesBestEffort {
 				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
 			}
 			if output != outputJSON && output != "table" && output != "" {
 				return fmt.Errorf("-o must be json or table, not %q", output)
 			}
+			in, err := readPlanInput(catalogFile, files)
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
 			if disrupt {
-				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: cat, vmMemoryOverheadPercent: vmOverhead,
+				objs, problems, err := karpenter.AsStevedore(in.objects, in.catalog.Pricer())
+				if err != nil {
+					return err
+				}
+				warn(cmd.ErrOrStderr(), in.ignored, problems)
+				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: in.catalog, vmMemoryOverheadPercent: vmOverhead,
 					minValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort, spotToSpot: spotToSpot, output: output})
 			}
-			problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: objs, Catalog: cat, VMMemoryOverheadPercent: vmOverhead,
-				MinValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort})
-			if err != nil {
-				return err
-			}
-			sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
-			if err != nil {
-				return err
-			}
-			plan, err := problem.Solve(ctx, sim, budget)
-			if err != nil {
-				return err
-			}
-			return writePlan(cmd.OutOrStdout(), renderPlan(plan, problem.Pods), output)
+			return solvePlan(ctx, cmd, in, planSettings{budget: budget, vmOverhead: vmOverhead,
+				minValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort, output: output})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")
@@ -163,6 +184,49 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 	cmd.Flags().BoolVar(&disrupt, "disrupt", false, "print what one disruption pass would do to the given Nodes, NodeClaims and bound pods, and why each other node stays")
 	cmd.Flags().BoolVar(&spotToSpot, "spot-to-spot-consolidation", false, "with --disrupt: as the plugin argument spotToSpotConsolidation")
 	return cmd
+}
+
+// planSettings are the settings of a plan besides its input.
+type planSettings struct {
+	budget              time.Duration
+	vmOverhead          float64
+	minValuesBestEffort bool
+	output              string
+}
+
+// solvePlan solves the input and prints the plan; a dump of a cluster Karpenter runs is previewed (the pods on
+// Karpenter's nodes planned anew, beside what those nodes cost now).
+func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planSettings) error {
+	preview, err := karpenter.NewPreview(in.objects, in.catalog.Pricer())
+	if err != nil {
+		return err
+	}
+	warn(cmd.ErrOrStderr(), in.ignored, preview.Problems)
+	problem, err := solver.NewOfflineProblem(solver.OfflineInput{Objects: preview.Objects, Catalog: in.catalog,
+		VMMemoryOverheadPercent: set.vmOverhead, MinValuesBestEffort: set.minValuesBestEffort})
+	if err != nil {
+		return err
+	}
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		return err
+	}
+	plan, err := problem.Solve(ctx, sim, set.budget)
+	if err != nil {
+		return err
+	}
+	out := renderPlan(plan, problem.Pods)
+	if len(preview.Replaced) > 0 {
+		out.Karpenter = &planKarpenter{Nodes: len(preview.Replaced)}
+		for _, r := range preview.Replaced {
+			out.Karpenter.Pods += r.Pods
+			out.Karpenter.TotalPrice += r.Price
+			if r.Price == 0 {
+				out.Karpenter.Unpriced = append(out.Karpenter.Unpriced, fmt.Sprintf("%s (%s %s in %s)", r.Name, r.InstanceType, r.CapacityType, r.Zone))
+			}
+		}
+	}
+	return writePlan(cmd.OutOrStdout(), out, set.output)
 }
 
 func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
@@ -237,6 +301,16 @@ func printPlanTable(w io.Writer, out planOutput) error {
 		return err
 	}
 	fmt.Fprintf(w, "%d nodes, $%.4f per hour, solved in %.3fs\n", len(out.Nodes), out.TotalPrice, out.SolveSeconds)
+	if k := out.Karpenter; k != nil {
+		fmt.Fprintf(w, "Karpenter's nodes now: %d nodes, $%.4f per hour, for the %d pods planned here", k.Nodes, k.TotalPrice, k.Pods)
+		if k.TotalPrice > 0 {
+			fmt.Fprintf(w, " (the plan: %+.1f%%)", (out.TotalPrice-k.TotalPrice)/k.TotalPrice*100)
+		}
+		fmt.Fprintln(w)
+		if len(k.Unpriced) > 0 {
+			fmt.Fprintf(w, "not priced (not in the catalog): %s\n", strings.Join(k.Unpriced, ", "))
+		}
+	}
 	for _, e := range out.Existing {
 		fmt.Fprintf(w, "on existing node %s: %s\n", e.Node, strings.Join(e.Pods, ","))
 	}

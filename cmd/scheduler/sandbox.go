@@ -90,6 +90,7 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 	fs.StringVar(&scenario, "scenario", "", "run a scripted scenario, print its story and exit 0 on success, 1 on failure: "+sandbox.ScenarioNames())
 	fs.StringVar(&catalogFile, "catalog", "", "instance-type catalog seeding the emulated EC2, in the format of `plan --catalog` (default: the embedded us-east-1 catalog); its region becomes the sandbox's")
 	fs.StringVar(&logFile, "log-file", "", "write the components' logs to this file instead of stderr")
+	fs.StringVar(&opts.KubeBinaries, "kube-binaries", "", "folder with kube-apiserver and kube-controller-manager of another supported Kubernetes minor to run the control plane from (make kube-binaries builds them under bin/kube/<minor>); default: the minor Stevedore is built on, in process")
 	fs.DurationVar(&opts.SpotNotice, "spot-notice", awsemu.DefaultSpotNotice, "time from a spot interruption warning to the emulated instance's termination")
 	logsapi.AddFlags(logOptions, fs)
 	cmd.AddCommand(newSandboxInterruptCommand())

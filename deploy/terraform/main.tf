@@ -14,14 +14,14 @@ locals {
 
 # Discovery: the example EC2NodeClasses select subnets and security groups by this tag.
 resource "aws_ec2_tag" "subnet_discovery" {
-  for_each    = toset(var.subnet_ids)
+  for_each    = var.manage_discovery_tags ? toset(var.subnet_ids) : toset([])
   resource_id = each.value
   key         = "karpenter.sh/discovery"
   value       = var.cluster_name
 }
 
 resource "aws_ec2_tag" "security_group_discovery" {
-  for_each    = toset(var.node_security_group_ids)
+  for_each    = var.manage_discovery_tags ? toset(var.node_security_group_ids) : toset([])
   resource_id = each.value
   key         = "karpenter.sh/discovery"
   value       = var.cluster_name

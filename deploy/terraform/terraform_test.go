@@ -74,3 +74,35 @@ func TestPolicyTemplateGetsEveryPlaceholder(t *testing.T) {
 		t.Errorf("the policy's placeholders are %v but iam.tf passes %v", want, got)
 	}
 }
+
+// TestEveryVariableUsedIsDeclared: each var.<name> the example reads has a variable block, and each variable
+// block is read somewhere.
+func TestEveryVariableUsedIsDeclared(t *testing.T) {
+	files, err := filepath.Glob("*.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared, used := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^variable "([a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			declared[m[1]] = true
+		}
+		for _, m := range regexp.MustCompile(`\bvar\.([a-z_]+)`).FindAllStringSubmatch(string(src), -1) {
+			used[m[1]] = true
+		}
+	}
+	for name := range used {
+		if !declared[name] {
+			t.Errorf("var.%s is used but not declared in variables.tf", name)
+		}
+	}
+	for name := range declared {
+		if !used[name] {
+			t.Errorf("variable %q is declared but never used", name)
+		}
+	}
+}

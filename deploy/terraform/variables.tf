@@ -18,6 +18,12 @@ variable "node_security_group_ids" {
   type        = list(string)
 }
 
+variable "manage_discovery_tags" {
+  description = "Tag subnet_ids and node_security_group_ids with karpenter.sh/discovery=<cluster_name>. Set false where another tool (an existing Karpenter installation) already owns those tags."
+  type        = bool
+  default     = true
+}
+
 variable "use_pod_identity" {
   description = "true: EKS Pod Identity for the scheduler's ServiceAccount; false: IRSA (needs oidc_provider_arn)."
   type        = bool

@@ -12,6 +12,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //   - ec2-on-demand-prices-us-east-1.json: AWS's on-demand Linux prices (the Pricing API's published figures);
 //   - ec2-eni-limits.json: ENIs and IPv4 addresses per ENI, and the hypervisor, per instance type;
 //   - ec2-network-bandwidth.json: baseline network bandwidth per instance type;
+//   - ec2-instance-details.json: per instance type, its processor's manufacturer and sustained clock speed, whether
+//     it is EBS-optimized by default and its maximum EBS bandwidth, whether it encrypts traffic in transit, and the
+//     size of its NVMe instance storage, as DescribeInstanceTypes gives them;
 //   - spot-prices-us-east-1.json: synthetic spot prices (AWS publishes no fixed spot price); a type or zone not
 //     listed gets 30-40% of its on-demand price, from a hash of type and zone.
 //
@@ -38,29 +41,48 @@ import (
 )
 
 type spec struct {
-	Region           string         `json:"region"`
-	Generated        string         `json:"generated"`
-	Source           string         `json:"source"`
-	Families         []string       `json:"families"`
-	Sizes            []string       `json:"sizes"`
-	Zones            []string       `json:"zones"`
-	MemoryGiBPerVCPU map[string]int `json:"memoryGiBPerVCPU"`
+	Region           string            `json:"region"`
+	Generated        string            `json:"generated"`
+	Source           string            `json:"source"`
+	Families         []string          `json:"families"`
+	Sizes            []string          `json:"sizes"`
+	Zones            []string          `json:"zones"`
+	ZoneIDs          map[string]string `json:"zoneIDs"`
+	MemoryGiBPerVCPU map[string]int    `json:"memoryGiBPerVCPU"`
 }
 
 // accelerated lists the accelerated families type by type.
 type accelerated struct {
-	Families map[string]struct {
-		Architecture string                `json:"architecture"`
-		GPUs         *catalog.Accelerators `json:"gpus"`
-		Neuron       *catalog.Accelerators `json:"neuron"`
-		Sizes        map[string]struct {
-			VCPU        int   `json:"vcpu"`
-			MemoryGiB   int64 `json:"memoryGiB"`
-			Count       int   `json:"count"`
-			LocalNVMeGB int   `json:"localNVMeGB"`
-			EFA         int   `json:"efa"`
-		} `json:"sizes"`
-	} `json:"families"`
+	Families map[string]acceleratedFamily `json:"families"`
+}
+
+// acceleratedFamily is one family of accelerated.json: its devices, and each size's shape.
+type acceleratedFamily struct {
+	Architecture string                `json:"architecture"`
+	GPUs         *catalog.Accelerators `json:"gpus"`
+	Neuron       *catalog.Accelerators `json:"neuron"`
+	Sizes        map[string]struct {
+		VCPU        int   `json:"vcpu"`
+		MemoryGiB   int64 `json:"memoryGiB"`
+		Count       int   `json:"count"`
+		LocalNVMeGB int   `json:"localNVMeGB"`
+		EFA         int   `json:"efa"`
+	} `json:"sizes"`
+}
+
+// details are what DescribeInstanceTypes says of each type beyond its shape.
+type details struct {
+	Types map[string]typeDetails `json:"types"`
+}
+
+// typeDetails are one type's entry of ec2-instance-details.json.
+type typeDetails struct {
+	CPUManufacturer        string  `json:"cpuManufacturer"`
+	SustainedClockSpeedGHz float64 `json:"sustainedClockSpeedGHz"`
+	EBSOptimizedSupport    string  `json:"ebsOptimizedSupport"`
+	EBSMaxBandwidthMbps    int     `json:"ebsMaxBandwidthMbps"`
+	EncryptionInTransit    bool    `json:"encryptionInTransit"`
+	LocalNVMeGB            int     `json:"localNVMeGB"`
 }
 
 type bandwidths struct {
@@ -120,15 +142,16 @@ func build(dir string) (*catalog.File, error) {
 	var spot spotPrices
 	var acc accelerated
 	var bw bandwidths
+	var det details
 	for name, into := range map[string]any{"catalog.json": &s, "ec2-on-demand-prices-us-east-1.json": &od,
 		"ec2-eni-limits.json": &enis, "spot-prices-us-east-1.json": &spot, "accelerated.json": &acc,
-		"ec2-network-bandwidth.json": &bw} {
+		"ec2-network-bandwidth.json": &bw, "ec2-instance-details.json": &det} {
 		if err := read(filepath.Join(dir, name), into); err != nil {
 			return nil, err
 		}
 	}
 	families, sizes := set(s.Families), set(s.Sizes)
-	f := &catalog.File{Region: s.Region, Generated: s.Generated, Source: s.Source}
+	f := &catalog.File{Region: s.Region, Generated: s.Generated, Source: s.Source, ZoneIDs: s.ZoneIDs}
 	for name, price := range od.Prices {
 		family, size, ok := strings.Cut(name, ".")
 		if !ok {
@@ -136,24 +159,8 @@ func build(dir string) (*catalog.File, error) {
 		}
 		var it catalog.InstanceType
 		if a, ok := acc.Families[family]; ok {
-			sz, ok := a.Sizes[size]
-			if !ok {
+			if it, ok = a.instanceType(name, family, size); !ok {
 				continue
-			}
-			it = catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: sz.VCPU, MemoryMiB: sz.MemoryGiB * 1024,
-				EFA: sz.EFA, LocalNVMeGB: sz.LocalNVMeGB}
-			if a.Architecture != "" {
-				it.Architecture = a.Architecture
-			}
-			for _, dev := range []struct {
-				from *catalog.Accelerators
-				to   **catalog.Accelerators
-			}{{a.GPUs, &it.GPUs}, {a.Neuron, &it.Neuron}} {
-				if dev.from != nil {
-					d := *dev.from
-					d.Count = sz.Count
-					*dev.to = &d
-				}
 			}
 		} else if families[family] && sizes[size] {
 			vcpu, mem, err := shape(family, size, s.MemoryGiBPerVCPU)
@@ -170,6 +177,9 @@ func build(dir string) (*catalog.File, error) {
 		}
 		it.ENIs, it.IPv4PerENI, it.Hypervisor = limit.ENIs, limit.IPv4PerENI, limit.Hypervisor
 		it.NetworkBandwidthMbps = bw.Mbps[name]
+		if d, ok := det.Types[name]; ok {
+			d.apply(&it)
+		}
 		for _, zone := range s.Zones {
 			it.Offerings = append(it.Offerings, catalog.Offering{Zone: zone, CapacityType: "on-demand", Price: price},
 				catalog.Offering{Zone: zone, CapacityType: "spot", Price: spotPrice(spot, name, zone, price)})
@@ -178,6 +188,43 @@ func build(dir string) (*catalog.File, error) {
 	}
 	sort.Slice(f.InstanceTypes, func(i, j int) bool { return f.InstanceTypes[i].Name < f.InstanceTypes[j].Name })
 	return f, f.Validate()
+}
+
+// instanceType is the size of an accelerated family (false when the data does not have that size).
+func (a acceleratedFamily) instanceType(name, family, size string) (catalog.InstanceType, bool) {
+	sz, ok := a.Sizes[size]
+	if !ok {
+		return catalog.InstanceType{}, false
+	}
+	it := catalog.InstanceType{Name: name, Architecture: arch(family), VCPU: sz.VCPU, MemoryMiB: sz.MemoryGiB * 1024,
+		EFA: sz.EFA, LocalNVMeGB: sz.LocalNVMeGB}
+	if a.Architecture != "" {
+		it.Architecture = a.Architecture
+	}
+	for _, dev := range []struct {
+		from *catalog.Accelerators
+		to   **catalog.Accelerators
+	}{{a.GPUs, &it.GPUs}, {a.Neuron, &it.Neuron}} {
+		if dev.from != nil {
+			d := *dev.from
+			d.Count = sz.Count
+			*dev.to = &d
+		}
+	}
+	return it, true
+}
+
+// apply sets what the details say of a type: its processor, EBS bandwidth (of types EBS-optimized by default),
+// encryption in transit, and its NVMe instance storage where the accelerated data did not give it.
+func (d typeDetails) apply(it *catalog.InstanceType) {
+	it.CPUManufacturer, it.EncryptionInTransit = d.CPUManufacturer, d.EncryptionInTransit
+	it.SustainedClockSpeedMHz = int(math.Round(d.SustainedClockSpeedGHz * 1000))
+	if d.EBSOptimizedSupport == "default" {
+		it.EBSBandwidthMbps = d.EBSMaxBandwidthMbps
+	}
+	if it.LocalNVMeGB == 0 {
+		it.LocalNVMeGB = d.LocalNVMeGB
+	}
 }
 
 // shape is a type's vCPUs and GiB of memory by AWS's size rules; memory per vCPU is perVCPU's entry for the family,

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -54,9 +55,28 @@ type Instance struct {
 	Price        float64
 	LaunchTime   time.Time
 	Tags         map[string]string
-	// CapacityReservationID and CapacityReservationType (default or capacity-block) of a reserved instance.
-	CapacityReservationID   string
-	CapacityReservationType string
+	// ZoneID of the instance's zone (use1-az1), when known.
+	ZoneID string
+	// CapacityReservationID, CapacityReservationType (default or capacity-block) and whether the reservation is
+	// interruptible, of a reserved instance.
+	CapacityReservationID            string
+	CapacityReservationType          string
+	CapacityReservationInterruptible bool
+}
+
+// LaunchLabels are the labels the launch decided beyond the instance type, zone and capacity type: the zone's ID,
+// and the reservation of a reserved instance.
+func (i *Instance) LaunchLabels() map[string]string {
+	out := map[string]string{}
+	if i.ZoneID != "" {
+		out[stevedorev1.LabelZoneID] = i.ZoneID
+	}
+	if i.CapacityReservationID != "" {
+		out[stevedorev1.LabelCapacityReservationID] = i.CapacityReservationID
+		out[stevedorev1.LabelCapacityReservationType] = i.CapacityReservationType
+		out[stevedorev1.LabelCapacityReservationInterruptible] = strconv.FormatBool(i.CapacityReservationInterruptible)
+	}
+	return out
 }
 
 // Instance states, as EC2 names them.

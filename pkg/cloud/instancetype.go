@@ -154,7 +154,9 @@ func (it *InstanceType) WithExtraCapacity(extra corev1.ResourceList) *InstanceTy
 
 // Offering is an instance type in a zone with a capacity type.
 type Offering struct {
-	Zone         string
+	Zone string
+	// ZoneID is the zone's ID (use1-az1), when known.
+	ZoneID       string
 	CapacityType string
 	Price        float64
 	// Available is false while the offering is in the unavailable-offerings (ICE) cache, or a reservation's has
@@ -247,6 +249,27 @@ func DefaultOverheadModel() OverheadModel {
 	return OverheadModel{VMMemoryPercent: 7.5, RootVolume: resource.MustParse("20Gi")}
 }
 
+// SetZoneIDs gives the type's offerings the IDs of their zones. The type must be a copy of its own (its offerings
+// are changed in place).
+func (it *InstanceType) SetZoneIDs(ids map[string]string) {
+	for i := range it.Offerings {
+		it.Offerings[i].ZoneID = ids[it.Offerings[i].Zone]
+	}
+}
+
+// ZoneIDs returns the zone-to-ID mapping the types' offerings carry.
+func ZoneIDs(its []*InstanceType) map[string]string {
+	out := map[string]string{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if o.ZoneID != "" {
+				out[o.Zone] = o.ZoneID
+			}
+		}
+	}
+	return out
+}
+
 // CatalogInstanceTypes builds every instance type of the catalog under the overhead model of a node class (its
 // kubelet settings and instance-store policy; the defaults when nc is nil) and the VM memory overhead, in every
 // zone: what the offline commands use in place of the AWS provider.
@@ -263,6 +286,7 @@ func CatalogInstanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, vmMem
 		if err != nil {
 			return nil, err
 		}
+		it.SetZoneIDs(cat.ZoneIDs)
 		its = append(its, it)
 	}
 	return its, nil
@@ -456,6 +480,9 @@ func instanceTypeRequirements(it catalog.InstanceType, offerings Offerings) sche
 	if it.Hypervisor != "" {
 		rs.Add(in(stevedorev1.LabelInstanceHypervisor, it.Hypervisor))
 	}
+	for k, v := range processorLabels(it) {
+		rs.Add(in(k, v))
+	}
 	for k, v := range acceleratorLabels(it) {
 		rs.Add(in(k, v))
 	}
@@ -469,6 +496,29 @@ func instanceTypeRequirements(it catalog.InstanceType, offerings Offerings) sche
 	rs.Add(in(corev1.LabelTopologyZone, keys(zones)...))
 	rs.Add(in(stevedorev1.LabelCapacityType, keys(cts)...))
 	return rs
+}
+
+// processorLabels are a type's processor, EBS, encryption, flex and tenancy labels, as Karpenter derives them from
+// DescribeInstanceTypes: the manufacturer in lower case with dashes for spaces ("intel", "amd", "aws"), the
+// sustained clock speed in MHz and the EBS bandwidth (of a type EBS-optimized by default) when known; whether it
+// encrypts traffic in transit and is a flex type on every type; tenancy default, the only one Stevedore launches.
+func processorLabels(it catalog.InstanceType) map[string]string {
+	family, _, _ := strings.Cut(it.Name, ".")
+	out := map[string]string{
+		stevedorev1.LabelInstanceEncryptionInTransit: strconv.FormatBool(it.EncryptionInTransit),
+		stevedorev1.LabelInstanceCapabilityFlex:      strconv.FormatBool(strings.Contains(family, "-flex")),
+		stevedorev1.LabelInstanceTenancy:             stevedorev1.TenancyDefault,
+	}
+	if it.CPUManufacturer != "" {
+		out[stevedorev1.LabelInstanceCPUManufacturer] = strings.ReplaceAll(strings.ToLower(strings.TrimSpace(it.CPUManufacturer)), " ", "-")
+	}
+	if it.SustainedClockSpeedMHz > 0 {
+		out[stevedorev1.LabelInstanceCPUSustainedClockSpeed] = strconv.Itoa(it.SustainedClockSpeedMHz)
+	}
+	if it.EBSBandwidthMbps > 0 {
+		out[stevedorev1.LabelInstanceEBSBandwidth] = strconv.Itoa(it.EBSBandwidthMbps)
+	}
+	return out
 }
 
 func keys(m map[string]bool) []string {

@@ -125,8 +125,8 @@ spec: {runtimeClassName: gvisor, containers: [{name: c, image: i}]}
 
 func TestDecodeExplainsObjectsItDoesNotRead(t *testing.T) {
 	for in, want := range map[string]string{
-		"apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\n":              "change the apiVersion to stevedore.dev/v1",
-		"apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: yy}\n":    "EC2NodeClass/yy is a Karpenter object",
+		"apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: x}\n":         "NodePool/x (apiVersion karpenter.sh/v1beta1) is a Karpenter kind Stevedore does not read",
+		"apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: yy}\n":    "Provisioner/yy (apiVersion karpenter.sh/v1alpha5) is a Karpenter kind",
 		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: ns1}\n": "Widget/ns1/w (apiVersion example.com/v1) is not a kind Stevedore reads",
 	} {
 		_, err := NewDecoder().Decode(strings.NewReader(in))

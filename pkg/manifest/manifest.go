@@ -3,8 +3,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
 // Package manifest reads Kubernetes objects from YAML or JSON files, as kubectl would: multi-document YAML, JSON,
-// and v1 Lists, decoded into typed core, apps, batch, node, policy and Stevedore objects; and expands workloads
-// into the pods their controllers would create (Expand).
+// and v1 Lists, decoded into typed core, apps, batch, node, policy and Stevedore objects (Karpenter's NodePools,
+// NodeClaims, NodeOverlays and EC2NodeClasses too, read as Stevedore's); and expands workloads into the pods their
+// controllers would create (Expand).
 package manifest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -33,10 +36,33 @@ import (
 // Decoder decodes the object kinds Stevedore's tools read.
 type Decoder struct {
 	codecs serializer.CodecFactory
+	// ignored are the fields of Karpenter's objects Stevedore does not read, one line each
+	ignored []string
 }
 
-// NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1 and
-// stevedore.dev/v1.
+// Karpenter's API groups, whose NodePools, NodeClaims, NodeOverlays and EC2NodeClasses are read as Stevedore's.
+const (
+	KarpenterGroup    = "karpenter.sh"
+	KarpenterAWSGroup = "karpenter.k8s.aws"
+)
+
+// karpenterKinds are Karpenter's kinds Stevedore reads, with the Stevedore type each is read as.
+func karpenterKinds() map[schema.GroupVersionKind]runtime.Object {
+	return map[schema.GroupVersionKind]runtime.Object{
+		{Group: KarpenterGroup, Version: "v1", Kind: "NodePool"}:              &stevedorev1.NodePool{},
+		{Group: KarpenterGroup, Version: "v1", Kind: "NodeClaim"}:             &stevedorev1.NodeClaim{},
+		{Group: KarpenterGroup, Version: "v1alpha1", Kind: "NodeOverlay"}:     &stevedorev1.NodeOverlay{},
+		{Group: KarpenterAWSGroup, Version: "v1", Kind: "EC2NodeClass"}:       &stevedorev1.EC2NodeClass{},
+		{Group: KarpenterGroup, Version: "v1", Kind: "NodePoolList"}:          &stevedorev1.NodePoolList{},
+		{Group: KarpenterGroup, Version: "v1", Kind: "NodeClaimList"}:         &stevedorev1.NodeClaimList{},
+		{Group: KarpenterGroup, Version: "v1alpha1", Kind: "NodeOverlayList"}: &stevedorev1.NodeOverlayList{},
+		{Group: KarpenterAWSGroup, Version: "v1", Kind: "EC2NodeClassList"}:   &stevedorev1.EC2NodeClassList{},
+	}
+}
+
+// NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1, stevedore.dev/v1,
+// and Karpenter's karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and
+// karpenter.k8s.aws/v1 EC2NodeClass (read as Stevedore's kinds of the same name, which mirror them).
 func NewDecoder() *Decoder {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
@@ -45,7 +71,41 @@ func NewDecoder() *Decoder {
 			panic(err) // only on a programming error: the schemes above are static
 		}
 	}
+	for gvk, obj := range karpenterKinds() {
+		scheme.AddKnownTypeWithName(gvk, obj)
+	}
 	return &Decoder{codecs: serializer.NewCodecFactory(scheme, serializer.EnableStrict)}
+}
+
+// IsKarpenter reports whether an object was read from Karpenter's API (its apiVersion is Karpenter's).
+func IsKarpenter(obj runtime.Object) bool {
+	g := obj.GetObjectKind().GroupVersionKind().Group
+	return g == KarpenterGroup || g == KarpenterAWSGroup
+}
+
+// Ignored lists, one line each, the fields of the Karpenter objects decoded so far that Stevedore does not read
+// (their status aside): they were left out of the objects returned.
+func (d *Decoder) Ignored() []string { return d.ignored }
+
+// strictOrKarpenter returns err, unless it only says that a Karpenter object has fields Stevedore does not read:
+// those are recorded (Ignored) and the object, decoded without them, is kept.
+func (d *Decoder) strictOrKarpenter(obj runtime.Object, err error) error {
+	if err == nil || obj == nil || !runtime.IsStrictDecodingError(err) || !IsKarpenter(obj) {
+		return err
+	}
+	var strict interface{ Errors() []error }
+	if !errors.As(err, &strict) {
+		return err
+	}
+	for _, e := range strict.Errors() {
+		field := strings.TrimPrefix(strings.Trim(strings.TrimPrefix(e.Error(), "unknown field "), `"`), ".")
+		if strings.HasPrefix(field, "status.") {
+			continue // what Karpenter observed: Stevedore reads its own status fields only
+		}
+		d.ignored = append(d.ignored, fmt.Sprintf("%s (%s): %s is not a field Stevedore reads", Name(obj),
+			obj.GetObjectKind().GroupVersionKind().GroupVersion(), field))
+	}
+	return nil
 }
 
 // Decode reads every object from r, flattening Lists.
@@ -65,7 +125,7 @@ func (d *Decoder) Decode(r io.Reader) ([]runtime.Object, error) {
 			continue
 		}
 		obj, _, err := deserializer.Decode(raw, nil, nil)
-		if err != nil {
+		if err = d.strictOrKarpenter(obj, err); err != nil {
 			return nil, fmt.Errorf("document %d: %w", doc, explain(raw, err))
 		}
 		if list, ok := obj.(*corev1.List); ok {
@@ -76,15 +136,33 @@ func (d *Decoder) Decode(r io.Reader) ([]runtime.Object, error) {
 			out = append(out, items...)
 			continue
 		}
+		if meta.IsListType(obj) { // a typed list (NodePoolList...): its items
+			items, err := meta.ExtractList(obj)
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", doc, err)
+			}
+			for _, item := range items {
+				item.GetObjectKind().SetGroupVersionKind(itemKind(obj))
+			}
+			out = append(out, items...)
+			continue
+		}
 		out = append(out, obj)
 	}
+}
+
+// itemKind is the kind of a typed list's items: the list's kind without List, in its group and version.
+func itemKind(list runtime.Object) schema.GroupVersionKind {
+	gvk := list.GetObjectKind().GroupVersionKind()
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	return gvk
 }
 
 func (d *Decoder) decodeList(list *corev1.List) ([]runtime.Object, error) {
 	var out []runtime.Object
 	for i, item := range list.Items {
 		obj, _, err := d.codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
-		if err != nil {
+		if err = d.strictOrKarpenter(obj, err); err != nil {
 			return nil, fmt.Errorf("list item %d: %w", i, explain(item.Raw, err))
 		}
 		out = append(out, obj)
@@ -111,10 +189,10 @@ func explain(raw []byte, err error) error {
 		name = tm.Kind + "/" + meta.Metadata.Namespace + "/" + meta.Metadata.Name
 	}
 	switch tm.GroupVersionKind().Group {
-	case "karpenter.sh", "karpenter.k8s.aws":
-		return fmt.Errorf("%s is a Karpenter object (apiVersion %s): Stevedore reads the same fields as %s — change the apiVersion to stevedore.dev/v1", name, tm.APIVersion, stevedorev1.SchemeGroupVersion)
+	case KarpenterGroup, KarpenterAWSGroup:
+		return fmt.Errorf("%s (apiVersion %s) is a Karpenter kind Stevedore does not read: it reads karpenter.sh/v1 NodePools and NodeClaims, karpenter.sh/v1alpha1 NodeOverlays and karpenter.k8s.aws/v1 EC2NodeClasses", name, tm.APIVersion)
 	}
-	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget or a List of them", name, tm.APIVersion)
+	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, NodeOverlay, NodeClaim (Stevedore's or Karpenter's), Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget or a List of them", name, tm.APIVersion)
 }
 
 // DecodeFile reads every object of a file.

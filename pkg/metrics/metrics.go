@@ -282,6 +282,12 @@ var (
 		Help:           "Failed reads of the region's instance types and prices from the EC2 and pricing APIs.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	// KubernetesVersionReadFailures counts failed reads of the API server's version.
+	KubernetesVersionReadFailures = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "kubernetes_version_read_failures_total",
+		Help:           "Failed reads of the API server's Kubernetes version, which picks the AMIs new nodes launch with (the version read before is kept).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// UnavailableOfferings is the size of the unavailable-offerings (ICE) cache.
 	UnavailableOfferings = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "unavailable_offerings",
@@ -340,6 +346,7 @@ func All() []metrics.Registerable {
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
+		KubernetesVersionReadFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}
 }
 

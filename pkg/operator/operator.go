@@ -15,7 +15,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -24,9 +26,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/admission"
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/buffer"
@@ -73,6 +76,10 @@ type Options struct {
 	Repair *disruption.RepairOptions
 	// PodDeletionCost steers scale-in to the nodes consolidation removes first.
 	PodDeletionCost bool
+	// KubernetesVersionInterval separates reads of the API server's version (the AMIs new nodes get follow it).
+	KubernetesVersionInterval time.Duration
+	// AdmissionWebhook, when set, is served by this replica whether it leads or not.
+	AdmissionWebhook *config.AdmissionWebhookArgs
 	// Env reads the process environment (AWS settings); nil means os.Getenv.
 	Env func(string) string
 }
@@ -87,7 +94,8 @@ func OptionsFrom(a config.ProvisionerArgs, env func(string) string) Options {
 		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
 		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
 		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
-		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: repairOptions(a.NodeRepair), PodDeletionCost: *a.PodDeletionCost, Env: env,
+		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: repairOptions(a.NodeRepair), PodDeletionCost: *a.PodDeletionCost,
+		KubernetesVersionInterval: a.KubernetesVersionCheckInterval.Duration, AdmissionWebhook: a.AdmissionWebhook, Env: env,
 	}
 }
 
@@ -142,6 +150,11 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		return nil, err
 	}
 	in := newInformers(host.Informers, stevedore)
+	if opts.AdmissionWebhook != nil {
+		if err := startWebhook(ctx, host, kube, *opts.AdmissionWebhook); err != nil {
+			return nil, err
+		}
+	}
 	provider, err := newProvider(ctx, host, opts, in)
 	if err != nil {
 		return nil, err
@@ -216,13 +229,36 @@ func newProvider(ctx context.Context, host Host, opts Options, in *informerSet) 
 		"serviceCIDR", cluster.ServiceCIDR, "ipFamily", cluster.IPFamily)
 	provider, err := awscloud.New(ctx, awscloud.Options{
 		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: cluster.CABundle, ServiceCIDR: cluster.ServiceCIDR,
-		Region: opts.Region, KubernetesVersion: kubernetesVersion(host.ClientSet), Env: opts.Env, NodeClasses: in.classes.Lister(),
+		Region: opts.Region, Env: opts.Env, NodeClasses: in.classes.Lister(),
+		KubernetesVersion: func(context.Context) (string, error) { return serverMinor(host.ClientSet) }, KubernetesVersionInterval: opts.KubernetesVersionInterval,
 		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, UseFallback: opts.EmbeddedCatalog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("AWS provider: %w", err)
 	}
 	return provider, nil
+}
+
+// startWebhook serves the admission webhook from this replica, whether it leads or not: the API server calls any
+// of them. It reads namespaces from the host's informers.
+func startWebhook(ctx context.Context, host Host, kube kubernetes.Interface, args config.AdmissionWebhookArgs) error {
+	namespaces := host.Informers.Core().V1().Namespaces().Lister()
+	srv := &admission.Server{Port: args.Port,
+		Handler: &admission.Handler{SchedulerName: host.SchedulerName, Logger: klog.FromContext(ctx),
+			Namespaces: func(ctx context.Context, name string) (map[string]string, error) {
+				ns, err := namespaces.Get(name)
+				if err != nil { // not in the informer yet (a new namespace, or before it synced): ask the API server
+					ns, err = kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+				}
+				if err != nil {
+					return nil, err
+				}
+				return ns.Labels, nil
+			}},
+		Certs: &admission.Certificates{Kube: kube, Namespace: args.Namespace, Secret: args.Secret, Service: args.Service,
+			Configuration: args.Configuration, Clock: clock.RealClock{}},
+	}
+	return srv.Start(ctx)
 }
 
 // run is one controller's loop.
@@ -265,6 +301,7 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 		{"pending pods", func(ctx context.Context) { c.Provisioner.WatchPending(ctx, 3*time.Second) }},
 		{"nodeclaim lifecycle", c.Lifecycle.Run},
 		{"termination", w.terminator.Run},
+		{"kubernetes version", w.provider.FollowKubernetesVersion},
 		{"ec2nodeclass status", awscloud.NewNodeClassStatus(w.provider, w.stevedore, w.in.classes, w.in.claims, w.host.Recorder).Run},
 		{"nodeoverlay status", overlaystatus.NewController(w.stevedore, w.in.overlays, func(ctx context.Context) {
 			c.Provisioner.OfferingsChanged()
@@ -407,15 +444,21 @@ func start(ctx context.Context, leadership *state.Leadership, in *informerSet, o
 	}
 }
 
-// kubernetesVersion is the API server's major.minor ("1.37"), or the version the binary was built with.
-func kubernetesVersion(cs kubernetes.Interface) string {
-	if v, err := cs.Discovery().ServerVersion(); err == nil {
-		minor := strings.TrimRight(v.Minor, "+")
-		if v.Major != "" && v.Major != "0" && minor != "" {
-			return v.Major + "." + minor
-		}
+// serverMinor is the API server's major.minor version ("1.37"), as the EKS AMI parameters name it: its major and
+// minor fields (EKS reports minor "35+"), else read from its git version.
+func serverMinor(cs kubernetes.Interface) (string, error) {
+	info, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return "", err
 	}
-	return version.DefaultKubeBinaryVersion
+	minor := strings.TrimRight(info.Minor, "+")
+	if info.Major != "" && info.Major != "0" && minor != "" {
+		return info.Major + "." + minor, nil
+	}
+	if v, err := version.ParseGeneric(info.GitVersion); err == nil && v.Major() > 0 {
+		return fmt.Sprintf("%d.%d", v.Major(), v.Minor()), nil
+	}
+	return "", fmt.Errorf("the API server reports no version (major %q, minor %q, gitVersion %q)", info.Major, info.Minor, info.GitVersion)
 }
 
 // offeringsMarker marks an offering unavailable in the provider's cache and has the provisioner forget the

@@ -27,7 +27,7 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	np := pn.NodePool
 	// the labels the NodePool defines (template labels, its requirements' values for this node); the instance
 	// type's and the offering's are added when the node registers
-	labels := solver.NodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "")
+	labels := solver.NodeLabels(np, pn.PoolRequirements, pn.Requirements, nil, "", "", "", "")
 	annotations := map[string]string{stevedorev1.AnnotationNodePoolHash: np.TemplateHash(),
 		stevedorev1.AnnotationNodePoolHashVersion: stevedorev1.NodePoolHashVersion}
 	if nodeClassHash != "" {

@@ -6,16 +6,12 @@ package sandbox
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +22,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/keyutil"
 	basecompatibility "k8s.io/component-base/compatibility"
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
@@ -34,19 +29,41 @@ import (
 
 // apiServer is a kube-apiserver running in this process.
 type apiServer struct {
-	config  *rest.Config // loopback admin (system:masters) client config
+	port    int
 	stopped chan error
 	cancel  context.CancelFunc
 }
 
-// serviceCIDR is the sandbox cluster's Service range.
-const serviceCIDR = "10.96.0.0/16"
+// serviceCIDR is the sandbox cluster's Service range; etcdPrefix is where every API server of the sandbox keeps its
+// objects in etcd (the same for all, so that an upgraded control plane finds the cluster as it was).
+const (
+	serviceCIDR = "10.96.0.0/16"
+	etcdPrefix  = "/registry"
+)
 
-// startAPIServer runs kube-apiserver in this process against etcdURL, with its certificates and keys in dir,
-// RBAC authorization and the default admission plugins, serving on a free loopback port.
-func startAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) {
+// apiServerArgs are the kube-apiserver flags every API server of the sandbox runs with, of whichever minor: RBAC
+// authorization, the sandbox's certificates, service account tokens signed with its key.
+func apiServerArgs(certs *pki) []string {
+	return []string{
+		"--authorization-mode=Node,RBAC",
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + certs.ServiceAccountKeyFile,
+		"--service-account-signing-key-file=" + certs.ServiceAccountKeyFile,
+		"--api-audiences=https://kubernetes.default.svc.cluster.local",
+		"--client-ca-file=" + certs.CAFile,
+		"--tls-cert-file=" + certs.ServingCertFile,
+		"--tls-private-key-file=" + certs.ServingKeyFile,
+	}
+}
+
+// startAPIServer runs kube-apiserver in this process against etcdURL, with the sandbox's certificates, RBAC
+// authorization and the default admission plugins, serving on a loopback port (a free one when port is 0), with
+// extra flags.
+func startAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, extra []string) (*apiServer, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	srv, err := runAPIServer(ctx, etcdURL, dir)
+	srv, err := runAPIServer(ctx, etcdURL, certs, port, extra)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -55,7 +72,7 @@ func startAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error
 	return srv, nil
 }
 
-func runAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) {
+func runAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, extra []string) (*apiServer, error) {
 	featureGate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
 	effectiveVersion := utilcompatibility.DefaultBuildEffectiveVersion()
 	effectiveVersion.SetEmulationVersion(featureGate.EmulationVersion())
@@ -71,30 +88,18 @@ func runAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) 
 	for _, f := range s.Flags().FlagSets {
 		fs.AddFlagSet(f)
 	}
-	keyFile, err := writeServiceAccountKey(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := fs.Parse([]string{
-		"--authorization-mode=Node,RBAC",
-		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=" + serviceCIDR,
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + keyFile,
-		"--service-account-signing-key-file=" + keyFile,
-		"--api-audiences=https://kubernetes.default.svc.cluster.local",
-	}); err != nil {
+	if err := fs.Parse(append(apiServerArgs(certs), extra...)); err != nil {
 		return nil, fmt.Errorf("kube-apiserver flags: %w", err)
 	}
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver listener: %w", err)
 	}
 	s.SecureServing.Listener = listener
 	s.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
 	s.SecureServing.ExternalAddress = net.ParseIP("127.0.0.1")
-	s.SecureServing.ServerCert.CertDirectory = dir
-	s.Etcd.StorageConfig = *storagebackend.NewDefaultConfig("/"+uuid.NewString()+"/registry", nil)
+	s.SecureServing.ServerCert.CertDirectory = filepath.Dir(certs.CAFile)
+	s.Etcd.StorageConfig = *storagebackend.NewDefaultConfig(etcdPrefix, nil)
 	s.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
 	if err := registry.Set(); err != nil {
 		return nil, err
@@ -132,12 +137,16 @@ func runAPIServer(ctx context.Context, etcdURL, dir string) (*apiServer, error) 
 		}
 	}()
 
-	loopback := rest.CopyConfig(server.GenericAPIServer.LoopbackClientConfig)
-	loopback.QPS, loopback.Burst = 1000, 2000
-	if err := waitForAPIServer(ctx, loopback, stopped); err != nil {
+	port = listener.Addr().(*net.TCPAddr).Port
+	if err := waitForAPIServer(ctx, certs.adminConfig(apiServerURL(port)), stopped); err != nil {
 		return nil, err
 	}
-	return &apiServer{config: loopback, stopped: stopped}, nil
+	return &apiServer{port: port, stopped: stopped}, nil
+}
+
+// apiServerURL is the address of the sandbox's API server on a loopback port.
+func apiServerURL(port int) string {
+	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // waitForAPIServer waits until /readyz answers ok and the default namespace exists.
@@ -170,18 +179,4 @@ func (a *apiServer) stop() {
 	a.cancel()
 	for range a.stopped {
 	}
-}
-
-// writeServiceAccountKey writes a fresh ECDSA key that signs and verifies service account tokens.
-func writeServiceAccountKey(dir string) (string, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	pemBytes, err := keyutil.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "service-account.key")
-	return path, os.WriteFile(path, pemBytes, 0o600)
 }

@@ -25,6 +25,20 @@ const sandboxControllers = "deployment,replicaset,daemonset,statefulset,job,cron
 	"nodelifecycle,taint-eviction-controller,podgc,disruption,namespace,serviceaccount,endpointslice," +
 	"ttl-after-finished,clusterrole-aggregation"
 
+// controllerManagerArgs are the flags of the sandbox's kube-controller-manager, of whichever minor.
+func controllerManagerArgs(kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--controllers=" + sandboxControllers,
+		// a node whose simulated kubelet stops is marked unreachable after 20s rather than 50s
+		"--node-monitor-grace-period=20s",
+		// the default 20 QPS would take the not-ready taint off a burst of new nodes at a few per second
+		"--kube-api-qps=500", "--kube-api-burst=1000",
+	}
+}
+
 // controllerManager is kube-controller-manager running in this process.
 type controllerManager struct {
 	cancel  context.CancelFunc
@@ -53,16 +67,7 @@ func startControllerManager(ctx context.Context, kubeconfig string) (*controller
 	for _, f := range nfs.FlagSets {
 		fs.AddFlagSet(f)
 	}
-	if err := fs.Parse([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--leader-elect=false",
-		"--secure-port=0",
-		"--controllers=" + sandboxControllers,
-		// a node whose simulated kubelet stops is marked unreachable after 20s rather than 50s
-		"--node-monitor-grace-period=20s",
-		// the default 20 QPS would take the not-ready taint off a burst of new nodes at a few per second
-		"--kube-api-qps=500", "--kube-api-burst=1000",
-	}); err != nil {
+	if err := fs.Parse(controllerManagerArgs(kubeconfig)); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
 	}
 	s.ParsedFlags = &nfs

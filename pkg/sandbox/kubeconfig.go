@@ -17,7 +17,7 @@ import (
 // kubeconfigName names the sandbox's cluster and context in its kubeconfig.
 const kubeconfigName = "sandbox"
 
-// writeKubeconfig writes an admin kubeconfig for cfg (the API server's loopback identity) usable by kubectl.
+// writeKubeconfig writes an admin kubeconfig for cfg (the sandbox admin's client certificate) usable by kubectl.
 func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[kubeconfigName] = &clientcmdapi.Cluster{
@@ -25,7 +25,7 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 		CertificateAuthorityData: cfg.CAData,
 		TLSServerName:            cfg.ServerName,
 	}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
 	kc.Contexts[kubeconfigName] = &clientcmdapi.Context{Cluster: kubeconfigName, AuthInfo: "admin"}
 	kc.CurrentContext = kubeconfigName
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {

@@ -6,12 +6,15 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"mime"
 	"mime/multipart"
 	"net/mail"
+	"regexp"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -159,55 +162,96 @@ func parseNodeadm(ud string, cfg *kubeletConfig) error {
 		return fmt.Errorf("user data MIME: %w", err)
 	}
 	r := multipart.NewReader(msg.Body, params["boundary"])
-	found := false
+	// nodeadm merges every NodeConfig part of the user data; a part may hold some fields only (the user's own
+	// part, merged with Stevedore's)
+	var cluster, endpoint string
 	for {
 		p, err := r.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return fmt.Errorf("user data MIME part: %w", err)
 		}
-		if p.Header.Get("Content-Type") != "application/node.eks.aws" {
-			continue
-		}
 		body, _ := io.ReadAll(p)
-		var nc struct {
-			Kind string
-			Spec struct {
-				Cluster struct{ Name, APIServerEndpoint string }
-				Kubelet struct {
-					Config struct {
-						MaxPods        int64             `json:"maxPods"`
-						KubeReserved   map[string]string `json:"kubeReserved"`
-						SystemReserved map[string]string `json:"systemReserved"`
-						EvictionHard   map[string]string `json:"evictionHard"`
-					}
-					Flags []string
-				}
+		switch {
+		case strings.HasPrefix(p.Header.Get("Content-Type"), "text/x-shellscript"):
+			// a custom image's own join script, as the AL2 family's bootstrap.sh takes it
+			if name, ok := cfg.applyBootstrapScript(string(body)); ok {
+				cluster, endpoint = name, "from the script"
 			}
-		}
-		if err := yaml.Unmarshal(bytes.TrimPrefix(bytes.TrimSpace(body), []byte("---")), &nc); err != nil {
-			return fmt.Errorf("NodeConfig: %w", err)
-		}
-		if nc.Kind != "NodeConfig" {
+			continue
+		case p.Header.Get("Content-Type") != "application/node.eks.aws":
 			continue
 		}
-		if nc.Spec.Cluster.Name == "" || nc.Spec.Cluster.APIServerEndpoint == "" {
-			return fmt.Errorf("NodeConfig lacks the cluster name or API server endpoint")
+		name, server, err := cfg.applyNodeConfig(body)
+		if err != nil {
+			return err
 		}
-		found = true
-		k := nc.Spec.Kubelet.Config
-		if k.MaxPods > 0 {
-			cfg.maxPods = k.MaxPods
-		}
-		cfg.kubeReserved, cfg.systemReserved, cfg.evictionHard = k.KubeReserved, k.SystemReserved, k.EvictionHard
-		cfg.applyFlags(nc.Spec.Kubelet.Flags)
+		cluster, endpoint = cmp.Or(name, cluster), cmp.Or(server, endpoint)
 	}
-	if !found {
+	switch {
+	case cluster == "" && endpoint == "":
 		return fmt.Errorf("no NodeConfig in the user data")
+	case cluster == "" || endpoint == "":
+		return fmt.Errorf("NodeConfig lacks the cluster name or API server endpoint")
 	}
 	return nil
+}
+
+// applyNodeConfig applies the kubelet settings of one NodeConfig part, and returns the cluster's name and API
+// server endpoint it gives ("" for those it leaves to another part, or when the part is not a NodeConfig).
+func (cfg *kubeletConfig) applyNodeConfig(body []byte) (cluster, endpoint string, err error) {
+	var nc struct {
+		Kind string
+		Spec struct {
+			Cluster struct{ Name, APIServerEndpoint string }
+			Kubelet struct {
+				Config struct {
+					MaxPods        int64             `json:"maxPods"`
+					KubeReserved   map[string]string `json:"kubeReserved"`
+					SystemReserved map[string]string `json:"systemReserved"`
+					EvictionHard   map[string]string `json:"evictionHard"`
+				}
+				Flags []string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(bytes.TrimPrefix(bytes.TrimSpace(body), []byte("---")), &nc); err != nil {
+		return "", "", fmt.Errorf("NodeConfig: %w", err)
+	}
+	if nc.Kind != "NodeConfig" {
+		return "", "", nil
+	}
+	k := nc.Spec.Kubelet.Config
+	if k.MaxPods > 0 {
+		cfg.maxPods = k.MaxPods
+	}
+	if k.KubeReserved != nil {
+		cfg.kubeReserved = k.KubeReserved
+	}
+	if k.SystemReserved != nil {
+		cfg.systemReserved = k.SystemReserved
+	}
+	if k.EvictionHard != nil {
+		cfg.evictionHard = k.EvictionHard
+	}
+	cfg.applyFlags(nc.Spec.Kubelet.Flags)
+	return nc.Spec.Cluster.Name, nc.Spec.Cluster.APIServerEndpoint, nil
+}
+
+// bootstrapScript is the AL2 family's join command in a shell script: the cluster's name, and the kubelet's flags.
+var bootstrapScript = regexp.MustCompile(`/etc/eks/bootstrap\.sh\s+([A-Za-z0-9_-]+)(?:.*--kubelet-extra-args[= ]+['"]([^'"]*)['"])?`)
+
+// applyBootstrapScript reads the kubelet flags a script's bootstrap.sh call passes, and returns the cluster it
+// joins (false when the script does not call it).
+func (cfg *kubeletConfig) applyBootstrapScript(script string) (string, bool) {
+	m := bootstrapScript.FindStringSubmatch(script)
+	if m == nil {
+		return "", false
+	}
+	cfg.applyFlags(strings.Fields(m[2]))
+	return m[1], true
 }
 
 // applyFlags reads the kubelet flags nodeadm passes that the sandbox's kubelet honours: --node-labels and

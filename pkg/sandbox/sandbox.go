@@ -5,7 +5,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // Package sandbox runs a real local Kubernetes cluster in one process for the demo and the tests: embedded etcd,
 // kube-apiserver, the kube-controller-manager controllers, kwok's simulated kubelets, bootstrap nodes standing in
 // for an EKS managed node group, a simulated AWS (package awsemu) and, by default, the Stevedore scheduler
-// configured as in production. It never talks to real AWS.
+// configured as in production. It never talks to real AWS. The API server and controllers are those of the
+// Kubernetes Stevedore is built on, in this process, or another minor's binaries run as processes (KubeBinaries),
+// and a running sandbox's control plane can be upgraded to another minor.
 package sandbox
 
 import (
@@ -21,6 +23,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -68,6 +71,12 @@ type Options struct {
 	// PluginArgs override arguments of the Provisioner plugin in the production configuration (tests shorten
 	// the disruption loop's delays, or turn it off).
 	PluginArgs map[string]any
+	// KubeBinaries is a folder holding kube-apiserver and kube-controller-manager of another Kubernetes minor
+	// (bin/kube/<minor>, `make kube-binaries`), run as processes; empty runs those Stevedore is built on, in this
+	// process.
+	KubeBinaries string
+	// APIServerArgs are extra kube-apiserver flags (feature gates, runtime-config).
+	APIServerArgs []string
 }
 
 func (o Options) withDefaults() Options {
@@ -103,10 +112,19 @@ type Sandbox struct {
 
 	env map[string]string
 
-	cancel    context.CancelFunc
-	etcd      *embed.Etcd
-	apiserver *apiServer
-	kcm       *controllerManager
+	cancel context.CancelFunc
+	etcd   *embed.Etcd
+	certs  *pki
+	// the control plane: an API server on apiPort and the controller manager, in this process (binaries "") or
+	// run from the binaries of another minor
+	binaries  string
+	apiPort   int
+	apiserver stopper
+	kcm       stopper
+	// admission is AdmissionPolicy or AdmissionWebhook; webhookPort is where the in-process scheduler serves the
+	// webhook in the latter mode
+	admission   string
+	webhookPort int
 
 	schedMu   sync.Mutex
 	scheduler *schedulerapp.Instance
@@ -171,6 +189,9 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 	return s, nil
 }
 
+// stopper is a running control-plane component.
+type stopper interface{ stop() }
+
 // startKubernetes starts etcd, the API server (with Stevedore's CRDs), the controller manager and kwok, and
 // creates the bootstrap nodes.
 func (s *Sandbox) startKubernetes(ctx context.Context) error {
@@ -178,29 +199,21 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 	if s.etcd, err = startEtcd(ctx, filepath.Join(s.dir, "etcd")); err != nil {
 		return err
 	}
-	certs := filepath.Join(s.dir, "pki")
-	if err = os.MkdirAll(certs, 0o700); err != nil {
+	if s.certs, err = newPKI(filepath.Join(s.dir, "pki")); err != nil {
 		return err
 	}
-	if s.apiserver, err = startAPIServer(ctx, s.etcd.Config().ListenClientUrls[0].String(), certs); err != nil {
-		return fmt.Errorf("kube-apiserver: %w", err)
+	s.binaries = s.opts.KubeBinaries
+	if err = s.startControlPlane(ctx); err != nil {
+		return err
 	}
-	s.RESTConfig = s.apiserver.config
 	if s.Kube, err = kubernetes.NewForConfig(s.RESTConfig); err != nil {
 		return err
 	}
 	if s.Stevedore, err = client.NewStevedore(s.RESTConfig); err != nil {
 		return err
 	}
-	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
-	if err = writeKubeconfig(s.kubeconfig, s.RESTConfig); err != nil {
-		return err
-	}
 	if err = installCRDs(ctx, s.RESTConfig); err != nil {
 		return err
-	}
-	if s.kcm, err = startControllerManager(ctx, s.kubeconfig); err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
 	if err = startKwok(ctx, s.kubeconfig); err != nil {
 		return fmt.Errorf("kwok: %w", err)
@@ -209,13 +222,76 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 		return err
 	}
 	// after the controllers: admitting the probe pod needs the default ServiceAccount
-	if err = installSchedulingPolicy(ctx, s.Kube); err != nil {
+	if s.opts.WithScheduler {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		s.webhookPort = ports[0]
+	}
+	if s.admission, err = installAdmission(ctx, s.Kube, s.webhookPort); err != nil {
 		return err
 	}
 	if err = createBootstrapNodes(ctx, s.Kube, s.opts.BootstrapNodes, s.opts.Region); err != nil {
 		return err
 	}
 	return nil
+}
+
+// startControlPlane starts the API server (on apiPort, a free port when 0) and the controller manager of the
+// sandbox's binaries, and writes the admin kubeconfig.
+func (s *Sandbox) startControlPlane(ctx context.Context) error {
+	etcdURL := s.etcd.Config().ListenClientUrls[0].String()
+	if s.binaries == "" {
+		srv, err := startAPIServer(ctx, etcdURL, s.certs, s.apiPort, s.opts.APIServerArgs)
+		if err != nil {
+			return fmt.Errorf("kube-apiserver: %w", err)
+		}
+		s.apiserver, s.apiPort = srv, srv.port
+	} else {
+		srv, port, err := startExternalAPIServer(ctx, s.binaries, etcdURL, s.certs, s.apiPort, s.dir, s.opts.APIServerArgs)
+		if err != nil {
+			return fmt.Errorf("kube-apiserver: %w", err)
+		}
+		s.apiserver, s.apiPort = srv, port
+	}
+	s.RESTConfig = s.certs.adminConfig(apiServerURL(s.apiPort))
+	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
+	if err := writeKubeconfig(s.kubeconfig, s.RESTConfig); err != nil {
+		return err
+	}
+	if s.binaries == "" {
+		kcm, err := startControllerManager(ctx, s.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("kube-controller-manager: %w", err)
+		}
+		s.kcm = kcm
+		return nil
+	}
+	kcm, err := startExternalControllerManager(s.binaries, s.kubeconfig, s.dir)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	s.kcm = kcm
+	return nil
+}
+
+// UpgradeControlPlane replaces the running API server and controller manager by those of binaries (a folder of
+// another minor's, or "" for the ones Stevedore is built on), on the same etcd, address and certificates, as a
+// managed control plane's upgrade does: clients keep their configuration. It returns once the new API server
+// serves.
+func (s *Sandbox) UpgradeControlPlane(ctx context.Context, binaries string) error {
+	s.kcm.stop()
+	s.apiserver.stop()
+	s.kcm, s.apiserver = nil, nil
+	s.binaries = binaries
+	return s.startControlPlane(ctx)
+}
+
+// KubernetesVersion is the version the sandbox's API server reports (major "1", minor "36", git version "v1.36.3";
+// the one built into this process reports no git version unless it was built with one).
+func (s *Sandbox) KubernetesVersion() (*version.Info, error) {
+	return s.Kube.Discovery().ServerVersion()
 }
 
 // writeOutputs writes the kubeconfig and the environment file the options ask for.
@@ -275,6 +351,9 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 	if s.opts.SpotNotice != 0 {
 		pluginArgs["spotInterruptionNotice"] = s.opts.SpotNotice.String()
 	}
+	if s.admission == AdmissionWebhook {
+		pluginArgs["admissionWebhook"] = map[string]any{"port": s.webhookPort, "namespace": WebhookNamespace}
+	}
 	for k, v := range s.opts.PluginArgs {
 		pluginArgs[k] = v
 	}
@@ -300,8 +379,15 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 		return err
 	}
 	s.scheduler = inst
+	if s.admission == AdmissionWebhook && s.opts.WithScheduler {
+		return waitForAdmission(ctx, s.Kube, "the admission webhook")
+	}
 	return nil
 }
+
+// AdmissionMode says how the sandbox opts namespaces in and keeps Karpenter off Stevedore's pods: AdmissionPolicy
+// or AdmissionWebhook (served by the in-process scheduler).
+func (s *Sandbox) AdmissionMode() string { return s.admission }
 
 // schedulerConfig returns the in-process scheduler's configuration: Stevedore's production profile (when
 // withStevedore, its Provisioner arguments overridden by pluginArgs) and a default-scheduler profile.

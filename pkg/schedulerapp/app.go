@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
@@ -29,6 +30,7 @@ import (
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
@@ -138,6 +140,15 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 	if err != nil {
 		return nil, err
 	}
+	kubeconfig, err := readConfigFile(ctx, opts, deps.env())
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	if err := fitGatesToServer(ctx, utilfeature.DefaultMutableFeatureGate, opts.Master, kubeconfig); err != nil {
+		cleanup()
+		return nil, err
+	}
 	leadership := state.NewLeadership()
 	factory := provisioner.NewFactory(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
 	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory))
@@ -152,6 +163,37 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 	}
 	klog.FromContext(ctx).Info("Starting Stevedore scheduler", "leaderElection", cc.LeaderElection != nil)
 	return func() error { return schedapp.Run(ctx, cc, sched) }, nil
+}
+
+// readConfigFile checks the plugin arguments of every profile of the --config file, before anything talks to the
+// API server (a malformed argument stops the start naming it, whether the API server answers or not), and returns
+// the kubeconfig the scheduler will connect with: clientConnection.kubeconfig of the file, else --kubeconfig;
+// empty means in-cluster.
+func readConfigFile(ctx context.Context, opts *scheduleroptions.Options, env func(string) string) (string, error) {
+	if opts.ConfigFile == "" {
+		switch {
+		case opts.Deprecated != nil && opts.Deprecated.Kubeconfig != "":
+			return opts.Deprecated.Kubeconfig, nil
+		case opts.ComponentConfig != nil:
+			return opts.ComponentConfig.ClientConnection.Kubeconfig, nil
+		}
+		return "", nil
+	}
+	cfg, err := scheduleroptions.LoadConfigFromFile(klog.FromContext(ctx), opts.ConfigFile)
+	if err != nil {
+		return "", err
+	}
+	for _, profile := range cfg.Profiles {
+		for _, pc := range profile.PluginConfig {
+			if pc.Name != config.PluginName {
+				continue
+			}
+			if _, err := config.Decode(pc.Args, env); err != nil {
+				return "", fmt.Errorf("profile %q: %w", profile.SchedulerName, err)
+			}
+		}
+	}
+	return cfg.ClientConnection.Kubeconfig, nil
 }
 
 // applyKubeconfigFlag makes --kubeconfig win over clientConnection.kubeconfig of the --config file, by running

@@ -14,9 +14,10 @@ import (
 
 // Which labels a node Stevedore launches may carry, and who decides each one:
 //   - the instance type decides its well-known keys (InstanceTypeKeys) and any label its catalog entry adds;
-//   - the offering decides zone and capacity type (OfferingKeys), the cloud the region;
-//   - the NodePool decides its template labels and the keys its requirements name (a pod may narrow a
-//     requirement that allows several values to one);
+//   - the offering decides zone and capacity type (OfferingKeys), the cloud the region; the zone decides its ID
+//     (LabelZoneID), and NodePool requirements on it are read as requirements on the zone (ZoneIDs);
+//   - the NodePool decides its template labels, the keys its requirements name (a pod may narrow a
+//     requirement that allows several values to one) and the EC2NodeClass label;
 //   - Stevedore decides its own keys (stevedore.dev/*) and the hostname.
 //
 // A pod never adds a label: a key the pod requires that none of these defines makes the NodePool unusable for it
@@ -27,7 +28,9 @@ var InstanceTypeKeys = []string{
 	corev1.LabelInstanceTypeStable, corev1.LabelArchStable, corev1.LabelOSStable,
 	stevedorev1.LabelInstanceCategory, stevedorev1.LabelInstanceFamily, stevedorev1.LabelInstanceGeneration,
 	stevedorev1.LabelInstanceSize, stevedorev1.LabelInstanceCPU, stevedorev1.LabelInstanceMemory,
-	stevedorev1.LabelInstanceHypervisor,
+	stevedorev1.LabelInstanceHypervisor, stevedorev1.LabelInstanceCPUManufacturer, stevedorev1.LabelInstanceCPUSustainedClockSpeed,
+	stevedorev1.LabelInstanceEncryptionInTransit, stevedorev1.LabelInstanceCapabilityFlex, stevedorev1.LabelInstanceTenancy,
+	stevedorev1.LabelInstanceEBSBandwidth,
 	// only types with GPUs, Neuron devices, NVMe storage or a published bandwidth carry these
 	stevedorev1.LabelInstanceGPUName, stevedorev1.LabelInstanceGPUManufacturer, stevedorev1.LabelInstanceGPUCount,
 	stevedorev1.LabelInstanceGPUMemory, stevedorev1.LabelInstanceAcceleratorName, stevedorev1.LabelInstanceAcceleratorManufacturer,
@@ -55,7 +58,8 @@ func IsOfferingKey(key string) bool {
 // IsWellKnown reports whether Stevedore knows a label's value for any node it launches: instance-type and
 // offering keys, the region, the NodePool's name.
 func IsWellKnown(key string) bool {
-	return IsInstanceTypeKey(key) || IsOfferingKey(key) || key == corev1.LabelTopologyRegion || key == stevedorev1.LabelNodePool
+	return IsInstanceTypeKey(key) || IsOfferingKey(key) || key == corev1.LabelTopologyRegion || key == stevedorev1.LabelNodePool ||
+		key == stevedorev1.LabelZoneID || key == stevedorev1.LabelNodeClass
 }
 
 // deprecatedKeys maps the deprecated beta label keys pods still use to the stable keys they stand for.

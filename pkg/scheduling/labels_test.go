@@ -29,8 +29,11 @@ func TestIsRestricted(t *testing.T) {
 		{"k8s.io/team", true},
 		{"sub.k8s.io/team", true},
 		{"karpenter.sh/nodepool", true},
-		{"karpenter.k8s.aws/instance-gpu-name", false},                     // well-known (types with GPUs carry it)
-		{"karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", true}, // not a label Stevedore sets
+		{"karpenter.k8s.aws/instance-gpu-name", false},                      // well-known (types with GPUs carry it)
+		{"karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", false}, // well-known
+		{"karpenter.k8s.aws/ec2nodeclass", false},                           // the EC2NodeClass's name
+		{"topology.k8s.aws/zone-id", false},                                 // the zone's ID
+		{"karpenter.k8s.aws/placement-group-id", true},                      // not a label Stevedore sets
 		{"stevedore.dev/anything", true},
 		{"notkubernetes.io/team", false},
 	} {

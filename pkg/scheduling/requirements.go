@@ -33,7 +33,15 @@ type Requirement struct {
 	MinValues *int
 }
 
-// NewRequirement builds a requirement from a node selector operator.
+// Karpenter's inclusive integer bounds, which NodePool requirements and NodeOverlays take beside the node
+// selector's operators.
+const (
+	OpGte corev1.NodeSelectorOperator = "Gte"
+	OpLte corev1.NodeSelectorOperator = "Lte"
+)
+
+// NewRequirement builds a requirement from a node selector operator, or Gte or Lte: on integers, at least v is
+// more than v-1, at most v is less than v+1.
 func NewRequirement(key string, op corev1.NodeSelectorOperator, values ...string) (*Requirement, error) {
 	r := &Requirement{Key: key, values: sets.New(values...)}
 	switch op {
@@ -45,7 +53,7 @@ func NewRequirement(key string, op corev1.NodeSelectorOperator, values ...string
 		r.values = sets.New[string]()
 	case corev1.NodeSelectorOpDoesNotExist:
 		r.values = sets.New[string]()
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, OpGte, OpLte:
 		if len(values) != 1 {
 			return nil, fmt.Errorf("requirement %s %s needs one integer value, got %d", key, op, len(values))
 		}
@@ -55,9 +63,16 @@ func NewRequirement(key string, op corev1.NodeSelectorOperator, values ...string
 		}
 		r.complement = true
 		r.values = sets.New[string]()
-		if op == corev1.NodeSelectorOpGt {
+		switch op {
+		case corev1.NodeSelectorOpGt:
 			r.gt = &v
-		} else {
+		case OpGte:
+			v--
+			r.gt = &v
+		case corev1.NodeSelectorOpLt:
+			r.lt = &v
+		default:
+			v++
 			r.lt = &v
 		}
 	default:

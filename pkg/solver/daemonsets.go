@@ -72,7 +72,7 @@ func (st *solve) daemonsFor(pool *NodePoolOption, reqs scheduling.Requirements, 
 	if len(pool.DaemonSetPods) == 0 {
 		return nil, ""
 	}
-	labels := NodeLabels(pool.NodePool, pool.Requirements, reqs, it.Labels(), zone, ct, st.in.Region)
+	labels := NodeLabels(pool.NodePool, pool.Requirements, reqs, it.Labels(), zone, pool.zoneIDs.ID(zone), ct, st.in.Region)
 	var key strings.Builder
 	for _, k := range pool.daemonKeys {
 		v, ok := labels[k]

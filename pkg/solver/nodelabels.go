@@ -71,8 +71,8 @@ func (o *NodePoolOption) computeLabelSets(region string) *poolLabelSets {
 			add(seenPhantom, &out.phantom, NodeLabels(o.NodePool, o.Requirements, o.Requirements, map[string]string{
 				corev1.LabelArchStable: it.Requirements.Get(corev1.LabelArchStable).Any(),
 				corev1.LabelOSStable:   it.Requirements.Get(corev1.LabelOSStable).Any(),
-			}, off.Zone, off.CapacityType, region))
-			l := NodeLabels(o.NodePool, o.Requirements, o.Requirements, it.Labels(), off.Zone, off.CapacityType, region)
+			}, off.Zone, off.ZoneID, off.CapacityType, region))
+			l := NodeLabels(o.NodePool, o.Requirements, o.Requirements, it.Labels(), off.Zone, off.ZoneID, off.CapacityType, region)
 			add(seenPossible, &out.possible, l)
 			for _, k := range multi {
 				for _, v := range o.Requirements[k].Values() {

@@ -106,8 +106,8 @@ func TestSameReqLabelsAgreesWithTheRenderedLabels(t *testing.T) {
 	common := map[string]string{corev1.LabelArchStable: "amd64"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			la := NodeLabels(np, opt.Requirements, tc.a, common, "us-east-1a", "spot", "us-east-1")
-			lb := NodeLabels(np, opt.Requirements, tc.b, common, "us-east-1a", "spot", "us-east-1")
+			la := NodeLabels(np, opt.Requirements, tc.a, common, "us-east-1a", "use1-az1", "spot", "us-east-1")
+			lb := NodeLabels(np, opt.Requirements, tc.b, common, "us-east-1a", "use1-az1", "spot", "us-east-1")
 			want := maps.Equal(la, lb)
 			if got := sameReqLabels(opt.Requirements, tc.a, tc.b); got != want {
 				t.Errorf("sameReqLabels %v, the rendered labels equal: %v (%v / %v)", got, want, la, lb)

@@ -22,7 +22,7 @@ import (
 )
 
 // NodePoolRequirements returns what a NodePool's nodes satisfy: its requirements, its template labels, and the
-// NodePool label.
+// NodePool and EC2NodeClass labels.
 func NodePoolRequirements(np *stevedorev1.NodePool) (scheduling.Requirements, error) {
 	var nsr []corev1.NodeSelectorRequirement
 	for _, r := range np.Spec.Template.Spec.Requirements {
@@ -42,6 +42,9 @@ func NodePoolRequirements(np *stevedorev1.NodePool) (scheduling.Requirements, er
 		}
 	}
 	labels := map[string]string{stevedorev1.LabelNodePool: np.Name}
+	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
+		labels[stevedorev1.LabelNodeClass] = ref.Name
+	}
 	for k, v := range np.Spec.Template.ObjectMeta.Labels {
 		labels[k] = v
 	}
@@ -63,7 +66,10 @@ func NewNodePoolOption(np *stevedorev1.NodePool, its []*cloud.InstanceType, rema
 	if region != "" {
 		reqs.Add(scheduling.MustRequirement(corev1.LabelTopologyRegion, corev1.NodeSelectorOpIn, region))
 	}
-	opt := NodePoolOption{NodePool: np, Requirements: reqs, Remaining: remaining, typeKeys: map[string]bool{}, labelCache: &poolLabelSets{}}
+	zoneIDs := scheduling.ZoneIDs(cloud.ZoneIDs(its))
+	reqs = zoneIDs.Translate(reqs) // the zone decides its ID
+	opt := NodePoolOption{NodePool: np, Requirements: reqs, Remaining: remaining, typeKeys: map[string]bool{}, labelCache: &poolLabelSets{},
+		zoneIDs: zoneIDs}
 	sorted := append([]*cloud.InstanceType(nil), its...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, it := range sorted {

@@ -228,7 +228,7 @@ func (n *openNode) setLargest() {
 // launched type might not have), the representative zone and capacity type, the NodePool's labels and taints,
 // and the largest candidate's allocatable.
 func (n *openNode) node() *corev1.Node {
-	labels := NodeLabels(n.pool.NodePool, n.pool.Requirements, n.reqs, n.common, n.zone, n.ct, n.region)
+	labels := NodeLabels(n.pool.NodePool, n.pool.Requirements, n.reqs, n.common, n.zone, n.pool.zoneIDs.ID(n.zone), n.ct, n.region)
 	labels[corev1.LabelHostname] = n.name
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels},
@@ -240,12 +240,12 @@ func (n *openNode) node() *corev1.Node {
 // NodeLabels is the one definition of the labels a node Stevedore launches carries (pkg/scheduling states the
 // rules): its instance type's labels (typeLabels), the labels its NodePool defines — template labels, and the
 // values its requirements allow once narrowed to one by the pods planned on it (reqs; keys in restricted domains
-// only when the NodePool itself pins them) —, its offering's zone and capacity type, the region, the NodePool's
-// name, and the deprecated aliases of the well-known keys. Nothing a pod asked for that the NodePool does not
-// offer.
+// only when the NodePool itself pins them) —, its offering's zone (and the zone's ID) and capacity type, the region,
+// the NodePool's name, and the deprecated aliases of the well-known keys. Nothing a pod asked for that the NodePool
+// does not offer.
 //
 //nolint:gocyclo // the one definition of a new node's labels: one rule per source of labels, in precedence order
-func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements, typeLabels map[string]string, zone, ct, region string) map[string]string {
+func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements, typeLabels map[string]string, zone, zoneID, ct, region string) map[string]string {
 	labels := make(map[string]string, len(typeLabels)+16)
 	for k, v := range typeLabels {
 		if !scheduling.IsOfferingKey(k) {
@@ -262,6 +262,9 @@ func NodeLabels(np *stevedorev1.NodePool, poolReqs, reqs scheduling.Requirements
 	}
 	if zone != "" {
 		labels[corev1.LabelTopologyZone] = zone
+	}
+	if zoneID != "" {
+		labels[stevedorev1.LabelZoneID] = zoneID
 	}
 	if ct != "" {
 		labels[stevedorev1.LabelCapacityType] = ct

@@ -138,6 +138,14 @@ func (pl *placing) usable(pool *NodePoolOption) bool {
 	return !pl.avoidPreferNoSchedule || toleratesPreferNoSchedule(pl.check, pool.NodePool.Spec.Template.Spec.Taints)
 }
 
+// zoneIDsAsZones reads a pod's requirements on the zone ID as requirements on the zone.
+func (st *solve) zoneIDsAsZones(terms []scheduling.Requirements) []scheduling.Requirements {
+	for i, reqs := range terms {
+		terms[i] = st.zoneIDs.Translate(reqs)
+	}
+	return terms
+}
+
 // newPlacing runs PreFilter for check and gathers what placing it needs; nil when PreFilter rejects it.
 func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	state, pre, status := st.sim.PreFilter(st.ctx, check)
@@ -145,8 +153,11 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 		st.reasons[pod.UID] = "PreFilter: " + status.Message()
 		return nil
 	}
-	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: podVec(pod), reqs: podRequirements(check),
+	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: podVec(pod), reqs: st.zoneIDsAsZones(podRequirements(check)),
 		cared: caredKeys(check)}
+	if pl.cared[stevedorev1.LabelZoneID] && len(st.zoneIDs) > 0 {
+		pl.cared[corev1.LabelTopologyZone] = true // the zone decides its ID
+	}
 	for _, k := range st.daemonKeys {
 		pl.cared[k] = true // DaemonSets select on it: the node's value must be known to count them
 	}

@@ -84,11 +84,12 @@ func TestNodeLabelsComeOnlyFromTheNodePoolTheTypeAndTheOffering(t *testing.T) {
 	narrowed.Add(scheduling.MustRequirement("node-restriction.kubernetes.io/pci", corev1.NodeSelectorOpIn, "yes"))
 	narrowed.Add(scheduling.MustRequirement("color", corev1.NodeSelectorOpIn, "red"))
 	got := NodeLabels(np, pool, narrowed, map[string]string{corev1.LabelArchStable: "arm64", corev1.LabelTopologyZone: "ignored"},
-		"us-east-1b", "spot", "us-east-1")
+		"us-east-1b", "use1-az2", "spot", "us-east-1")
 	want := map[string]string{
 		"tier": "web", "team": "b", "node-restriction.kubernetes.io/owner": "platform",
 		corev1.LabelArchStable: "arm64", "beta.kubernetes.io/arch": "arm64",
-		corev1.LabelTopologyZone: "us-east-1b", corev1.LabelFailureDomainBetaZone: "us-east-1b",
+		corev1.LabelTopologyZone: "us-east-1b", corev1.LabelFailureDomainBetaZone: "us-east-1b", stevedorev1.LabelZoneID: "use1-az2",
+		stevedorev1.LabelNodeClass: np.Spec.Template.Spec.NodeClassRef.Name,
 		corev1.LabelTopologyRegion: "us-east-1", corev1.LabelFailureDomainBetaRegion: "us-east-1",
 		stevedorev1.LabelCapacityType: "spot", stevedorev1.LabelNodePool: "np",
 	}

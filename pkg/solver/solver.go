@@ -40,6 +40,8 @@ type NodePoolOption struct {
 
 	// typeKeys are the label keys, beyond the well-known ones, that some instance type defines.
 	typeKeys map[string]bool
+	// zoneIDs maps the zones of the instance types' offerings to their IDs.
+	zoneIDs scheduling.ZoneIDs
 	// daemonKeys are the node label keys the DaemonSets select on; daemons caches which DaemonSet pods run on a
 	// node, by the node's values of those keys.
 	daemonKeys   []string
@@ -178,6 +180,9 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
+	// zoneIDs maps the zones of every NodePool's offerings to their IDs: a pod's requirement on the zone ID is read
+	// as one on the zone.
+	zoneIDs scheduling.ZoneIDs
 	// narrowMemo memoises narrowed, largestMemo largestOf.
 	narrowMemo  map[narrowKey][]*cloud.InstanceType
 	largestMemo map[listKey]*cloud.InstanceType
@@ -404,8 +409,10 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 		st.inflight = append(st.inflight, &inflightState{InFlightNode: f, free: freeVec(ni)})
 	}
 	keys := map[string]bool{}
+	st.zoneIDs = scheduling.ZoneIDs{}
 	for i := range in.NodePools {
 		pool := &in.NodePools[i]
+		maps.Copy(st.zoneIDs, pool.zoneIDs)
 		for _, k := range pool.daemonKeys {
 			if !scheduling.IsInstanceTypeKey(k) && !pool.typeKeys[k] {
 				keys[k] = true

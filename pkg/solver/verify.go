@@ -17,7 +17,7 @@ import (
 // NodeForPlan renders a planned node as the Node its instance would register as: the planned instance type's
 // labels and allocatable, the priced offering's zone and capacity type, the NodePool's labels and taints.
 func NodeForPlan(name, region string, n *PlannedNode) *corev1.Node {
-	labels := NodeLabels(n.NodePool, n.PoolRequirements, n.Requirements, n.InstanceType.Labels(), n.Offering.Zone, n.Offering.CapacityType, region)
+	labels := NodeLabels(n.NodePool, n.PoolRequirements, n.Requirements, n.InstanceType.Labels(), n.Offering.Zone, n.Offering.ZoneID, n.Offering.CapacityType, region)
 	labels[corev1.LabelHostname] = name
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},

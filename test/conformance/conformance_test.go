@@ -308,12 +308,13 @@ func labelViolations(n *solver.PlannedNode, node *corev1.Node) []string {
 		case k == corev1.LabelHostname:
 		case k == stevedorev1.LabelNodePool && v == n.NodePool.Name:
 		case k == corev1.LabelTopologyZone && v == n.Offering.Zone:
+		case k == stevedorev1.LabelZoneID && v == n.Offering.ZoneID && v != "":
 		case k == stevedorev1.LabelCapacityType && v == n.Offering.CapacityType:
 		case k == corev1.LabelTopologyRegion:
 		case scheduling.StableKey(k) != k && node.Labels[scheduling.StableKey(k)] == v:
 		case typeLabels[k] == v && !scheduling.IsOfferingKey(k):
 		case n.NodePool.Spec.Template.ObjectMeta.Labels[k] == v && v != "":
-		case pool.Has(k) && pool[k].Has(v) && !scheduling.IsInstanceTypeKey(k) && !scheduling.IsOfferingKey(k):
+		case pool.Has(k) && pool[k].Has(v) && !scheduling.IsInstanceTypeKey(k) && !scheduling.IsOfferingKey(k) && k != stevedorev1.LabelZoneID:
 		default:
 			out = append(out, fmt.Sprintf("label %s=%s is not one NodePool %s offers", k, v, n.NodePool.Name))
 		}

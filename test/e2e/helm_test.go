@@ -120,8 +120,11 @@ func TestHelmChartRendersTheKustomizeManifests(t *testing.T) {
 		dir   string
 		flags []string
 	}{
-		{dir: "manifests"},
-		{dir: "manifests/with-monitoring", flags: append([]string{"--set", "monitoring.enabled=true"}, monitoringAPIs...)},
+		{dir: "manifests", flags: []string{"--kube-version", "1.37.0"}},
+		{dir: "manifests/with-monitoring", flags: append([]string{"--kube-version", "1.36.0", "--set", "monitoring.enabled=true"}, monitoringAPIs...)},
+		// Kubernetes 1.34 and 1.35 serve no MutatingAdmissionPolicy: the chart picks the webhook by the cluster's version
+		{dir: "manifests/with-admission-webhook", flags: []string{"--kube-version", "1.35.2"}},
+		{dir: "manifests/with-admission-webhook", flags: []string{"--kube-version", "1.37.0", "--set", "schedulingPolicy.mode=Webhook"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			args := append([]string{"template", "stevedore", chart, "--namespace", "stevedore", "--include-crds",

@@ -108,6 +108,29 @@ func TestDecode(t *testing.T) {
 		{name: "repair policy with an unknown status", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "Maybe", "toleration": "1m"}]}}`, wantErr: "nodeRepair.policies[0].conditionStatus"},
 		{name: "repair policy for a healthy node", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "True", "toleration": "1m"}]}}`, wantErr: "nodeRepair.policies[0].conditionStatus"},
 		{name: "repair policy twice", raw: `{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "False", "toleration": "1m"}, {"conditionType": "Ready", "conditionStatus": "False", "toleration": "2m"}]}}`, wantErr: "nodeRepair.policies[1]"},
+		{name: "the admission webhook off by default", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if a.AdmissionWebhook != nil {
+				t.Errorf("admissionWebhook = %+v, want off", a.AdmissionWebhook)
+			}
+		}},
+		{name: "the admission webhook with its defaults", raw: `{"clusterName": "c", "admissionWebhook": {}}`, env: map[string]string{EnvNamespace: "autoscaling"},
+			check: func(t *testing.T, a ProvisionerArgs) {
+				want := AdmissionWebhookArgs{Port: 9443, Namespace: "autoscaling", Service: "stevedore-webhook", Secret: "stevedore-webhook-cert",
+					Configuration: "stevedore-scheduling"}
+				if a.AdmissionWebhook == nil || *a.AdmissionWebhook != want {
+					t.Errorf("admissionWebhook = %+v, want %+v", a.AdmissionWebhook, want)
+				}
+			}},
+		{name: "the admission webhook turned on by the environment", raw: `{"clusterName": "c"}`, env: map[string]string{EnvAdmissionWebhookPort: "8443"},
+			check: func(t *testing.T, a ProvisionerArgs) {
+				if a.AdmissionWebhook == nil || a.AdmissionWebhook.Port != 8443 || a.AdmissionWebhook.Namespace != "stevedore" {
+					t.Errorf("admissionWebhook = %+v, want on at 8443 in namespace stevedore", a.AdmissionWebhook)
+				}
+			}},
+		{name: "the admission webhook's port from the environment is not a number", raw: `{"clusterName": "c"}`,
+			env: map[string]string{EnvAdmissionWebhookPort: "https"}, wantErr: "admissionWebhook.port"},
+		{name: "the admission webhook's port out of range", raw: `{"clusterName": "c", "admissionWebhook": {"port": 70000}}`, wantErr: "admissionWebhook.port"},
+		{name: "the admission webhook's Service is not a name", raw: `{"clusterName": "c", "admissionWebhook": {"service": "Web Hook"}}`, wantErr: "admissionWebhook.service"},
 		{name: "repair percentage out of range", raw: `{"clusterName": "c", "nodeRepair": {"maxUnhealthyPercent": 101}}`, wantErr: "nodeRepair.maxUnhealthyPercent"},
 	}
 	for _, tc := range cases {

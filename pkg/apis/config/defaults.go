@@ -6,6 +6,7 @@ package config
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ const (
 	DefaultDisruptionPollInterval    = 10 * time.Second
 	DefaultDisruptionValidationDelay = 15 * time.Second
 	DefaultGarbageCollectionInterval = time.Minute
+	// DefaultKubernetesVersionCheckInterval separates reads of the API server's version.
+	DefaultKubernetesVersionCheckInterval = 5 * time.Minute
 	// DefaultPermitTimeout and MaxPermitTimeout bound how long Permit holds a pod for an initializing node (the
 	// framework's own limit is 15 minutes).
 	DefaultPermitTimeout = 5 * time.Minute
@@ -32,6 +35,12 @@ const (
 	DefaultMaxUnhealthyPercent = 20
 	DefaultRepairDrainTimeout  = 5 * time.Minute
 	DefaultRebootWait          = 10 * time.Minute
+	// The admission webhook.
+	DefaultWebhookPort          = 9443
+	DefaultWebhookNamespace     = "stevedore"
+	DefaultWebhookService       = "stevedore-webhook"
+	DefaultWebhookSecret        = "stevedore-webhook-cert"
+	DefaultWebhookConfiguration = "stevedore-scheduling"
 )
 
 // Node conditions of the EKS node monitoring agent (node-problem-detector style) that repair acts on.
@@ -83,6 +92,7 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 	defDuration(&a.DisruptionValidationDelay, DefaultDisruptionValidationDelay)
 	defDuration(&a.GarbageCollectionInterval, DefaultGarbageCollectionInterval)
 	defDuration(&a.SpotInterruptionNotice, DefaultSpotInterruptionNotice)
+	defDuration(&a.KubernetesVersionCheckInterval, DefaultKubernetesVersionCheckInterval)
 	if a.MaxInstanceTypes == 0 {
 		a.MaxInstanceTypes = DefaultMaxInstanceTypes
 	}
@@ -97,11 +107,43 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 		a.MinValuesPolicy = MinValuesStrict
 	}
 	a.NodeRepair = a.NodeRepair.defaults()
+	a.AdmissionWebhook = a.AdmissionWebhook.defaults(env)
 	if a.PodDeletionCost == nil {
 		on := true
 		a.PodDeletionCost = &on
 	}
 	return a
+}
+
+// defaults returns a defaulted copy (nil when the webhook is off).
+func (w *AdmissionWebhookArgs) defaults(env func(string) string) *AdmissionWebhookArgs {
+	if w == nil && env != nil && env(EnvAdmissionWebhookPort) != "" {
+		port, err := strconv.Atoi(env(EnvAdmissionWebhookPort))
+		if err != nil {
+			port = -1 // refused by validation
+		}
+		w = &AdmissionWebhookArgs{Port: port}
+	}
+	if w == nil {
+		return nil
+	}
+	out := *w
+	if out.Port == 0 {
+		out.Port = DefaultWebhookPort
+	}
+	if out.Namespace == "" && env != nil {
+		out.Namespace = env(EnvNamespace)
+	}
+	for _, d := range []struct {
+		v   *string
+		def string
+	}{{&out.Namespace, DefaultWebhookNamespace}, {&out.Service, DefaultWebhookService}, {&out.Secret, DefaultWebhookSecret},
+		{&out.Configuration, DefaultWebhookConfiguration}} {
+		if *d.v == "" {
+			*d.v = d.def
+		}
+	}
+	return &out
 }
 
 // defaults returns a defaulted copy (never nil).

@@ -22,6 +22,11 @@ const (
 	EnvClusterEndpoint   = "STEVEDORE_CLUSTER_ENDPOINT"
 	EnvInterruptionQueue = "STEVEDORE_INTERRUPTION_QUEUE_URL"
 	EnvRegion            = "AWS_REGION"
+	// EnvNamespace is the namespace the scheduler runs in (the Deployment sets it from the pod's own).
+	EnvNamespace = "STEVEDORE_NAMESPACE"
+	// EnvAdmissionWebhookPort, when admissionWebhook is not set, turns the webhook on at that port (the installs for
+	// API servers without MutatingAdmissionPolicy set it).
+	EnvAdmissionWebhookPort = "STEVEDORE_ADMISSION_WEBHOOK_PORT"
 )
 
 // minValues policies.
@@ -98,6 +103,33 @@ type ProvisionerArgs struct {
 	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
 	// of leaving consolidation pods to evict. Pods whose cost the user set are left alone. Default true.
 	PodDeletionCost *bool `json:"podDeletionCost,omitempty"`
+	// KubernetesVersionCheckInterval is how often the API server's Kubernetes version is read: AMI aliases resolve
+	// to the images of that version, so after a control-plane upgrade new nodes launch with the new minor's images
+	// and nodes with the old ones drift. Default 5m.
+	KubernetesVersionCheckInterval metav1.Duration `json:"kubernetesVersionCheckInterval,omitempty"`
+	// AdmissionWebhook serves, from every replica, the admission webhook that does what the stevedore-scheduling
+	// MutatingAdmissionPolicy does (opt labelled namespaces in, keep Karpenter off Stevedore's pods), for API
+	// servers that do not serve MutatingAdmissionPolicy (Kubernetes 1.34 and 1.35). Unset: on at the port
+	// $STEVEDORE_ADMISSION_WEBHOOK_PORT when that is set, else off.
+	AdmissionWebhook *AdmissionWebhookArgs `json:"admissionWebhook,omitempty"`
+}
+
+// AdmissionWebhookArgs configure the admission webhook.
+type AdmissionWebhookArgs struct {
+	// Port the webhook serves HTTPS on. Default 9443.
+	Port int `json:"port,omitempty"`
+	// Namespace the scheduler runs in: where the Service and the Secret holding the certificates are. Default
+	// $STEVEDORE_NAMESPACE, else stevedore.
+	Namespace string `json:"namespace,omitempty"`
+	// Service in front of the scheduler's pods that the webhook configuration calls; the serving certificate is
+	// issued for its DNS names. Default stevedore-webhook.
+	Service string `json:"service,omitempty"`
+	// Secret that holds the webhook's certificate authority and serving certificate, created by the first replica.
+	// Default stevedore-webhook-cert.
+	Secret string `json:"secret,omitempty"`
+	// Configuration is the MutatingWebhookConfiguration whose caBundle the scheduler keeps. Default
+	// stevedore-scheduling.
+	Configuration string `json:"configuration,omitempty"`
 }
 
 // NodeRepairArgs configure node auto-repair.

@@ -12,8 +12,27 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// validate reports the invalid fields of defaulted webhook arguments (none when the webhook is off).
+func (w *AdmissionWebhookArgs) validate(path *field.Path) field.ErrorList {
+	if w == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if w.Port < 1 || w.Port > 65535 {
+		errs = append(errs, field.Invalid(path.Child("port"), w.Port, "must be a port number, 1 to 65535 (from $"+EnvAdmissionWebhookPort+" when the argument is not set)"))
+	}
+	for _, n := range []struct{ name, value string }{{"namespace", w.Namespace}, {"service", w.Service}, {"secret", w.Secret},
+		{"configuration", w.Configuration}} {
+		for _, msg := range validation.IsDNS1123Subdomain(n.value) {
+			errs = append(errs, field.Invalid(path.Child(n.name), n.value, msg))
+		}
+	}
+	return errs
+}
 
 // validate reports the invalid fields of defaulted repair arguments.
 func (r *NodeRepairArgs) validate(path *field.Path) field.ErrorList {
@@ -61,6 +80,7 @@ func (a ProvisionerArgs) Validate() field.ErrorList {
 	errs = append(errs, a.validateDurations()...)
 	errs = append(errs, a.validateChoices()...)
 	errs = append(errs, a.NodeRepair.validate(field.NewPath("nodeRepair"))...)
+	errs = append(errs, a.AdmissionWebhook.validate(field.NewPath("admissionWebhook"))...)
 	return errs
 }
 
@@ -96,6 +116,7 @@ func (a ProvisionerArgs) validateDurations() field.ErrorList {
 		{"registrationTimeout", a.RegistrationTimeout}, {"permitTimeout", a.PermitTimeout},
 		{"disruptionPollInterval", a.DisruptionPollInterval}, {"disruptionValidationDelay", a.DisruptionValidationDelay},
 		{"garbageCollectionInterval", a.GarbageCollectionInterval}, {"spotInterruptionNotice", a.SpotInterruptionNotice},
+		{"kubernetesVersionCheckInterval", a.KubernetesVersionCheckInterval},
 	} {
 		if d.d.Duration <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(d.name), d.d.Duration.String(), "must be positive"))

@@ -120,9 +120,13 @@ type EC2NodeClassSpec struct {
 	// +optional
 	Kubelet *KubeletConfiguration `json:"kubelet,omitempty"`
 
-	// AssociatePublicIPAddress overrides the subnet's setting.
+	// AssociatePublicIPAddress overrides the subnet's setting for the node's primary network interface.
 	// +optional
 	AssociatePublicIPAddress *bool `json:"associatePublicIPAddress,omitempty"`
+
+	// ConnectionTracking sets the idle timeouts of tracked connections on the node's primary network interface.
+	// +optional
+	ConnectionTracking *ConnectionTracking `json:"connectionTracking,omitempty"`
 
 	// DetailedMonitoring turns on CloudWatch detailed monitoring.
 	// +optional
@@ -186,9 +190,10 @@ type SubnetSelectorTerm struct {
 	Tags map[string]string `json:"tags,omitempty"`
 }
 
-// CapacityReservationSelectorTerm selects capacity reservations by id, or by tags and owner (ANDed).
-// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: set id or tags",rule="has(self.id) || has(self.tags)"
-// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: id cannot be combined with other fields",rule="!has(self.id) || (!has(self.tags) && !has(self.ownerID))"
+// CapacityReservationSelectorTerm selects capacity reservations by id, or by tags, owner and instance match criteria
+// (ANDed).
+// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: set id, tags or instanceMatchCriteria",rule="has(self.id) || has(self.tags) || has(self.instanceMatchCriteria)"
+// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[]: id cannot be combined with other fields",rule="!has(self.id) || (!has(self.tags) && !has(self.ownerID) && !has(self.instanceMatchCriteria))"
 type CapacityReservationSelectorTerm struct {
 	// ID is a capacity reservation id.
 	// +kubebuilder:validation:Pattern=`^cr-[0-9a-z]+$`
@@ -203,6 +208,11 @@ type CapacityReservationSelectorTerm struct {
 	// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
+	// InstanceMatchCriteria selects reservations that take any matching instance (open) or only instances that
+	// name them (targeted).
+	// +kubebuilder:validation:Enum=open;targeted
+	// +optional
+	InstanceMatchCriteria string `json:"instanceMatchCriteria,omitempty"`
 }
 
 // SecurityGroupSelectorTerm selects security groups by id, by name, or by tags (ANDed).
@@ -238,6 +248,7 @@ type BlockDeviceMapping struct {
 
 // BlockDevice holds the EBS settings of a volume.
 // +kubebuilder:validation:XValidation:message="blockDeviceMappings[].ebs: set volumeSize or snapshotID",rule="has(self.volumeSize) || has(self.snapshotID)"
+// +kubebuilder:validation:XValidation:message="blockDeviceMappings[].ebs.volumeInitializationRate: needs a snapshotID to initialize from",rule="!has(self.volumeInitializationRate) || (has(self.snapshotID) && size(self.snapshotID) > 0)"
 type BlockDevice struct {
 	// VolumeSize such as 20Gi (1Gi to 64Ti).
 	// +optional
@@ -268,6 +279,12 @@ type BlockDevice struct {
 	// SnapshotID to create the volume from.
 	// +optional
 	SnapshotID *string `json:"snapshotID,omitempty"`
+	// VolumeInitializationRate is how fast, in MiB/s (100 to 300), the volume is filled from its snapshot: a
+	// provisioned rate makes its initialization time predictable.
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	VolumeInitializationRate *int32 `json:"volumeInitializationRate,omitempty"`
 }
 
 // MetadataOptions configure the instance metadata service (IMDS).
@@ -415,12 +432,38 @@ type CapacityReservationStatus struct {
 	// State is active, or expiring for a Capacity Block whose instances must leave before it ends.
 	// +kubebuilder:validation:Enum=active;expiring
 	State string `json:"state"`
+	// Interruptible: the owner of the reservation may take its capacity back.
+	// +optional
+	Interruptible bool `json:"interruptible,omitempty"`
+}
+
+// ConnectionTracking are idle timeouts, in seconds, of the connections an instance's security groups track.
+// +kubebuilder:validation:XValidation:message="spec.connectionTracking: set at least one timeout",rule="has(self.tcpEstablishedTimeout) || has(self.udpStreamTimeout) || has(self.udpTimeout)"
+type ConnectionTracking struct {
+	// TCPEstablishedTimeout for established TCP connections: 60 to 432000 (EC2's default 432000).
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=432000
+	// +optional
+	TCPEstablishedTimeout *int32 `json:"tcpEstablishedTimeout,omitempty"`
+	// UDPStreamTimeout for UDP flows seen in both directions more than once: 60 to 180 (default 180).
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=180
+	// +optional
+	UDPStreamTimeout *int32 `json:"udpStreamTimeout,omitempty"`
+	// UDPTimeout for other UDP flows: 30 to 60 (default 30).
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=60
+	// +optional
+	UDPTimeout *int32 `json:"udpTimeout,omitempty"`
 }
 
 // AMIStatus is a resolved AMI and the node requirements it serves (its architecture).
 type AMIStatus struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
+	// Deprecated is true when AWS has deprecated the image (it is still launched while the terms select it).
+	// +optional
+	Deprecated bool `json:"deprecated,omitempty"`
 	// +optional
 	Requirements []corev1.NodeSelectorRequirement `json:"requirements,omitempty"`
 }

@@ -31,19 +31,35 @@ const (
 	LabelInstanceAcceleratorCount        = "karpenter.k8s.aws/instance-accelerator-count"
 	LabelInstanceLocalNVMe               = "karpenter.k8s.aws/instance-local-nvme"
 	LabelInstanceNetworkBandwidth        = "karpenter.k8s.aws/instance-network-bandwidth"
-	LabelInstanceType                    = "node.kubernetes.io/instance-type"
-	LabelZone                            = "topology.kubernetes.io/zone"
-	LabelRegion                          = "topology.kubernetes.io/region"
-	LabelArch                            = "kubernetes.io/arch"
-	LabelOS                              = "kubernetes.io/os"
-	LabelHostname                        = "kubernetes.io/hostname"
-	CapacityTypeSpot                     = "spot"
-	CapacityTypeOnDemand                 = "on-demand"
+	// Processor, storage and network labels every type carries, from DescribeInstanceTypes (the EBS bandwidth only
+	// on types EBS-optimized by default).
+	LabelInstanceCPUManufacturer        = "karpenter.k8s.aws/instance-cpu-manufacturer"
+	LabelInstanceCPUSustainedClockSpeed = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"
+	LabelInstanceEBSBandwidth           = "karpenter.k8s.aws/instance-ebs-bandwidth"
+	LabelInstanceEncryptionInTransit    = "karpenter.k8s.aws/instance-encryption-in-transit-supported"
+	LabelInstanceCapabilityFlex         = "karpenter.k8s.aws/instance-capability-flex"
+	LabelInstanceTenancy                = "karpenter.k8s.aws/instance-tenancy"
+	// LabelNodeClass is the name of the EC2NodeClass a node was launched with.
+	LabelNodeClass = "karpenter.k8s.aws/ec2nodeclass"
+	// LabelZoneID is the zone's ID (use1-az1), the same in every account, where zone names are not.
+	LabelZoneID = "topology.k8s.aws/zone-id"
+	// TenancyDefault is the only tenancy Stevedore launches (shared hardware).
+	TenancyDefault       = "default"
+	LabelInstanceType    = "node.kubernetes.io/instance-type"
+	LabelZone            = "topology.kubernetes.io/zone"
+	LabelRegion          = "topology.kubernetes.io/region"
+	LabelArch            = "kubernetes.io/arch"
+	LabelOS              = "kubernetes.io/os"
+	LabelHostname        = "kubernetes.io/hostname"
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
 	// CapacityTypeReserved is an instance launched into a capacity reservation or Capacity Block.
 	CapacityTypeReserved = "reserved"
-	// LabelCapacityReservationID and LabelCapacityReservationType (default or capacity-block) mark reserved nodes.
-	LabelCapacityReservationID   = "karpenter.k8s.aws/capacity-reservation-id"
-	LabelCapacityReservationType = "karpenter.k8s.aws/capacity-reservation-type"
+	// LabelCapacityReservationID, LabelCapacityReservationType (default or capacity-block) and
+	// LabelCapacityReservationInterruptible (true or false) mark reserved nodes.
+	LabelCapacityReservationID            = "karpenter.k8s.aws/capacity-reservation-id"
+	LabelCapacityReservationType          = "karpenter.k8s.aws/capacity-reservation-type"
+	LabelCapacityReservationInterruptible = "karpenter.k8s.aws/capacity-reservation-interruptible"
 	// Reservation types.
 	ReservationTypeDefault       = "default"
 	ReservationTypeCapacityBlock = "capacity-block"

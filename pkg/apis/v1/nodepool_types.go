@@ -89,6 +89,8 @@ type NodeClaimTemplate struct {
 // TemplateObjectMeta holds the labels and annotations put on every node.
 type TemplateObjectMeta struct {
 	// +kubebuilder:validation:XValidation:message="spec.template.metadata.labels: keys in the stevedore.dev domain and kubernetes.io/hostname are reserved",rule="self.all(k, !k.startsWith('stevedore.dev/') && k != 'kubernetes.io/hostname')"
+	// +kubebuilder:validation:XValidation:message="spec.template.metadata.labels: a key under karpenter.sh/, karpenter.k8s.aws/ or topology.k8s.aws/ that is not a label Stevedore launches nodes with (karpenter.sh/capacity-type, the instance-type labels under karpenter.k8s.aws/ and topology.k8s.aws/zone-id are; docs/configuration.md lists them)",rule="!self.exists(k, (k.startsWith('karpenter.sh/') && k != 'karpenter.sh/capacity-type') || (k.startsWith('karpenter.k8s.aws/') && !(k in ['karpenter.k8s.aws/instance-category', 'karpenter.k8s.aws/instance-family', 'karpenter.k8s.aws/instance-generation', 'karpenter.k8s.aws/instance-size', 'karpenter.k8s.aws/instance-cpu', 'karpenter.k8s.aws/instance-memory', 'karpenter.k8s.aws/instance-hypervisor', 'karpenter.k8s.aws/instance-gpu-name', 'karpenter.k8s.aws/instance-gpu-manufacturer', 'karpenter.k8s.aws/instance-gpu-count', 'karpenter.k8s.aws/instance-gpu-memory', 'karpenter.k8s.aws/instance-accelerator-name', 'karpenter.k8s.aws/instance-accelerator-manufacturer', 'karpenter.k8s.aws/instance-accelerator-count', 'karpenter.k8s.aws/instance-local-nvme', 'karpenter.k8s.aws/instance-network-bandwidth', 'karpenter.k8s.aws/instance-cpu-manufacturer', 'karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz', 'karpenter.k8s.aws/instance-ebs-bandwidth', 'karpenter.k8s.aws/instance-encryption-in-transit-supported', 'karpenter.k8s.aws/instance-capability-flex', 'karpenter.k8s.aws/instance-tenancy'])) || (k.startsWith('topology.k8s.aws/') && k != 'topology.k8s.aws/zone-id'))"
+	// +kubebuilder:validation:XValidation:message="spec.template.metadata.labels: karpenter.k8s.aws/instance-tenancy can only be default: Stevedore launches on shared hardware",rule="!('karpenter.k8s.aws/instance-tenancy' in self) || self['karpenter.k8s.aws/instance-tenancy'] == 'default'"
 	// +kubebuilder:validation:MaxProperties=100
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
@@ -154,16 +156,23 @@ type NodeClassReference struct {
 	Name string `json:"name"`
 }
 
-// NodeSelectorOperator is the operator of a requirement.
-// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist;Gt;Lt
+// NodeSelectorOperator is the operator of a requirement: the node selector's, and Karpenter's inclusive integer
+// bounds Gte and Lte.
+// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist;Gt;Lt;Gte;Lte
 type NodeSelectorOperator string
 
 // NodeSelectorRequirementWithMinValues is a node selector requirement, optionally asking that at least MinValues
 // distinct values stay possible (instance-type diversity for spot).
 // +kubebuilder:validation:XValidation:message="requirements[]: operator In needs at least one value",rule="self.operator != 'In' || (has(self.values) && self.values.size() > 0)"
-// +kubebuilder:validation:XValidation:message="requirements[]: operators Gt and Lt need exactly one non-negative integer value",rule="(self.operator != 'Gt' && self.operator != 'Lt') || (has(self.values) && self.values.size() == 1 && self.values[0].matches('^[0-9]+$'))"
+// +kubebuilder:validation:XValidation:message="requirements[]: operators Gt, Lt, Gte and Lte need exactly one non-negative integer value",rule="!(self.operator in ['Gt', 'Lt', 'Gte', 'Lte']) || (has(self.values) && self.values.size() == 1 && self.values[0].matches('^[0-9]+$'))"
+// +kubebuilder:validation:XValidation:message="requirements[]: karpenter.k8s.aws/instance-tenancy must allow default: Stevedore launches on shared hardware (dedicated tenancy is not carried over)",rule="self.key != 'karpenter.k8s.aws/instance-tenancy' || self.operator == 'Exists' || (self.operator == 'In' && has(self.values) && 'default' in self.values) || (self.operator == 'NotIn' && (!has(self.values) || !('default' in self.values)))"
 // +kubebuilder:validation:XValidation:message="requirements[]: operators Exists and DoesNotExist take no values",rule="(self.operator != 'Exists' && self.operator != 'DoesNotExist') || !has(self.values) || self.values.size() == 0"
 // +kubebuilder:validation:XValidation:message="requirements[]: minValues needs at least that many values",rule="!has(self.minValues) || self.operator != 'In' || (has(self.values) && self.values.size() >= self.minValues)"
+// +kubebuilder:validation:XValidation:messageExpression="'requirements[].key: ' + self.key + ' is not a label Stevedore launches nodes with: the only karpenter.sh key it reads is karpenter.sh/capacity-type (karpenter.sh/nodepool marks Karpenter nodes; the nodes of Stevedore carry stevedore.dev/nodepool)'",rule="self.operator in ['DoesNotExist', 'NotIn'] || (!self.key.startsWith('karpenter.sh/') || self.key == 'karpenter.sh/capacity-type')"
+// +kubebuilder:validation:XValidation:messageExpression="'requirements[].key: ' + self.key + ': Stevedore selects capacity reservations with capacityReservationSelectorTerms of the EC2NodeClass, and a NodePool takes reserved capacity when karpenter.sh/capacity-type allows reserved'",rule="self.operator in ['DoesNotExist', 'NotIn'] || (!(self.key in ['karpenter.k8s.aws/capacity-reservation-id', 'karpenter.k8s.aws/capacity-reservation-type', 'karpenter.k8s.aws/capacity-reservation-interruptible']))"
+// +kubebuilder:validation:XValidation:messageExpression="'requirements[].key: ' + self.key + ': Stevedore does not launch into placement groups'",rule="self.operator in ['DoesNotExist', 'NotIn'] || (!self.key.startsWith('karpenter.k8s.aws/placement-group-'))"
+// +kubebuilder:validation:XValidation:messageExpression="'requirements[].key: ' + self.key + ' is not a label Stevedore knows under karpenter.k8s.aws/ (docs/configuration.md lists them)'",rule="self.operator in ['DoesNotExist', 'NotIn'] || (!self.key.startsWith('karpenter.k8s.aws/') || self.key in ['karpenter.k8s.aws/instance-category', 'karpenter.k8s.aws/instance-family', 'karpenter.k8s.aws/instance-generation', 'karpenter.k8s.aws/instance-size', 'karpenter.k8s.aws/instance-cpu', 'karpenter.k8s.aws/instance-memory', 'karpenter.k8s.aws/instance-hypervisor', 'karpenter.k8s.aws/instance-gpu-name', 'karpenter.k8s.aws/instance-gpu-manufacturer', 'karpenter.k8s.aws/instance-gpu-count', 'karpenter.k8s.aws/instance-gpu-memory', 'karpenter.k8s.aws/instance-accelerator-name', 'karpenter.k8s.aws/instance-accelerator-manufacturer', 'karpenter.k8s.aws/instance-accelerator-count', 'karpenter.k8s.aws/instance-local-nvme', 'karpenter.k8s.aws/instance-network-bandwidth', 'karpenter.k8s.aws/instance-cpu-manufacturer', 'karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz', 'karpenter.k8s.aws/instance-ebs-bandwidth', 'karpenter.k8s.aws/instance-encryption-in-transit-supported', 'karpenter.k8s.aws/instance-capability-flex', 'karpenter.k8s.aws/instance-tenancy', 'karpenter.k8s.aws/ec2nodeclass'] || self.key.startsWith('karpenter.k8s.aws/capacity-reservation-') || self.key.startsWith('karpenter.k8s.aws/placement-group-'))"
+// +kubebuilder:validation:XValidation:messageExpression="'requirements[].key: ' + self.key + ' is not a label Stevedore knows: the only topology.k8s.aws key it reads is topology.k8s.aws/zone-id'",rule="self.operator in ['DoesNotExist', 'NotIn'] || (!self.key.startsWith('topology.k8s.aws/') || self.key == 'topology.k8s.aws/zone-id')"
 type NodeSelectorRequirementWithMinValues struct {
 	// Key is a node label key.
 	// +kubebuilder:validation:MinLength=1
@@ -172,11 +181,12 @@ type NodeSelectorRequirementWithMinValues struct {
 	// +kubebuilder:validation:XValidation:message="requirements[].key: kubernetes.io/hostname, stevedore.dev/nodepool and stevedore.dev/nodeclaim are set by Stevedore and cannot be required",rule="!(self in ['kubernetes.io/hostname', 'stevedore.dev/nodepool', 'stevedore.dev/nodeclaim'])"
 	// +required
 	Key string `json:"key"`
-	// Operator is one of In, NotIn, Exists, DoesNotExist, Gt, Lt. Default In (some Karpenter examples omit it).
+	// Operator is one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte (Gte and Lte include their value).
+	// Default In (some Karpenter examples omit it).
 	// +kubebuilder:default=In
 	// +optional
 	Operator NodeSelectorOperator `json:"operator,omitempty"`
-	// Values for In and NotIn (one or more), Gt and Lt (one integer); none for Exists and DoesNotExist.
+	// Values for In and NotIn (one or more), Gt, Lt, Gte and Lte (one integer); none for Exists and DoesNotExist.
 	// +kubebuilder:validation:MaxItems=500
 	// +kubebuilder:validation:items:MaxLength=63
 	// +optional

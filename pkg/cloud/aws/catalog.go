@@ -261,6 +261,7 @@ func catalogEntry(name string, info ec2types.InstanceTypeInfo, price float64, zo
 		ENIs: int(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), IPv4PerENI: int(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)),
 	}
 	describeAccelerators(&it, info)
+	describeProcessor(&it, info)
 	it.Offerings = catalogOfferings(name, info, price, zones, spot)
 	if len(it.Offerings) == 0 || it.VCPU == 0 || it.MemoryMiB == 0 || it.PodLimit() <= 0 {
 		return catalog.InstanceType{}, false
@@ -319,6 +320,23 @@ func describeAccelerators(it *catalog.InstanceType, info ec2types.InstanceTypeIn
 	}
 	if s := info.InstanceStorageInfo; s != nil && s.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported {
 		it.LocalNVMeGB = int(aws.ToInt64(s.TotalSizeInGB))
+	}
+}
+
+// describeProcessor reads a type's processor (manufacturer, sustained clock speed), its EBS bandwidth when it is
+// EBS-optimized by default, and whether it encrypts traffic in transit.
+func describeProcessor(it *catalog.InstanceType, info ec2types.InstanceTypeInfo) {
+	if p := info.ProcessorInfo; p != nil {
+		it.CPUManufacturer = aws.ToString(p.Manufacturer)
+		if p.SustainedClockSpeedInGhz != nil {
+			it.SustainedClockSpeedMHz = int(math.Round(*p.SustainedClockSpeedInGhz * 1000))
+		}
+	}
+	if e := info.EbsInfo; e != nil && e.EbsOptimizedSupport == ec2types.EbsOptimizedSupportDefault && e.EbsOptimizedInfo != nil {
+		it.EBSBandwidthMbps = int(aws.ToInt32(e.EbsOptimizedInfo.MaximumBandwidthInMbps))
+	}
+	if n := info.NetworkInfo; n != nil {
+		it.EncryptionInTransit = aws.ToBool(n.EncryptionInTransitSupported)
 	}
 }
 

@@ -60,6 +60,8 @@ type AMI struct {
 	Created                string
 	// FromAlias is true for an image an alias resolved to: it serves only the types of its variant.
 	FromAlias bool
+	// Deprecated: AWS deprecated the image (DescribeImages' DeprecationTime is past).
+	Deprecated bool
 }
 
 // Zones returns the zones of the resolved subnets.
@@ -67,6 +69,17 @@ func (r *Resolved) Zones() map[string]bool {
 	out := map[string]bool{}
 	for _, s := range r.Subnets {
 		out[s.Zone] = true
+	}
+	return out
+}
+
+// ZoneIDs maps the zones of the resolved subnets to their IDs.
+func (r *Resolved) ZoneIDs() map[string]string {
+	out := map[string]string{}
+	for _, s := range r.Subnets {
+		if s.ZoneID != "" {
+			out[s.Zone] = s.ZoneID
+		}
 	}
 	return out
 }
@@ -86,11 +99,44 @@ type discovery struct {
 	ssm         *ssm.Client
 	profiles    *instanceProfiles
 	clusterName string
-	k8sVersion  string
-	clock       clock.PassiveClock
+	// version is the Kubernetes minor the aliases' AMIs are for
+	version func() (string, error)
+	clock   clock.PassiveClock
 
 	mu    sync.Mutex
 	cache map[string]cachedResolution // by node class name + generation
+	// learnt from the subnets and reservations resolved: the zones' IDs, and which reservations are interruptible
+	zoneIDs        map[string]string
+	interruptibles map[string]bool
+}
+
+// zoneID returns the ID of a zone of a subnet resolved ("" when none was).
+func (d *discovery) zoneID(zone string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.zoneIDs[zone]
+}
+
+// interruptible reports whether a reservation resolved is interruptible.
+func (d *discovery) interruptible(reservation string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.interruptibles[reservation]
+}
+
+// learn records the zone IDs and the interruptible reservations of a resolution.
+func (d *discovery) learn(res *Resolved) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.zoneIDs == nil {
+		d.zoneIDs, d.interruptibles = map[string]string{}, map[string]bool{}
+	}
+	for zone, id := range res.ZoneIDs() {
+		d.zoneIDs[zone] = id
+	}
+	for _, r := range res.Reservations {
+		d.interruptibles[r.ID] = r.Interruptible
+	}
 }
 
 // forget drops the cached resolution of every node class (a launch used a reservation: its room changed).
@@ -108,8 +154,9 @@ type cachedResolution struct {
 
 // resolve returns what a node class resolves to, from the cache when it is fresh.
 func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
-	// the finalizer lets the managed instance profile be created
-	key := fmt.Sprintf("%s/%d/%s/%t", nc.Name, nc.Generation, nc.UID, stevedorev1.HasTerminationFinalizer(nc.Finalizers))
+	// the finalizer lets the managed instance profile be created; another Kubernetes version has other AMIs
+	k8s, _ := d.version()
+	key := fmt.Sprintf("%s/%d/%s/%t/%s", nc.Name, nc.Generation, nc.UID, stevedorev1.HasTerminationFinalizer(nc.Finalizers), k8s)
 	d.mu.Lock()
 	c, ok := d.cache[key]
 	d.mu.Unlock()
@@ -122,6 +169,9 @@ func (d *discovery) resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (
 	res, err := d.resolveNow(ctx, nc)
 	if err != nil && ctx.Err() != nil {
 		return nil, err // cancelled: says nothing about the node class
+	}
+	if err == nil {
+		d.learn(res)
 	}
 	d.mu.Lock()
 	d.cache[key] = cachedResolution{at: d.clock.Now(), res: res, err: err}
@@ -262,31 +312,38 @@ type aliasParameter struct {
 	required bool
 }
 
-// aliasParameters returns the public SSM parameters naming an alias's AMIs: the standard images (required) and
-// the NVIDIA and Neuron variants AWS publishes for the family (used when they exist).
-func (d *discovery) aliasParameters(alias string) ([]aliasParameter, error) {
-	family, version, _ := strings.Cut(alias, "@")
-	if version != "latest" {
-		return nil, fmt.Errorf("alias %q: only @latest is resolved through SSM; pin a version with an id or name term", alias)
-	}
+// aliasParameters returns the public SSM parameters naming an alias's AMIs for a Kubernetes minor version: the
+// standard images (required) and the NVIDIA and Neuron variants AWS publishes for the family (used when they
+// exist). An alias pinned to a release (al2023@v20251120, bottlerocket@v1.52.0) names AWS's versioned parameters
+// of that release, @latest the parameters AWS moves to each new release.
+func aliasParameters(alias, k8s string) ([]aliasParameter, error) {
+	family, release, _ := strings.Cut(alias, "@")
 	switch family {
 	case "al2023":
-		base := "/aws/service/eks/optimized-ami/" + d.k8sVersion + "/amazon-linux-2023/"
+		base := "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/"
+		image := func(arch, variant string) string {
+			if release == "latest" {
+				return base + arch + "/" + variant + "/recommended/image_id"
+			}
+			return base + arch + "/" + variant + "/amazon-eks-node-al2023-" + arch + "-" + variant + "-" + k8s + "-" + release + "/image_id"
+		}
 		return []aliasParameter{
-			{keys: []string{stevedorev1.ArchitectureAMD64}, path: base + "x86_64/standard/recommended/image_id", required: true},
-			{keys: []string{stevedorev1.ArchitectureARM64}, path: base + "arm64/standard/recommended/image_id", required: true},
-			{keys: []string{"amd64/nvidia"}, path: base + "x86_64/nvidia/recommended/image_id"},
-			{keys: []string{"amd64/neuron"}, path: base + "x86_64/neuron/recommended/image_id"},
-			{keys: []string{"arm64/nvidia"}, path: base + "arm64/nvidia/recommended/image_id"},
+			{keys: []string{stevedorev1.ArchitectureAMD64}, path: image("x86_64", "standard"), required: true},
+			{keys: []string{stevedorev1.ArchitectureARM64}, path: image("arm64", "standard"), required: true},
+			{keys: []string{"amd64/nvidia"}, path: image("x86_64", "nvidia")},
+			{keys: []string{"amd64/neuron"}, path: image("x86_64", "neuron")},
+			{keys: []string{"arm64/nvidia"}, path: image("arm64", "nvidia")},
 		}, nil
 	case "bottlerocket":
-		base := "/aws/service/bottlerocket/aws-k8s-" + d.k8sVersion
+		// Bottlerocket's parameters name a release without its leading v
+		release = strings.TrimPrefix(release, "v")
+		base := "/aws/service/bottlerocket/aws-k8s-" + k8s
 		return []aliasParameter{
 			// Bottlerocket's standard x86_64 image carries the Neuron driver
-			{keys: []string{stevedorev1.ArchitectureAMD64, "amd64/neuron"}, path: base + "/x86_64/latest/image_id", required: true},
-			{keys: []string{stevedorev1.ArchitectureARM64}, path: base + "/arm64/latest/image_id", required: true},
-			{keys: []string{"amd64/nvidia"}, path: base + "-nvidia/x86_64/latest/image_id"},
-			{keys: []string{"arm64/nvidia"}, path: base + "-nvidia/arm64/latest/image_id"},
+			{keys: []string{stevedorev1.ArchitectureAMD64, "amd64/neuron"}, path: base + "/x86_64/" + release + "/image_id", required: true},
+			{keys: []string{stevedorev1.ArchitectureARM64}, path: base + "/arm64/" + release + "/image_id", required: true},
+			{keys: []string{"amd64/nvidia"}, path: base + "-nvidia/x86_64/" + release + "/image_id"},
+			{keys: []string{"arm64/nvidia"}, path: base + "-nvidia/arm64/" + release + "/image_id"},
 		}, nil
 	}
 	return nil, fmt.Errorf("alias %q: unknown family", alias)
@@ -333,7 +390,7 @@ func (d *discovery) amis(ctx context.Context, nc *stevedorev1.EC2NodeClass) (map
 	if err != nil {
 		return nil, err
 	}
-	return pickImages(images, q.aliasKeys), nil
+	return pickImages(images, q.aliasKeys, d.clock.Now()), nil
 }
 
 // imageQuery is what AMI selector terms ask DescribeImages for: image ids, and filters each with its owners.
@@ -349,22 +406,7 @@ type imageQuery struct {
 func (d *discovery) addTerm(ctx context.Context, q *imageQuery, term stevedorev1.AMISelectorTerm) error {
 	switch {
 	case term.Alias != "":
-		params, err := d.aliasParameters(term.Alias)
-		if err != nil {
-			return err
-		}
-		for _, param := range params {
-			out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param.path)})
-			if err != nil && !param.required && isParameterNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("SSM parameter %s: %w", param.path, err)
-			}
-			id := aws.ToString(out.Parameter.Value)
-			q.aliasKeys[id] = append(q.aliasKeys[id], param.keys...)
-			q.ids = append(q.ids, id)
-		}
+		return d.addAlias(ctx, q, term.Alias)
 	case term.SSMParameter != "":
 		out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
 		if err != nil {
@@ -388,11 +430,41 @@ func (d *discovery) addTerm(ctx context.Context, q *imageQuery, term stevedorev1
 	return nil
 }
 
+// addAlias adds the images of an alias to q: the EKS-optimized images AWS publishes for the API server's
+// Kubernetes version, through their SSM parameters (a variant AWS does not publish is left out; the standard
+// image must exist).
+func (d *discovery) addAlias(ctx context.Context, q *imageQuery, alias string) error {
+	k8s, err := d.version()
+	if err != nil {
+		return fmt.Errorf("alias %s: %w", alias, err)
+	}
+	params, err := aliasParameters(alias, k8s)
+	if err != nil {
+		return err
+	}
+	for _, param := range params {
+		out, err := d.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param.path)})
+		switch {
+		case err != nil && isParameterNotFound(err) && !param.required:
+			continue
+		case err != nil && isParameterNotFound(err):
+			return fmt.Errorf("alias %s: AWS publishes no such image for Kubernetes %s (SSM parameter %s not found): %w", alias, k8s, param.path, err)
+		case err != nil:
+			return fmt.Errorf("SSM parameter %s: %w", param.path, err)
+		}
+		id := aws.ToString(out.Parameter.Value)
+		q.aliasKeys[id] = append(q.aliasKeys[id], param.keys...)
+		q.ids = append(q.ids, id)
+	}
+	return nil
+}
+
 // describeImages runs q: one DescribeImages for the ids, one per filter.
 func (d *discovery) describeImages(ctx context.Context, q imageQuery) ([]ec2types.Image, error) {
 	var images []ec2types.Image
 	if len(q.ids) > 0 {
-		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: q.ids})
+		// a pinned alias may name a release AWS has deprecated since: it is still the image asked for
+		out, err := d.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: q.ids, IncludeDeprecated: aws.Bool(true)})
 		if err != nil {
 			return nil, err
 		}
@@ -408,9 +480,15 @@ func (d *discovery) describeImages(ctx context.Context, q imageQuery) ([]ec2type
 	return images, nil
 }
 
+// deprecated reports whether an image's deprecation time has passed.
+func deprecated(img ec2types.Image, now time.Time) bool {
+	t, err := time.Parse(time.RFC3339, aws.ToString(img.DeprecationTime))
+	return err == nil && !now.Before(t)
+}
+
 // pickImages keys the images found: an alias's image under the keys it fills, any other under its architecture,
 // the newest (then the greatest id) when several share one.
-func pickImages(images []ec2types.Image, aliasKeys map[string][]string) map[string]AMI {
+func pickImages(images []ec2types.Image, aliasKeys map[string][]string, now time.Time) map[string]AMI {
 	result := map[string]AMI{}
 	for _, img := range images {
 		arch := string(img.Architecture)
@@ -421,7 +499,7 @@ func pickImages(images []ec2types.Image, aliasKeys map[string][]string) map[stri
 			continue
 		}
 		id, created := aws.ToString(img.ImageId), aws.ToString(img.CreationDate)
-		ami := AMI{ID: id, Name: aws.ToString(img.Name), Architecture: arch, Created: created}
+		ami := AMI{ID: id, Name: aws.ToString(img.Name), Architecture: arch, Created: created, Deprecated: deprecated(img, now)}
 		if keys, ok := aliasKeys[id]; ok {
 			ami.FromAlias = true
 			for _, key := range keys {

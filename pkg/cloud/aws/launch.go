@@ -197,7 +197,7 @@ func (p *Provider) launchableTypes(ctx context.Context, claim *stevedorev1.NodeC
 			only[name] = true
 		}
 	}
-	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs, only)
+	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res, only)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -406,7 +406,6 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 		ImageId:             aws.String(ami.ID),
 		UserData:            aws.String(base64.StdEncoding.EncodeToString([]byte(userData))),
 		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(res.InstanceProfile)},
-		SecurityGroupIds:    res.SecurityGroupIDs,
 		MetadataOptions:     metadataOptions(nc),
 		BlockDeviceMappings: blockDevices(nc),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(nc.Spec.DetailedMonitoring != nil && *nc.Spec.DetailedMonitoring)},
@@ -414,6 +413,11 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))},
 		},
+	}
+	if ni := primaryInterface(nc, res.SecurityGroupIDs); ni != nil {
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{*ni}
+	} else {
+		data.SecurityGroupIds = res.SecurityGroupIDs
 	}
 	if o.reservation != "" {
 		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
@@ -453,6 +457,23 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 	p.templates[name] = name
 	p.ltMu.Unlock()
 	return name, nil
+}
+
+// primaryInterface is the node's primary network interface when the node class sets something of it (a public
+// address, connection tracking), holding the security groups; nil otherwise (the security groups then go on the
+// launch template itself). The fleet's override puts it in the subnet chosen.
+func primaryInterface(nc *stevedorev1.EC2NodeClass, securityGroups []string) *ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+	ct := nc.Spec.ConnectionTracking
+	if nc.Spec.AssociatePublicIPAddress == nil && ct == nil {
+		return nil
+	}
+	ni := &ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{DeviceIndex: aws.Int32(0), Groups: securityGroups,
+		AssociatePublicIpAddress: nc.Spec.AssociatePublicIPAddress}
+	if ct != nil {
+		ni.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
+			TcpEstablishedTimeout: ct.TCPEstablishedTimeout, UdpStreamTimeout: ct.UDPStreamTimeout, UdpTimeout: ct.UDPTimeout}
+	}
+	return ni
 }
 
 // bootstrap is what a node of the NodeClaim's NodePool needs to join: the NodePool's labels and taints (those
@@ -553,7 +574,7 @@ func blockDevices(nc *stevedorev1.EC2NodeClass) []ec2types.LaunchTemplateBlockDe
 			if e.Throughput != nil {
 				ebs.Throughput = aws.Int32(clampInt32(*e.Throughput))
 			}
-			ebs.KmsKeyId, ebs.SnapshotId = e.KMSKeyID, e.SnapshotID
+			ebs.KmsKeyId, ebs.SnapshotId, ebs.VolumeInitializationRate = e.KMSKeyID, e.SnapshotID, e.VolumeInitializationRate
 			bd.Ebs = ebs
 		}
 		out = append(out, bd)

@@ -43,6 +43,9 @@ const (
 	// ConditionInstanceCatalogReady says whether the instance types and prices in use are the region's, read
 	// from AWS by the last read (every EC2NodeClass shows it: the catalog serves them all).
 	ConditionInstanceCatalogReady = "InstanceCatalogReady"
+	// ConditionKubernetesVersionReady, on a node class whose AMIs an alias selects, says which Kubernetes
+	// version's images they are and whether the API server's version was read last time it was asked.
+	ConditionKubernetesVersionReady = "KubernetesVersionReady"
 )
 
 // maxResolveBackoff caps the wait before a node class that failed to resolve is tried again.
@@ -138,8 +141,13 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 	c.provider.Catalog(ctx)
 	var catalog catalogState
 	catalog.known, catalog.ok, catalog.reason, catalog.message = c.provider.CatalogCondition()
+	var version versionState
+	if usesAlias(nc) {
+		version.applies = true
+		version.ok, version.reason, version.message = c.provider.KubernetesVersionCondition()
+	}
 	now := c.provider.opts.Clock.Now()
-	written, catalogChanged, err := c.writeStatus(ctx, name, res, resolveErr, catalog, now)
+	written, catalogChanged, err := c.writeStatus(ctx, name, res, resolveErr, catalog, version, now)
 	if err == nil && written != nil && catalogChanged && c.recorder != nil {
 		typ := corev1.EventTypeWarning
 		if catalog.ok {
@@ -156,7 +164,8 @@ func (c *NodeClassStatus) reconcile(ctx context.Context, name string) error {
 // writeStatus writes a node class's status from its resolution (or the error resolving it) and the catalog's
 // condition; it returns the node class written (nil when nothing changed) and whether the catalog's condition
 // changed.
-func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Resolved, resolveErr error, catalog catalogState, now time.Time) (*stevedorev1.EC2NodeClass, bool, error) {
+func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Resolved, resolveErr error, catalog catalogState,
+	version versionState, now time.Time) (*stevedorev1.EC2NodeClass, bool, error) {
 	var written *stevedorev1.EC2NodeClass
 	var catalogChanged bool
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -169,6 +178,11 @@ func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Res
 		catalogChanged = catalog.known && catalog.changes(status)
 		if catalog.known {
 			conds.set(ConditionInstanceCatalogReady, catalog.ok, catalog.reason, catalog.message)
+		}
+		if version.applies {
+			conds.set(ConditionKubernetesVersionReady, version.ok, version.reason, version.message)
+		} else {
+			meta.RemoveStatusCondition(&status.Conditions, ConditionKubernetesVersionReady)
 		}
 		if resolveErr != nil {
 			conds.set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
@@ -190,6 +204,26 @@ func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Res
 type catalogState struct {
 	known, ok       bool
 	reason, message string
+}
+
+// versionState is the condition of the Kubernetes version the AMIs are for, on a node class it applies to (one
+// whose AMIs an alias selects).
+type versionState struct {
+	applies, ok     bool
+	reason, message string
+}
+
+// usesAlias reports whether a node class's AMIs come from an alias (the default when it selects none).
+func usesAlias(nc *stevedorev1.EC2NodeClass) bool {
+	if len(nc.Spec.AMISelectorTerms) == 0 {
+		return true
+	}
+	for _, t := range nc.Spec.AMISelectorTerms {
+		if t.Alias != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // changes reports whether the catalog's condition in status differs in reason or truth from this state (an event
@@ -230,7 +264,7 @@ func writeResolution(conds conditions, res *Resolved, catalog catalogState, now 
 	for _, key := range sortedKeysOf(res.AMIs) {
 		ami := res.AMIs[key]
 		arch, variant, _ := strings.Cut(key, "/")
-		status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name,
+		status.AMIs = append(status.AMIs, stevedorev1.AMIStatus{ID: ami.ID, Name: ami.Name, Deprecated: ami.Deprecated,
 			Requirements: imageRequirements(arch, variant, ami.FromAlias)})
 	}
 	status.InstanceProfile = res.InstanceProfile
@@ -337,7 +371,8 @@ func reservationStatus(reservations []Reservation, now time.Time) []stevedorev1.
 	var out []stevedorev1.CapacityReservationStatus
 	for _, r := range reservations {
 		st := stevedorev1.CapacityReservationStatus{ID: r.ID, OwnerID: r.OwnerID, InstanceType: r.InstanceType, AvailabilityZone: r.Zone,
-			ReservationType: r.Type, InstanceMatchCriteria: r.MatchCriteria, TotalInstances: r.Total, AvailableInstances: r.Available, State: "active"}
+			ReservationType: r.Type, InstanceMatchCriteria: r.MatchCriteria, TotalInstances: r.Total, AvailableInstances: r.Available, State: "active",
+			Interruptible: r.Interruptible}
 		if !r.End.IsZero() {
 			st.EndTime = &metav1.Time{Time: r.End}
 		}

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -64,8 +66,11 @@ type Options struct {
 	// ServiceCIDR of the cluster, for nodeadm.
 	ServiceCIDR string
 	Region      string
-	// KubernetesVersion ("1.37") selects the EKS-optimized AMIs.
-	KubernetesVersion string
+	// KubernetesVersion reads the API server's minor version ("1.37"), which selects the EKS-optimized AMIs: at
+	// start and every KubernetesVersionInterval (default DefaultKubernetesVersionInterval) while
+	// FollowKubernetesVersion runs.
+	KubernetesVersion         func(context.Context) (string, error)
+	KubernetesVersionInterval time.Duration
 	// Env looks up AWS settings (endpoints, credentials); default os.Getenv.
 	Env func(string) string
 	// NodeClasses reads EC2NodeClasses.
@@ -93,6 +98,7 @@ type Provider struct {
 	ec2         *ec2.Client
 	sqs         *sqs.Client
 	discovery   *discovery
+	k8sVersion  *kubernetesVersion
 	catalog     *catalogSource
 	unavailable *cloud.UnavailableOfferings
 	types       typeCache
@@ -123,6 +129,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = 30 * time.Second
 	}
+	if opts.KubernetesVersion == nil {
+		return nil, errors.New("the provider needs to read the API server's Kubernetes version (Options.KubernetesVersion)")
+	}
+	if opts.KubernetesVersionInterval == 0 {
+		opts.KubernetesVersionInterval = DefaultKubernetesVersionInterval
+	}
 	cfg, err := sdkConfig(ctx, opts.Region, opts.Env)
 	if err != nil {
 		return nil, err
@@ -151,9 +163,13 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			o.Region = "us-east-1"
 		}
 	})
+	k8s := &kubernetesVersion{read: opts.KubernetesVersion, clock: opts.Clock}
+	if _, err := k8s.refresh(ctx); err != nil { // FollowKubernetesVersion tries again
+		klog.FromContext(ctx).Error(err, "Reading the API server's Kubernetes version failed; no EKS-optimized AMI resolves until it is read")
+	}
 	p := &Provider{
-		opts: opts, ec2: ec2Client, sqs: sqsClient,
-		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, k8sVersion: opts.KubernetesVersion,
+		opts: opts, ec2: ec2Client, sqs: sqsClient, k8sVersion: k8s,
+		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, version: k8s.get,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
 			useFallback: opts.UseFallback},
@@ -194,6 +210,22 @@ func sdkConfig(ctx context.Context, region string, env func(string) string) (aws
 	metrics.Register()
 	cfg.APIOptions = append(cfg.APIOptions, addAPIMetrics)
 	return cfg, nil
+}
+
+// FollowKubernetesVersion reads the API server's version every KubernetesVersionInterval until ctx ends: after a
+// control-plane upgrade, AMI aliases resolve to the new minor's images (new nodes launch with them, and nodes with
+// the old ones drift).
+func (p *Provider) FollowKubernetesVersion(ctx context.Context) {
+	p.k8sVersion.run(ctx, p.opts.KubernetesVersionInterval, func(string, string) { p.discovery.forget() })
+}
+
+// KubernetesVersion returns the Kubernetes minor version the AMIs are resolved for.
+func (p *Provider) KubernetesVersion() (string, error) { return p.k8sVersion.get() }
+
+// KubernetesVersionCondition says which version the AMIs are for and whether the last read succeeded (the
+// EC2NodeClass condition KubernetesVersionReady).
+func (p *Provider) KubernetesVersionCondition() (ok bool, reason, message string) {
+	return p.k8sVersion.condition()
 }
 
 // SQS returns the SQS client (for the interruption poller).
@@ -252,7 +284,7 @@ func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) 
 	if len(res.Problems) > 0 {
 		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: res.Problems[0]}
 	}
-	its, err := p.instanceTypes(p.catalog.get(ctx), nc, res.Zones(), res.AMIs)
+	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -269,13 +301,11 @@ func (p *Provider) withReservations(its []*cloud.InstanceType, reservations []Re
 	return its
 }
 
-func (p *Provider) instanceTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI) ([]*cloud.InstanceType, error) {
-	return p.copiedTypes(cat, nc, zones, amis, nil)
-}
-
 // copiedTypes returns copies, with their own offerings and this call's availability, of the node class's types
-// (those named in only, when only is not nil: a launch needs the few its NodeClaim lists, not the catalog).
-func (p *Provider) copiedTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, zones map[string]bool, amis map[string]AMI, only map[string]bool) ([]*cloud.InstanceType, error) {
+// (those named in only, when only is not nil: a launch needs the few its NodeClaim lists, not the catalog), for
+// what the node class resolved to: the zones of its subnets (with their IDs) and its AMIs.
+func (p *Provider) copiedTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, res *Resolved, only map[string]bool) ([]*cloud.InstanceType, error) {
+	zones, amis, zoneIDs := res.Zones(), res.AMIs, res.ZoneIDs()
 	model := cloud.OverheadModel{VMMemoryPercent: p.opts.VMMemoryOverheadPercent, Kubelet: nc.Spec.Kubelet, RootVolume: rootVolumeSize(nc),
 		InstanceStoreRAID0: ptr.Deref(nc.Spec.InstanceStorePolicy, "") == stevedorev1.InstanceStorePolicyRAID0}
 	built, err := p.types.get(cat, model, zones, amis, func() ([]*cloud.InstanceType, error) {
@@ -306,6 +336,7 @@ func (p *Provider) copiedTypes(cat *catalog.File, nc *stevedorev1.EC2NodeClass, 
 		}
 		c := *it
 		c.Offerings = slices.Clone(it.Offerings)
+		c.SetZoneIDs(zoneIDs)
 		out = append(out, &c)
 	}
 	p.unavailable.Apply(out)
@@ -402,9 +433,12 @@ func (p *Provider) instance(i ec2types.Instance) *cloud.Instance {
 	for _, t := range i.Tags {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	zone := ""
+	zone, zoneID := "", ""
 	if i.Placement != nil {
-		zone = aws.ToString(i.Placement.AvailabilityZone)
+		zone, zoneID = aws.ToString(i.Placement.AvailabilityZone), aws.ToString(i.Placement.AvailabilityZoneId)
+	}
+	if zoneID == "" {
+		zoneID = p.discovery.zoneID(zone)
 	}
 	ct := stevedorev1.CapacityTypeOnDemand
 	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
@@ -425,7 +459,8 @@ func (p *Provider) instance(i ec2types.Instance) *cloud.Instance {
 		ID: aws.ToString(i.InstanceId), ProviderID: fmt.Sprintf("aws:///%s/%s", zone, aws.ToString(i.InstanceId)),
 		NodeName: aws.ToString(i.PrivateDnsName), Type: string(i.InstanceType), Zone: zone, CapacityType: ct,
 		ImageID: aws.ToString(i.ImageId), State: state, LaunchTime: aws.ToTime(i.LaunchTime), Tags: tags,
-		CapacityReservationID: reservation, CapacityReservationType: reservationType,
+		ZoneID: zoneID, CapacityReservationID: reservation, CapacityReservationType: reservationType,
+		CapacityReservationInterruptible: p.discovery.interruptible(reservation),
 	}
 	inst.Price = p.price(inst.Type, zone, ct)
 	if reservation != "" {
@@ -520,9 +555,12 @@ func NodeClassHash(nc *stevedorev1.EC2NodeClass) string {
 	s := nc.Spec
 	fields := []any{s.AMIFamily, s.Role, s.InstanceProfile, s.UserData, s.Tags, s.BlockDeviceMappings, s.MetadataOptions,
 		s.Kubelet, s.AssociatePublicIPAddress, s.DetailedMonitoring}
+	// fields added later count only when set: the hash of every node class that does not use them stays what it was
 	if s.InstanceStorePolicy != nil {
-		// only when set: the hash of every node class that does not use it stays what it was
 		fields = append(fields, *s.InstanceStorePolicy)
+	}
+	if s.ConnectionTracking != nil {
+		fields = append(fields, map[string]any{"connectionTracking": s.ConnectionTracking})
 	}
 	raw, _ := json.Marshal(fields)
 	sum := sha256.Sum256(raw)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,27 @@ type fixture struct {
 	provider *Provider
 	clock    *clocktesting.FakeClock
 	classes  cache.Indexer
+	// apiServer is the Kubernetes version the provider reads (an error while it says one)
+	apiServer *fakeAPIServer
+}
+
+// fakeAPIServer answers the provider's reads of the Kubernetes version.
+type fakeAPIServer struct {
+	mu      sync.Mutex
+	version string
+	err     error
+}
+
+func (a *fakeAPIServer) read(context.Context) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.version, a.err
+}
+
+func (a *fakeAPIServer) set(version string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.version, a.err = version, err
 }
 
 func newFixture(t *testing.T, configure func(*Options)) *fixture {
@@ -44,9 +66,10 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 	clk := clocktesting.NewFakeClock(time.Now())
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	env := map[string]string{"AWS_ENDPOINT_URL": emu.URL(), "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET", "AWS_EC2_METADATA_DISABLED": "true"}
+	apiServer := &fakeAPIServer{version: "1.37"}
 	opts := Options{
 		ClusterName: testCluster, ClusterEndpoint: "https://api.example", CABundle: []byte("-----BEGIN CERTIFICATE-----\n"),
-		ServiceCIDR: "10.100.0.0/16", Region: "us-east-1", KubernetesVersion: "1.37",
+		ServiceCIDR: "10.100.0.0/16", Region: "us-east-1", KubernetesVersion: apiServer.read,
 		Env: func(k string) string { return env[k] }, NodeClasses: listers.NewEC2NodeClassLister(indexer),
 		VMMemoryOverheadPercent: 7.5, Clock: clk,
 		// a catalog read that fails under a loaded test run falls back to the embedded catalog (the emulator's
@@ -61,7 +84,7 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{emu: emu, provider: p, clock: clk, classes: indexer}
+	f := &fixture{emu: emu, provider: p, clock: clk, classes: indexer, apiServer: apiServer}
 	f.addNodeClass(t, &stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "uid-1"},
 		Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole", SubnetSelectorTerms: []stevedorev1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
 			SecurityGroupSelectorTerms: []stevedorev1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},

@@ -28,6 +28,8 @@ type Reservation struct {
 	// Type is stevedorev1.ReservationTypeDefault or ReservationTypeCapacityBlock.
 	Type          string
 	MatchCriteria string
+	// Interruptible: the reservation's owner may take the capacity back.
+	Interruptible bool
 	Total         int32
 	Available     int32
 	End           time.Time
@@ -73,6 +75,9 @@ func (d *discovery) reservations(ctx context.Context, terms []stevedorev1.Capaci
 		if term.OwnerID != "" {
 			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("owner-id"), Values: []string{term.OwnerID}})
 		}
+		if term.InstanceMatchCriteria != "" {
+			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("instance-match-criteria"), Values: []string{term.InstanceMatchCriteria}})
+		}
 		p := ec2.NewDescribeCapacityReservationsPaginator(d.ec2, in)
 		for p.HasMorePages() {
 			out, err := p.NextPage(ctx)
@@ -82,7 +87,7 @@ func (d *discovery) reservations(ctx context.Context, terms []stevedorev1.Capaci
 			for _, cr := range out.CapacityReservations {
 				r := Reservation{ID: aws.ToString(cr.CapacityReservationId), OwnerID: aws.ToString(cr.OwnerId),
 					InstanceType: aws.ToString(cr.InstanceType), Zone: aws.ToString(cr.AvailabilityZone),
-					Type: stevedorev1.ReservationTypeDefault, MatchCriteria: string(cr.InstanceMatchCriteria),
+					Type: stevedorev1.ReservationTypeDefault, MatchCriteria: string(cr.InstanceMatchCriteria), Interruptible: aws.ToBool(cr.Interruptible),
 					Total: aws.ToInt32(cr.TotalInstanceCount), Available: aws.ToInt32(cr.AvailableInstanceCount)}
 				if cr.ReservationType == ec2types.CapacityReservationTypeCapacityBlock {
 					r.Type = stevedorev1.ReservationTypeCapacityBlock

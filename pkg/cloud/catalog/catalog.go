@@ -25,6 +25,8 @@ import (
 type File struct {
 	// Region the prices and zones belong to.
 	Region string `json:"region"`
+	// ZoneIDs maps the zones to their IDs (use1-az1), when known: the mapping is the account's own.
+	ZoneIDs map[string]string `json:"zoneIDs,omitempty"`
 	// Generated is the date of the data, Source where it came from.
 	Generated string `json:"generated,omitempty"`
 	Source    string `json:"source,omitempty"`
@@ -55,6 +57,15 @@ type InstanceType struct {
 	LocalNVMeGB int `json:"localNVMeGB,omitempty"`
 	// NetworkBandwidthMbps is its baseline network bandwidth (0: not known).
 	NetworkBandwidthMbps int `json:"networkBandwidthMbps,omitempty"`
+	// CPUManufacturer as DescribeInstanceTypes names it ("Intel", "AMD", "AWS"; empty: not known), and the
+	// processor's sustained clock speed in MHz (0: not known).
+	CPUManufacturer        string `json:"cpuManufacturer,omitempty"`
+	SustainedClockSpeedMHz int    `json:"sustainedClockSpeedMHz,omitempty"`
+	// EBSBandwidthMbps is the type's maximum EBS bandwidth when it is EBS-optimized by default (0: it is not, or
+	// not known).
+	EBSBandwidthMbps int `json:"ebsBandwidthMbps,omitempty"`
+	// EncryptionInTransit says the type encrypts the traffic between instances that support it.
+	EncryptionInTransit bool `json:"encryptionInTransit,omitempty"`
 	// Labels are added to the well-known labels Stevedore derives from the name.
 	Labels    map[string]string `json:"labels,omitempty"`
 	Offerings []Offering        `json:"offerings"`
@@ -254,6 +265,20 @@ func (a *Accelerators) validate(where string) error {
 		return fmt.Errorf("%s: memoryMiB and coresPerDevice must not be negative", where)
 	}
 	return nil
+}
+
+// Pricer returns a function that prices an offering of the catalog per hour (0 when the catalog does not offer
+// it): the instance type in the zone with the capacity type.
+func (f *File) Pricer() func(instanceType, zone, capacityType string) float64 {
+	prices := map[[3]string]float64{}
+	for _, it := range f.InstanceTypes {
+		for _, o := range it.Offerings {
+			prices[[3]string{it.Name, o.Zone, o.CapacityType}] = o.Price
+		}
+	}
+	return func(instanceType, zone, capacityType string) float64 {
+		return prices[[3]string{instanceType, zone, capacityType}]
+	}
 }
 
 // PodLimit returns the type's pod limit.

@@ -41,8 +41,8 @@ func TestDefaultCatalogCoversEveryCurrentFamily(t *testing.T) {
 		"g5.12xlarge":   {VCPU: 48, MemoryMiB: 192 << 10, GPUs: &Accelerators{Name: "A10G", Manufacturer: "NVIDIA", Count: 4, MemoryMiB: 22888}, EFA: 1, LocalNVMeGB: 3800},
 		"p5.48xlarge":   {VCPU: 192, MemoryMiB: 2048 << 10, GPUs: &Accelerators{Name: "H100", Manufacturer: "NVIDIA", Count: 8, MemoryMiB: 81920}, EFA: 32, LocalNVMeGB: 30400},
 		"inf2.24xlarge": {VCPU: 96, MemoryMiB: 384 << 10, Neuron: &Accelerators{Name: "Inferentia2", Manufacturer: "AWS", Count: 6, MemoryMiB: 32768, CoresPerDevice: 2}},
-		"x2iedn.xlarge": {VCPU: 4, MemoryMiB: 128 << 10},
-		"is4gen.medium": {VCPU: 1, MemoryMiB: 6 << 10},
+		"x2iedn.xlarge": {VCPU: 4, MemoryMiB: 128 << 10, LocalNVMeGB: 118},
+		"is4gen.medium": {VCPU: 1, MemoryMiB: 6 << 10, LocalNVMeGB: 937},
 	} {
 		got := byName[name]
 		if got.VCPU != want.VCPU || got.MemoryMiB != want.MemoryMiB || got.EFA != want.EFA || got.LocalNVMeGB != want.LocalNVMeGB ||

@@ -76,26 +76,11 @@ func Compile(no *stevedorev1.NodeOverlay) (*Overlay, error) {
 }
 
 // compileRequirement turns one overlay requirement into a scheduling requirement and the key it is on: Karpenter's
-// NodePool key is Stevedore's, and the integer bounds Gte and Lte become Gt and Lt.
+// NodePool key is Stevedore's (the integer bounds Gte and Lte are scheduling's own operators).
 func compileRequirement(r stevedorev1.NodeOverlayRequirement) (string, *scheduling.Requirement, error) {
 	op, values, key := corev1.NodeSelectorOperator(r.Operator), r.Values, r.Key
 	if key == karpenterNodePool {
 		key = stevedorev1.LabelNodePool // Karpenter's overlays name the NodePool so
-	}
-	if r.Operator == "Gte" || r.Operator == "Lte" {
-		if len(values) != 1 {
-			return "", nil, fmt.Errorf("%s takes one integer", r.Operator)
-		}
-		v, err := strconv.ParseInt(values[0], 10, 64)
-		if err != nil {
-			return "", nil, fmt.Errorf("%s %q is not an integer", r.Operator, values[0])
-		}
-		// integers: at least v is more than v-1, at most v is less than v+1
-		if r.Operator == "Gte" {
-			op, values = corev1.NodeSelectorOpGt, []string{strconv.FormatInt(v-1, 10)}
-		} else {
-			op, values = corev1.NodeSelectorOpLt, []string{strconv.FormatInt(v+1, 10)}
-		}
 	}
 	req, err := scheduling.NewRequirement(key, op, values...)
 	return key, req, err

@@ -120,9 +120,9 @@ func (l *Lifecycle) recordLaunch(ctx context.Context, claim *stevedorev1.NodeCla
 	if err != nil {
 		return fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
 	}
-	if inst.CapacityReservationID != "" {
-		if err := l.labelReservation(ctx, claim.Name, inst); err != nil {
-			return fmt.Errorf("labelling the reserved launch of %s: %w", inst.ID, err)
+	if labels := inst.LaunchLabels(); len(labels) > 0 {
+		if err := l.labelLaunch(ctx, claim.Name, labels); err != nil {
+			return fmt.Errorf("labelling the launch of %s: %w", inst.ID, err)
 		}
 	}
 	return nil
@@ -164,22 +164,26 @@ func cloudErrorCode(err error) string {
 	return "CloudError"
 }
 
-// labelReservation gives a NodeClaim launched into a capacity reservation the reservation's id and type as labels
-// (its node gets them when it registers), as Karpenter labels reserved nodes.
-func (l *Lifecycle) labelReservation(ctx context.Context, name string, inst *cloud.Instance) error {
+// labelLaunch gives a NodeClaim the labels its launch decided (the zone's ID; a reserved instance's reservation,
+// as Karpenter labels reserved nodes); its node gets them when it registers.
+func (l *Lifecycle) labelLaunch(ctx context.Context, name string, labels map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := l.claims().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if cur.Labels[stevedorev1.LabelCapacityReservationID] == inst.CapacityReservationID {
-			return nil
-		}
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		cur.Labels[stevedorev1.LabelCapacityReservationID] = inst.CapacityReservationID
-		cur.Labels[stevedorev1.LabelCapacityReservationType] = inst.CapacityReservationType
+		changed := false
+		for k, v := range labels {
+			if cur.Labels[k] != v {
+				cur.Labels[k], changed = v, true
+			}
+		}
+		if !changed {
+			return nil
+		}
 		_, err = l.claims().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

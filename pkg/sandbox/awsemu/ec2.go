@@ -233,6 +233,12 @@ func (e *EC2) describeInstanceTypes(q *query) (any, *apiError) {
 		info := xmlInstanceTypeInfo{InstanceType: it.Name, CurrentGeneration: true, Hypervisor: it.Hypervisor,
 			UsageClasses: []string{string(ec2types.UsageClassTypeOnDemand), string(ec2types.UsageClassTypeSpot)}}
 		info.ProcessorInfo.Architectures = []string{ec2Arch(it.Architecture)}
+		info.ProcessorInfo.Manufacturer = it.CPUManufacturer
+		info.ProcessorInfo.SustainedClockSpeedInGhz = float64(it.SustainedClockSpeedMHz) / 1000
+		info.NetworkInfo.EncryptionInTransit = it.EncryptionInTransit
+		if it.EBSBandwidthMbps > 0 {
+			info.EBSInfo = &xmlEBSInfo{EBSOptimizedSupport: "default", EBSOptimizedInfo: &xmlEBSOptimizedInfo{MaximumBandwidthInMbps: it.EBSBandwidthMbps}}
+		}
 		info.VCPUInfo.DefaultVCPUs = it.VCPU
 		info.MemoryInfo.SizeInMiB = it.MemoryMiB
 		enis, ips := it.ENIs, it.IPv4PerENI

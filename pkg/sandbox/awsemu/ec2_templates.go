@@ -16,7 +16,25 @@ func (e *EC2) createLaunchTemplate(q *query) (any, *apiError) {
 	if name == "" {
 		return nil, invalid("MissingParameter", "LaunchTemplateName is required")
 	}
-	d := q.Get("LaunchTemplateData")
+	data, apiErr := launchTemplateData(q.Get("LaunchTemplateData"))
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if data.ImageID != "" && e.findImage(data.ImageID) == nil {
+		return nil, invalid("InvalidAMIID.NotFound", "the image id '[%s]' does not exist", data.ImageID)
+	}
+	if _, exists := e.templates[name]; exists {
+		return nil, invalid("InvalidLaunchTemplateName.AlreadyExistsException", "launch template name already in use")
+	}
+	lt := &LaunchTemplate{ID: e.newID("lt"), Name: name, Created: e.clock.Now(), Tags: q.tagSpecs("launch-template"), Data: data}
+	e.templates[name] = lt
+	return &createLaunchTemplateResponse{RequestID: uuid.NewString(), LaunchTemplate: xmlTemplate(lt)}, nil
+}
+
+// launchTemplateData reads the LaunchTemplateData of a CreateLaunchTemplate request.
+func launchTemplateData(d *query) (LaunchTemplateData, *apiError) {
 	data := LaunchTemplateData{
 		ImageID:                 d.Str("ImageId"),
 		InstanceProfile:         d.Str("IamInstanceProfile.Name"),
@@ -34,30 +52,39 @@ func (e *EC2) createLaunchTemplate(q *query) (any, *apiError) {
 	if ud := d.Str("UserData"); ud != "" {
 		raw, err := base64.StdEncoding.DecodeString(ud)
 		if err != nil {
-			return nil, invalid("InvalidUserData.Malformed", "user data is not valid base64: %v", err)
+			return data, invalid("InvalidUserData.Malformed", "user data is not valid base64: %v", err)
 		}
 		data.UserData = string(raw)
-	}
-	for _, bd := range d.List("BlockDeviceMapping") {
-		data.BlockDevices = append(data.BlockDevices, BlockDevice{DeviceName: bd.Str("DeviceName"),
-			VolumeSize: bd.Int("Ebs.VolumeSize", 0), VolumeType: bd.Str("Ebs.VolumeType"), Encrypted: bd.Bool("Ebs.Encrypted", false)})
 	}
 	for _, rt := range []string{"instance", "volume", "network-interface"} {
 		if tags := d.tagSpecs(rt); len(tags) > 0 {
 			data.Tags[rt] = tags
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if data.ImageID != "" && e.findImage(data.ImageID) == nil {
-		return nil, invalid("InvalidAMIID.NotFound", "the image id '[%s]' does not exist", data.ImageID)
+	return data, data.readDevices(d)
+}
+
+// readDevices reads the block devices and network interfaces of a launch template's data.
+func (data *LaunchTemplateData) readDevices(d *query) *apiError {
+	for _, bd := range d.List("BlockDeviceMapping") {
+		data.BlockDevices = append(data.BlockDevices, BlockDevice{DeviceName: bd.Str("DeviceName"),
+			VolumeSize: bd.Int("Ebs.VolumeSize", 0), VolumeType: bd.Str("Ebs.VolumeType"), Encrypted: bd.Bool("Ebs.Encrypted", false),
+			SnapshotID: bd.Str("Ebs.SnapshotId"), VolumeInitializationRate: bd.Int("Ebs.VolumeInitializationRate", 0)})
+		if rate := bd.Int("Ebs.VolumeInitializationRate", 0); rate != 0 && (rate < 100 || rate > 300 || bd.Str("Ebs.SnapshotId") == "") {
+			return invalid(codeInvalidParameterValue, "VolumeInitializationRate %d must be 100 to 300 MiB/s, for a volume created from a snapshot", rate)
+		}
 	}
-	if _, exists := e.templates[name]; exists {
-		return nil, invalid("InvalidLaunchTemplateName.AlreadyExistsException", "launch template name already in use")
+	for _, ni := range d.List("NetworkInterface") {
+		data.NetworkInterfaces = append(data.NetworkInterfaces, NetworkInterface{DeviceIndex: ni.Int("DeviceIndex", 0),
+			SecurityGroups: ni.Strings("SecurityGroupId"), AssociatePublicIP: ni.Str("AssociatePublicIpAddress"),
+			TCPEstablishedTimeout: ni.Int("ConnectionTrackingSpecification.TcpEstablishedTimeout", 0),
+			UDPStreamTimeout:      ni.Int("ConnectionTrackingSpecification.UdpStreamTimeout", 0),
+			UDPTimeout:            ni.Int("ConnectionTrackingSpecification.UdpTimeout", 0)})
 	}
-	lt := &LaunchTemplate{ID: e.newID("lt"), Name: name, Created: e.clock.Now(), Tags: q.tagSpecs("launch-template"), Data: data}
-	e.templates[name] = lt
-	return &createLaunchTemplateResponse{RequestID: uuid.NewString(), LaunchTemplate: xmlTemplate(lt)}, nil
+	if len(data.NetworkInterfaces) > 0 && len(data.SecurityGroupIDs) > 0 {
+		return invalid("InvalidParameterCombination", "Network interfaces and instance-level security groups may not be specified on the same request")
+	}
+	return nil
 }
 
 func xmlTemplate(lt *LaunchTemplate) xmlLaunchTemplate {

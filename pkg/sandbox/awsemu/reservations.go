@@ -28,6 +28,8 @@ type CapacityReservation struct {
 	// Type is "default" or "capacity-block"; MatchCriteria "open" or "targeted".
 	Type, MatchCriteria string
 	Total, Available    int
+	// Interruptible: its owner may take the capacity back (SetInterruptible).
+	Interruptible bool
 	// State is active, expired or cancelled.
 	State      string
 	Start, End time.Time // End is zero for a reservation without an end date
@@ -125,6 +127,16 @@ func (e *EC2) Reservation(id string) *CapacityReservation {
 	return &out
 }
 
+// SetInterruptible marks a reservation interruptible, as one its owner shares with the capacity taken back on
+// notice.
+func (e *EC2) SetInterruptible(id string, interruptible bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cr, ok := e.reservations[id]; ok {
+		cr.Interruptible = interruptible
+	}
+}
+
 // endReservations expires reservations past their end; a Capacity Block's instances are terminated from 30
 // minutes before its end, as EC2 reclaims them. Caller holds e.mu.
 func (e *EC2) endReservations() {
@@ -197,7 +209,7 @@ func (e *EC2) xmlReservation(cr *CapacityReservation) xmlCapacityReservation {
 	x := xmlCapacityReservation{ID: cr.ID, OwnerID: cr.OwnerID, ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:capacity-reservation/%s", e.region, cr.OwnerID, cr.ID),
 		InstanceType: cr.InstanceType, Platform: "Linux/UNIX", Zone: cr.Zone, Tenancy: "default", Total: cr.Total, Available: cr.Available,
 		State: cr.State, StartDate: isoTime(cr.Start), CreateDate: isoTime(cr.Start), EndDateType: "unlimited", MatchCriteria: cr.MatchCriteria,
-		ReservationType: cr.Type, Tags: tagSet(cr.Tags)}
+		ReservationType: cr.Type, Interruptible: cr.Interruptible, Tags: tagSet(cr.Tags)}
 	if !cr.End.IsZero() {
 		x.EndDate, x.EndDateType = isoTime(cr.End), "limited"
 	}
@@ -221,6 +233,7 @@ type xmlCapacityReservation struct {
 	MatchCriteria   string   `xml:"instanceMatchCriteria"`
 	CreateDate      string   `xml:"createDate"`
 	ReservationType string   `xml:"reservationType"`
+	Interruptible   bool     `xml:"interruptible"`
 	Tags            []xmlTag `xml:"tagSet>item"`
 }
 

@@ -11,6 +11,7 @@ package awsemu
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -38,8 +39,9 @@ type Options struct {
 	ClusterName string
 	// Catalog seeds the instance types, zones and prices; default the embedded catalog.
 	Catalog *catalog.File
-	// KubernetesVersion ("1.37") names the EKS AMI SSM parameters.
-	KubernetesVersion string
+	// KubernetesVersions ("1.37") are the minors whose EKS-optimized AMIs and SSM parameters the emulator
+	// publishes; default KubernetesMinors.
+	KubernetesVersions []string
 	// Clock, default the real one.
 	Clock clock.WithDelayedExecution
 }
@@ -73,8 +75,8 @@ func Start(opts Options) (*Emulator, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.KubernetesVersion == "" {
-		opts.KubernetesVersion = "1.37"
+	if len(opts.KubernetesVersions) == 0 {
+		opts.KubernetesVersions = KubernetesMinors()
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,7 +106,9 @@ func Start(opts Options) (*Emulator, error) {
 	e.EC2.seedNetwork(opts.ClusterName, sortedKeys(zones))
 	e.EC2.iam = e.IAM
 	e.IAM.AddRole("KarpenterNodeRole-" + opts.ClusterName)
-	e.seedImages(opts.KubernetesVersion)
+	for _, k8s := range opts.KubernetesVersions {
+		e.seedImages(k8s)
+	}
 	e.server = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	// One connection per request. With keep-alive, a loaded test run (go test ./pkg/... on 2 cores) saw the SDK's
 	// reused connections closed while it read a response, every retry alike ("use of closed network connection"),
@@ -123,32 +127,75 @@ const (
 	variantNeuron      = "neuron"
 )
 
-// seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs (standard, NVIDIA and Neuron variants) and
-// the public SSM parameters that name them, as AWS publishes them.
-func (e *Emulator) seedImages(k8s string) {
-	created := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
-	al2023 := "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/"
-	bottlerocket := "/aws/service/bottlerocket/aws-k8s-" + k8s
-	for i, img := range []struct{ family, variant, arch, ssm string }{
-		{familyAL2023, variantStandard, archAMD64, al2023 + "x86_64/standard/recommended/image_id"},
-		{familyAL2023, variantStandard, archARM64, al2023 + "arm64/standard/recommended/image_id"},
-		{familyBottlerocket, variantStandard, archAMD64, bottlerocket + "/x86_64/latest/image_id"},
-		{familyBottlerocket, variantStandard, archARM64, bottlerocket + "/arm64/latest/image_id"},
-		{familyAL2023, variantNVIDIA, archAMD64, al2023 + "x86_64/nvidia/recommended/image_id"},
-		{familyAL2023, variantNVIDIA, archARM64, al2023 + "arm64/nvidia/recommended/image_id"},
-		{familyAL2023, variantNeuron, archAMD64, al2023 + "x86_64/neuron/recommended/image_id"},
-		{familyBottlerocket, variantNVIDIA, archAMD64, bottlerocket + "-nvidia/x86_64/latest/image_id"},
-		{familyBottlerocket, variantNVIDIA, archARM64, bottlerocket + "-nvidia/arm64/latest/image_id"},
-	} {
-		id := fmt.Sprintf("ami-0%s%02d%012d", img.family[:2], i, 20261120)
-		name := fmt.Sprintf("%s-eks-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch))
-		if img.variant != variantStandard {
-			name = fmt.Sprintf("%s-eks-%s-%s-%s-v20261120", img.family, k8s, ec2Arch(img.arch), img.variant)
-		}
-		e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name,
-			Architecture: img.arch, OwnerID: amazonAccount, Created: created, Tags: map[string]string{}})
-		e.SSM.Put(img.ssm, id)
+// KubernetesMinors are the minors whose EKS-optimized AMIs the emulator publishes by default.
+func KubernetesMinors() []string { return []string{"1.34", "1.35", "1.36", "1.37", "1.38"} }
+
+// Release is a release of an EKS-optimized AMI family as its alias pins it (al2023@v20261120), and when AWS
+// published it.
+type Release struct {
+	Family, Version string
+	Published       time.Time
+}
+
+// Releases are the releases of each family the emulator publishes, oldest first: the last of a family is what
+// its @latest (AL2023's "recommended") parameters name.
+func Releases() []Release {
+	return []Release{
+		{familyAL2023, "v20261001", time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)},
+		{familyAL2023, "v20261120", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)},
+		{familyBottlerocket, "v1.51.0", time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC)},
+		{familyBottlerocket, "v1.52.0", time.Date(2026, 11, 18, 0, 0, 0, 0, time.UTC)},
 	}
+}
+
+// seedImages registers the EKS-optimized AL2023 and Bottlerocket AMIs of a Kubernetes minor (standard, NVIDIA and
+// Neuron variants, every release of Releases) and the public SSM parameters that name them, as AWS publishes them:
+// a versioned parameter per release, and the latest (recommended) parameter naming the newest.
+func (e *Emulator) seedImages(k8s string) {
+	releases := Releases()
+	for i, rel := range releases {
+		newest := i == len(releases)-1 || releases[i+1].Family != rel.Family
+		for _, img := range []struct{ variant, arch string }{
+			{variantStandard, archAMD64}, {variantStandard, archARM64}, {variantNVIDIA, archAMD64}, {variantNVIDIA, archARM64},
+			{variantNeuron, archAMD64},
+		} {
+			if rel.Family == familyBottlerocket && img.variant == variantNeuron {
+				continue // Bottlerocket's standard x86_64 image serves Neuron types
+			}
+			name, params := imageParameters(k8s, rel, img.variant, ec2Arch(img.arch), newest)
+			id := fmt.Sprintf("ami-0%x", sha256.Sum256([]byte(name)))[:21]
+			e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name,
+				Architecture: img.arch, OwnerID: amazonAccount, Created: rel.Published, Tags: map[string]string{}})
+			for _, p := range params {
+				e.SSM.Put(p, id)
+			}
+		}
+	}
+}
+
+// imageParameters are the name AWS gives an image of a family's release, for a Kubernetes minor, variant and EC2
+// architecture (x86_64, arm64), and the SSM parameters that name it (the release's, and the latest one's too when
+// newest).
+func imageParameters(k8s string, rel Release, variant, arch string, newest bool) (string, []string) {
+	if rel.Family == familyAL2023 {
+		base := "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/" + arch + "/" + variant + "/"
+		name := "amazon-eks-node-al2023-" + arch + "-" + variant + "-" + k8s + "-" + rel.Version
+		params := []string{base + name + "/image_id"}
+		if newest {
+			params = append(params, base+"recommended/image_id")
+		}
+		return name, params
+	}
+	stream := "aws-k8s-" + k8s
+	if variant == variantNVIDIA {
+		stream += "-nvidia"
+	}
+	version := strings.TrimPrefix(rel.Version, "v")
+	params := []string{"/aws/service/bottlerocket/" + stream + "/" + arch + "/" + version + "/image_id"}
+	if newest {
+		params = append(params, "/aws/service/bottlerocket/"+stream+"/"+arch+"/latest/image_id")
+	}
+	return "bottlerocket-" + stream + "-" + arch + "-" + rel.Version, params
 }
 
 // AddImage registers an AMI owned by the account (for custom AMI selection and drift tests) and returns its id.
@@ -159,6 +206,18 @@ func (e *Emulator) AddImage(name, arch string, tags map[string]string) string {
 	e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name, Architecture: arch, OwnerID: e.EC2.accountID,
 		Created: e.EC2.clock.Now(), Tags: cloneMap(tags)})
 	return id
+}
+
+// RegisterImage registers an AMI owned by the account under a given id (an image a manifest names by id), unless
+// that id is registered already.
+func (e *Emulator) RegisterImage(id, name, arch string) {
+	e.EC2.mu.Lock()
+	defer e.EC2.mu.Unlock()
+	if e.EC2.findImage(id) != nil {
+		return
+	}
+	e.EC2.images = append(e.EC2.images, &Image{ID: id, Name: name, Architecture: arch, OwnerID: e.EC2.accountID,
+		Created: e.EC2.clock.Now(), Tags: map[string]string{}})
 }
 
 // URL is the emulator's endpoint for every service.

@@ -76,7 +76,10 @@ type LaunchTemplateData struct {
 	HTTPPutResponseHopLimit int
 	HTTPEndpoint            string
 	BlockDevices            []BlockDevice
-	Tags                    map[string]map[string]string // by resource type
+	// NetworkInterfaces are the instance's interfaces when the template sets them (the security groups are then
+	// theirs).
+	NetworkInterfaces []NetworkInterface
+	Tags              map[string]map[string]string // by resource type
 	// CapacityReservationID is the reservation the template's launches target; MarketType "capacity-block" for
 	// a Capacity Block.
 	CapacityReservationID string
@@ -85,10 +88,22 @@ type LaunchTemplateData struct {
 
 // BlockDevice is an EBS volume of a launch template.
 type BlockDevice struct {
-	DeviceName string
-	VolumeSize int
-	VolumeType string
-	Encrypted  bool
+	DeviceName               string
+	VolumeSize               int
+	VolumeType               string
+	Encrypted                bool
+	SnapshotID               string
+	VolumeInitializationRate int
+}
+
+// NetworkInterface is a network interface of a launch template.
+type NetworkInterface struct {
+	DeviceIndex    int
+	SecurityGroups []string
+	// AssociatePublicIP is "true", "false", or "" when the subnet decides.
+	AssociatePublicIP string
+	// Connection tracking timeouts in seconds (0: EC2's default).
+	TCPEstablishedTimeout, UDPStreamTimeout, UDPTimeout int
 }
 
 // Instance is an emulated EC2 instance.

@@ -140,8 +140,11 @@ type xmlInstanceTypeInfo struct {
 	Hypervisor        string   `xml:"hypervisor,omitempty"`
 	UsageClasses      []string `xml:"supportedUsageClasses>item"`
 	ProcessorInfo     struct {
-		Architectures []string `xml:"supportedArchitectures>item"`
+		Architectures            []string `xml:"supportedArchitectures>item"`
+		Manufacturer             string   `xml:"manufacturer,omitempty"`
+		SustainedClockSpeedInGhz float64  `xml:"sustainedClockSpeedInGhz,omitempty"`
 	} `xml:"processorInfo"`
+	EBSInfo  *xmlEBSInfo `xml:"ebsInfo,omitempty"`
 	VCPUInfo struct {
 		DefaultVCPUs int `xml:"defaultVCpus"`
 	} `xml:"vCpuInfo"`
@@ -152,6 +155,7 @@ type xmlInstanceTypeInfo struct {
 		MaximumNetworkInterfaces  int              `xml:"maximumNetworkInterfaces"`
 		IPv4AddressesPerInterface int              `xml:"ipv4AddressesPerInterface"`
 		EFASupported              bool             `xml:"efaSupported"`
+		EncryptionInTransit       bool             `xml:"encryptionInTransitSupported"`
 		EFAInfo                   *xmlEFAInfo      `xml:"efaInfo,omitempty"`
 		NetworkCards              []xmlNetworkCard `xml:"networkCards>item,omitempty"`
 	} `xml:"networkInfo"`
@@ -159,6 +163,15 @@ type xmlInstanceTypeInfo struct {
 	NeuronInfo               *xmlNeuronInfo      `xml:"neuronInfo,omitempty"`
 	InstanceStorageSupported bool                `xml:"instanceStorageSupported"`
 	InstanceStorageInfo      *xmlInstanceStorage `xml:"instanceStorageInfo,omitempty"`
+}
+
+type xmlEBSInfo struct {
+	EBSOptimizedSupport string               `xml:"ebsOptimizedSupport"`
+	EBSOptimizedInfo    *xmlEBSOptimizedInfo `xml:"ebsOptimizedInfo,omitempty"`
+}
+
+type xmlEBSOptimizedInfo struct {
+	MaximumBandwidthInMbps int `xml:"maximumBandwidthInMbps"`
 }
 
 type xmlEFAInfo struct {

@@ -45,7 +45,7 @@ func Run(m *testing.M, opts sandbox.Options, setSandbox func(*sandbox.Sandbox)) 
 // Namespace creates a namespace named after the test and deletes it when the test ends.
 func Namespace(t testing.TB, sb *sandbox.Sandbox) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}

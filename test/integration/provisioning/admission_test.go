@@ -6,6 +6,7 @@ package provisioning
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,104 +22,7 @@ import (
 // that names no scheduler, in a labelled namespace, runs on a node Stevedore launched for it.
 func TestTheSchedulingPolicyOptsNamespacesInAndKeepsKarpenterOff(t *testing.T) {
 	ctx := context.Background()
-	plain := harness.Namespace(t, sb)
-	optedIn := harness.Namespace(t, sb)
-	ns, err := sb.Kube.CoreV1().Namespaces().Get(ctx, optedIn, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Labels["stevedore.dev/scheduling"] = "enabled"
-	if _, err := sb.Kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// the admission plugin reads namespaces from its own informer: wait until it sees the label
-	harness.Eventually(t, "the admission policy to see namespace "+optedIn+" opted in", func(ctx context.Context) (bool, error) {
-		probe := harness.Pod(optedIn, "probe", "100m", "64Mi")
-		probe.Spec.SchedulerName = ""
-		got, err := sb.Kube.CoreV1().Pods(optedIn).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err == nil && got.Spec.SchedulerName == "stevedore", nil
-	})
-	term := func(key, value string) corev1.NodeSelectorTerm {
-		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}
-	}
-	required := func(terms ...corev1.NodeSelectorTerm) func(*corev1.Pod) {
-		return func(p *corev1.Pod) {
-			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
-		}
-	}
-	tests := []struct {
-		name, namespace, scheduler string
-		mutate                     func(*corev1.Pod)
-		wantScheduler              string
-		wantKeptOff                bool
-		wantTerms                  int
-	}{
-		{name: "no-scheduler-opted-in", namespace: optedIn, wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "default-scheduler-opted-in", namespace: optedIn, scheduler: "default-scheduler", wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "other-scheduler-opted-in", namespace: optedIn, scheduler: "volcano", wantScheduler: "volcano"},
-		{name: "no-scheduler-not-opted-in", namespace: plain, wantScheduler: "default-scheduler"},
-		{name: "stevedore-not-opted-in", namespace: plain, scheduler: "stevedore", wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "two-terms", namespace: optedIn, mutate: required(term(corev1.LabelArchStable, "arm64"), term(corev1.LabelTopologyZone, "us-east-1a")),
-			wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 2},
-		{name: "a-term-of-fields-only", namespace: plain, scheduler: "stevedore", mutate: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"x"}}}}), wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "pod-affinity-only", namespace: optedIn, mutate: func(p *corev1.Pod) {
-			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
-				{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, TopologyKey: corev1.LabelHostname}}}}
-		}, wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "preferences-only", namespace: optedIn, mutate: func(p *corev1.Pod) {
-			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
-				{Weight: 1, Preference: term(corev1.LabelArchStable, "arm64")}}}}
-		}, wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "already-kept-off", namespace: plain, scheduler: "stevedore", mutate: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: sandbox.KarpenterNodePoolLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}), wantScheduler: "stevedore", wantKeptOff: true, wantTerms: 1},
-		{name: "a-daemonset-pod", namespace: optedIn, mutate: func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "4d3c0a5e-0000-4000-8000-000000000001"}}
-		}, wantScheduler: "default-scheduler"},
-		{name: "a-pod-with-a-node", namespace: optedIn, mutate: func(p *corev1.Pod) { p.Spec.NodeName = "somewhere" }, wantScheduler: "default-scheduler"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := harness.Pod(tc.namespace, tc.name, "100m", "64Mi")
-			pod.Spec.SchedulerName = tc.scheduler
-			if tc.mutate != nil {
-				tc.mutate(pod)
-			}
-			got, err := sb.Kube.CoreV1().Pods(tc.namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err != nil {
-				t.Fatalf("the API server refused the pod: %v", err)
-			}
-			if got.Spec.SchedulerName != tc.wantScheduler {
-				t.Errorf("schedulerName %q, want %q", got.Spec.SchedulerName, tc.wantScheduler)
-			}
-			if kept := sandbox.KeptOffKarpenter(got); kept != tc.wantKeptOff {
-				t.Errorf("kept off Karpenter's nodes: %v, want %v (affinity %+v)", kept, tc.wantKeptOff, got.Spec.Affinity)
-			}
-			if tc.wantTerms > 0 {
-				terms := got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-				if len(terms) != tc.wantTerms {
-					t.Errorf("%d required terms, want %d: %+v", len(terms), tc.wantTerms, terms)
-				}
-				if pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil && pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-					for i, was := range pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-						now := terms[i]
-						if len(now.MatchFields) != len(was.MatchFields) || len(now.MatchExpressions) < len(was.MatchExpressions) {
-							t.Errorf("term %d lost what it said: %+v, was %+v", i, now, was)
-						}
-						for j := range was.MatchExpressions {
-							if now.MatchExpressions[j].Key != was.MatchExpressions[j].Key {
-								t.Errorf("term %d expression %d is %+v, was %+v", i, j, now.MatchExpressions[j], was.MatchExpressions[j])
-							}
-						}
-					}
-				}
-				if tc.name == "already-kept-off" && len(terms[0].MatchExpressions) != 1 {
-					t.Errorf("a term that already kept Karpenter off got another expression: %+v", terms[0])
-				}
-			}
-		})
-	}
-
+	optedIn := harness.CheckAdmission(t, sb)
 	// a workload that names no scheduler, in the labelled namespace, runs on a node Stevedore launches
 	iso := "admission"
 	harness.NodePool(t, sb, "admission", iso)
@@ -136,6 +40,52 @@ func TestTheSchedulingPolicyOptsNamespacesInAndKeepsKarpenterOff(t *testing.T) {
 		node := harness.Node(t, sb, pod.Spec.NodeName)
 		if node.Labels["stevedore.dev/nodepool"] != "admission" {
 			t.Errorf("pod %s runs on %s, not on a node of NodePool admission", pod.Name, node.Name)
+		}
+	}
+}
+
+// TestPodsOfOtherSchedulersMayUseStevedoresNodesButNeverLaunchOne: during a migration, a pod that names no
+// scheduler stays with the default scheduler (EKS's): it may be placed on a node Stevedore launched, like on any
+// node with room whose taints it tolerates, but a pod of the default scheduler that no node fits makes Stevedore
+// launch nothing (it is Karpenter's to launch for).
+func TestPodsOfOtherSchedulersMayUseStevedoresNodesButNeverLaunchOne(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	iso := "othersched"
+	harness.NodePool(t, sb, "othersched", iso)
+	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "stevedores", 1, "500m", "256Mi"), iso)
+	running := harness.WaitRunning(t, sb, ns, "stevedores", 1)
+	node := running[0].Spec.NodeName
+
+	guest := harness.Isolated(harness.Pod(ns, "guest", "100m", "64Mi"), iso)
+	guest.Spec.SchedulerName = corev1.DefaultSchedulerName
+	guest.Spec.NodeSelector[corev1.LabelHostname] = node
+	big := harness.Isolated(harness.Pod(ns, "too-big", "60", "64Mi"), iso)
+	big.Spec.SchedulerName = corev1.DefaultSchedulerName
+	harness.CreatePods(t, sb, guest, big)
+	bound := harness.WaitBound(t, sb, ns, []string{"guest"})
+	if bound["guest"].Spec.NodeName != node {
+		t.Errorf("the default scheduler's pod runs on %s, want Stevedore's node %s", bound["guest"].Spec.NodeName, node)
+	}
+	// the too-big pod is in the same namespace: wait until the default scheduler has tried it, then check that no
+	// NodeClaim names it
+	harness.Eventually(t, "the default scheduler to find no node for too-big", func(ctx context.Context) (bool, error) {
+		p, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, "too-big", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// a later pod of Stevedore's gets its node: the batch it was planned in had the too-big pod's time to be seen
+	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "later", 1, "500m", "256Mi"), iso)
+	harness.WaitRunning(t, sb, ns, "later", 1)
+	for _, c := range harness.NodeClaimsOf(t, sb, "othersched") {
+		if strings.Contains(c.Annotations["stevedore.dev/planned-pods"], "too-big") {
+			t.Errorf("NodeClaim %s was launched for the default scheduler's pod", c.Name)
 		}
 	}
 }
