@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,26 +149,53 @@ func fleet(t *testing.T, pool string) ([]stevedorev1.NodeClaim, float64) {
 	return claims, total
 }
 
-// watchAvailable watches a Deployment until the test ends and returns a function giving the fewest available
-// replicas it saw.
+// watchAvailable watches the pods of a Deployment (label app=<name>) until the test ends and returns a function
+// giving the fewest of them Ready at once (what a PodDisruptionBudget protects). It starts once all the
+// Deployment's replicas are Ready, and counts from the pods themselves: the Deployment's own status lags behind
+// them and would show dips that never happened.
 func watchAvailable(t *testing.T, ns, name string) func() int32 {
 	ctx := harness.Context(t)
-	w, err := sb.Kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	selector := "app=" + name
+	ready := map[string]bool{}
+	var since string
+	harness.Eventually(t, "every replica of Deployment "+ns+"/"+name+" to be Ready", func(ctx context.Context) (bool, error) {
+		dep, err := sb.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		clear(ready)
+		for i := range pods.Items {
+			if podReady(&pods.Items[i]) {
+				ready[pods.Items[i].Name] = true
+			}
+		}
+		since = pods.ResourceVersion
+		return dep.Spec.Replicas != nil && int32(len(ready)) == *dep.Spec.Replicas, nil //nolint:gosec // G115: a test's few replicas
+	})
+	w, err := sb.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: since})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	lowest := int32(1 << 30)
+	lowest := int32(len(ready)) //nolint:gosec // G115: a test's few replicas
 	go func() {
 		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
 				continue
 			}
-			if dep, ok := ev.Object.(*appsv1.Deployment); ok {
-				mu.Lock()
-				lowest = min(lowest, dep.Status.AvailableReplicas)
-				mu.Unlock()
+			mu.Lock()
+			if ev.Type != watch.Deleted && podReady(pod) {
+				ready[pod.Name] = true
+			} else {
+				delete(ready, pod.Name)
 			}
+			lowest = min(lowest, int32(len(ready))) //nolint:gosec // G115: a test's few replicas
+			mu.Unlock()
 		}
 	}()
 	t.Cleanup(w.Stop)
@@ -178,6 +204,19 @@ func watchAvailable(t *testing.T, ns, name string) func() int32 {
 		defer mu.Unlock()
 		return lowest
 	}
+}
+
+// podReady reports whether a pod is Ready and not on its way out.
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // TestABudgetOfOneNodeIsNeverExceeded removes eight empty nodes under a budget of one and watches the nodes: at
