@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release figures verify-figures kube-binaries test-versions
+.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release publish figures verify-figures kube-binaries test-versions
 
 all: build
 
@@ -34,9 +34,9 @@ $(BIN)/helm: hack/helm/go.mod
 
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
 ## pods deleted on their way to a new node, repeated
-test: build $(BIN)/kubectl $(BIN)/helm kube-binaries
+test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry kube-binaries
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
 	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
@@ -56,8 +56,8 @@ unit:
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 
 ## integration: integration and e2e tests only
-integration: build $(BIN)/kubectl $(BIN)/helm kube-binaries
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry kube-binaries
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 
 ## test-versions: the version matrix in full: every check on every supported Kubernetes minor (make test runs the
@@ -86,10 +86,10 @@ generate: tools
 
 ## verify-generated: fail if generated files are not what `make generate` writes
 verify-generated: generate
-	@git diff --exit-code -- pkg/apis pkg/generated manifests/crds charts/stevedore/crds || \
+	@git diff --exit-code -- pkg/apis pkg/generated manifests/crds charts/stevedore/crds charts/stevedore-crd/templates || \
 	  (echo "generated files are stale: run make generate and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds)" || \
-	  (echo "make generate created files that are not committed:" >&2; git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds >&2; exit 1)
+	@test -z "$$(git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds charts/stevedore-crd/templates)" || \
+	  (echo "make generate created files that are not committed:" >&2; git status --porcelain -- pkg/generated manifests/crds charts/stevedore/crds charts/stevedore-crd/templates >&2; exit 1)
 
 ## lint: golangci-lint with .golangci.yml (gofmt and import grouping, go vet, staticcheck, errcheck, errorlint,
 ## unused, unparam, revive, complexity bounds)
@@ -145,6 +145,16 @@ image:
 ## all naming that version, with release notes from CHANGELOG.md and checksums, in dist/<version> (hack/release.sh)
 release: $(BIN)/helm
 	BIN=$(BIN) VERSION=$(VERSION) hack/release.sh
+
+## publish: REGISTRY=<registry>/<path> VERSION=vX.Y.Z: the release, pushed: the image index (amd64, arm64) as
+## <REGISTRY>/scheduler:<version>, the charts as oci://<REGISTRY>/stevedore and oci://<REGISTRY>/stevedore-crd
+## (hack/publish.sh; log in first with `helm registry login`)
+publish: $(BIN)/helm
+	BIN=$(BIN) VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/publish.sh
+
+## registry: an in-memory OCI registry (go-containerregistry's) for the tests that publish a release
+$(BIN)/registry: hack/image/go.mod hack/image/registry/main.go
+	cd hack/image && $(GO) build -o $(BIN)/registry ./registry
 
 clean:
 	rm -rf $(BIN) dist

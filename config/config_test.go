@@ -6,6 +6,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,18 +14,25 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// installedLease is what the installed configuration says of the lease's namespace instead of kube-system: nothing,
+// so that the scheduler takes its own namespace ($STEVEDORE_NAMESPACE).
+const installedLease = `  # the lease is in the scheduler's own namespace ($STEVEDORE_NAMESPACE, which the Deployment sets from the pod's),
+  # where its Role allows it; set resourceNamespace to put it elsewhere
+`
+
 // TestInstalledConfigurationIsThisOne: manifests/deploy/scheduler-config.yaml (what `kubectl apply -k manifests/`
-// installs) is this file but for the leader-election namespace, the one the manifests install into.
+// installs) and the chart's copy are this file but for the leader-election namespace, left to the scheduler's own.
 func TestInstalledConfigurationIsThisOne(t *testing.T) {
-	installed, err := os.ReadFile("../manifests/deploy/scheduler-config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Replace(string(SchedulerConfig()), "  resourceNamespace: kube-system\n", "  resourceNamespace: stevedore\n", 1)
-	if string(installed) != want {
-		t.Error("manifests/deploy/scheduler-config.yaml differs from config/scheduler-config.yaml by more than " +
-			"resourceNamespace: stevedore; regenerate it with: sed 's/  resourceNamespace: kube-system/  resourceNamespace: stevedore/' " +
-			"config/scheduler-config.yaml > manifests/deploy/scheduler-config.yaml")
+	want := strings.Replace(string(SchedulerConfig()), "  resourceNamespace: kube-system\n", installedLease, 1)
+	for _, path := range []string{"../manifests/deploy/scheduler-config.yaml", "../charts/stevedore/files/scheduler-config.yaml"} {
+		installed, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(installed) != want {
+			t.Errorf("%s differs from config/scheduler-config.yaml by more than the lease's namespace (resourceNamespace: "+
+				"kube-system replaced by the comment saying the scheduler takes its own)", path)
+		}
 	}
 }
 
@@ -47,7 +55,12 @@ func TestTheInstalledRBACIsMinimal(t *testing.T) {
 			t.Fatal(err)
 		}
 		if obj.Kind == "ClusterRole" || obj.Kind == "Role" {
-			rules = append(rules, obj.Rules...)
+			for _, r := range obj.Rules {
+				if isAuthenticationReader(r) {
+					continue // kube-scheduler's delegated authentication: one ConfigMap, read-only (below)
+				}
+				rules = append(rules, r)
+			}
 		}
 	}
 	if len(rules) == 0 {
@@ -80,4 +93,12 @@ func TestTheInstalledRBACIsMinimal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isAuthenticationReader is the one ConfigMap rule Stevedore needs: reading extension-apiserver-authentication (the
+// client CAs of delegated authentication), as Kubernetes' extension-apiserver-authentication-reader Role allows.
+func isAuthenticationReader(r rbacv1.PolicyRule) bool {
+	return len(r.Resources) == 1 && r.Resources[0] == "configmaps" && len(r.ResourceNames) == 1 &&
+		r.ResourceNames[0] == "extension-apiserver-authentication" && len(r.APIGroups) == 1 && r.APIGroups[0] == "" &&
+		!slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
 }

@@ -13,6 +13,11 @@ rm -f manifests/crds/stevedore.dev_*.yaml
 # the Helm chart carries the same CRDs (charts cannot reach outside their directory)
 rm -f charts/stevedore/crds/*.yaml
 cp manifests/crds/stevedore.dev_*.yaml charts/stevedore/crds/
+# ... and the CRD chart as templates (so that helm upgrade upgrades them), kept on uninstall
+rm -f charts/stevedore-crd/templates/*.yaml
+for f in manifests/crds/stevedore.dev_*.yaml; do
+  awk '{print} /^  annotations:$/ && !done {print "    helm.sh/resource-policy: keep"; done=1}' "$f" > "charts/stevedore-crd/templates/$(basename "$f")"
+done
 
 rm -rf pkg/generated
 "$bin/client-gen" --go-header-file "$header" --output-dir pkg/generated/clientset --output-pkg "$module/pkg/generated/clientset" \

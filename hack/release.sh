@@ -3,6 +3,7 @@
 # dist/<version>):
 #   stevedore-image-<version>.tar        the multi-arch OCI image archive (IMAGE_ARCHS, default amd64 arm64)
 #   stevedore-<X.Y.Z>.tgz                the Helm chart, version X.Y.Z, appVersion and image tag <version>
+#   stevedore-crd-<X.Y.Z>.tgz            the CRD chart (the CRDs as templates, upgraded by helm upgrade)
 #   stevedore-crds-<version>.yaml        the CRDs
 #   stevedore-manifests-<version>.tar.gz the kustomize base (manifests/), its image pinned to <version>
 #   stevedore-terraform-<version>.tar.gz the Terraform example with the chart and IAM policy it uses, pinned
@@ -40,6 +41,9 @@ mkdir -p "$stage/charts"
 cp -r charts/stevedore "$stage/charts/"
 sed -i "s#^image: .*#image: ${image}#" "$stage/charts/stevedore/values.yaml"
 "$bin/helm" package "$stage/charts/stevedore" --version "$semver" --app-version "$version" --destination "$out" >/dev/null
+
+echo "--- CRD chart ${semver}"
+"$bin/helm" package charts/stevedore-crd --version "$semver" --app-version "$version" --destination "$out" >/dev/null
 
 echo "--- CRDs"
 cat manifests/crds/stevedore.dev_*.yaml > "$out/stevedore-crds-${version}.yaml"

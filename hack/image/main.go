@@ -2,13 +2,20 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-// Command image builds Stevedore's container image without a container engine: for each architecture, one layer
-// holding the static scheduler binary at /scheduler, the build machine's CA certificates and an /etc/passwd entry
-// for the non-root user; the image runs as 65532:65532 with /scheduler as its entrypoint. The images go into an
-// OCI image index (one manifest per architecture), written as an OCI image layout tar archive that `crane push`,
-// `skopeo copy oci-archive:...` or `docker load` (single architecture) take.
+// Command image builds Stevedore's container image without a container engine, and pushes it.
+//
+// The default mode builds: for each architecture, one layer holding the static scheduler binary at /scheduler, the
+// build machine's CA certificates and an /etc/passwd entry for the non-root user; the image runs as 65532:65532
+// with /scheduler as its entrypoint. The images go into an OCI image index (one manifest per architecture), written
+// as an OCI image layout tar archive (unpacked, `crane push <dir>` takes it; `skopeo copy --all oci-archive:...`
+// takes the archive).
 //
 //	go run . --version v0.1.0 --out stevedore-image.tar --binary amd64=../../bin/linux-amd64/scheduler --binary arm64=...
+//
+// `push` pushes such an archive's image index, every architecture, to a registry with the credentials of the
+// Docker configuration (DOCKER_CONFIG, default ~/.docker); a loopback or private registry is spoken to over HTTP.
+//
+//	go run . push --archive stevedore-image.tar --to registry.example.com/stevedore/scheduler:v0.1.0
 package main
 
 import (
@@ -48,6 +55,19 @@ func (b binaries) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "push" {
+		fs := flag.NewFlagSet("push", flag.ExitOnError)
+		archive := fs.String("archive", "stevedore-image.tar", "the OCI image layout tar archive to push")
+		to := fs.String("to", "", "the image reference to push to, repository:tag")
+		_ = fs.Parse(os.Args[2:])
+		digest, err := push(*archive, *to)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "image push:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("pushed %s@%s\n", *to, digest)
+		return
+	}
 	bins := binaries{}
 	flag.Var(bins, "binary", "arch=path of a static linux scheduler binary (repeatable: one per architecture)")
 	version := flag.String("version", "v0.1.0-dev", "the image's version label")

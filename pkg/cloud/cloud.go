@@ -42,6 +42,12 @@ type Provider interface {
 	MarkUnavailable(instanceType, zone, capacityType, reason string)
 }
 
+// LaunchTemplateCollector is a Provider that keeps launch templates and deletes those no launch uses any more; the
+// garbage collector calls it every run.
+type LaunchTemplateCollector interface {
+	CollectLaunchTemplates(ctx context.Context) (int, error)
+}
+
 // Instance is a launched instance.
 type Instance struct {
 	ID           string

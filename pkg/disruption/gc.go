@@ -37,8 +37,8 @@ func (c *Controller) runGC(ctx context.Context) {
 }
 
 // collectGarbage terminates instances tagged as this cluster's that no NodeClaim accounts for (a crash between a
-// launch and its NodeClaim's update, a NodeClaim deleted around its launch), and deletes NodeClaims whose
-// instance is gone (terminated outside Stevedore).
+// launch and its NodeClaim's update, a NodeClaim deleted around its launch), deletes NodeClaims whose instance is
+// gone (terminated outside Stevedore), and has the cloud delete launch templates no launch uses any more.
 func (c *Controller) collectGarbage(ctx context.Context) error {
 	if c.opts.Cloud == nil {
 		return nil
@@ -55,6 +55,15 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 	for _, cl := range claims {
 		if cl.DeletionTimestamp == nil && cl.Status.InstanceID != "" && !live[cl.Status.InstanceID] {
 			c.deleteIfInstanceGone(ctx, cl)
+		}
+	}
+	if lc, ok := c.opts.Cloud.(cloud.LaunchTemplateCollector); ok {
+		n, err := lc.CollectLaunchTemplates(ctx)
+		for range n {
+			c.opts.Metrics.garbageCollected("launchtemplate")
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

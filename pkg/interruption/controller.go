@@ -72,7 +72,7 @@ type Options struct {
 	Offerings   Unavailability
 	Recorder    events.EventRecorder
 	Clock       clock.Clock
-	// Rebalance is RebalanceReplace (default) or RebalanceEvent.
+	// Rebalance is RebalanceEvent (default) or RebalanceReplace.
 	Rebalance string
 	// SpotNotice is how long AWS gives between a spot interruption warning and the termination. Default 2m.
 	SpotNotice time.Duration
@@ -113,7 +113,7 @@ func New(opts Options) *Controller {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Rebalance == "" {
-		opts.Rebalance = RebalanceReplace
+		opts.Rebalance = RebalanceEvent
 	}
 	if opts.SpotNotice == 0 {
 		opts.SpotNotice = DefaultSpotNotice

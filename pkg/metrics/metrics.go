@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/stevedore-dev/stevedore/pkg/version"
 )
 
 const namespace = "stevedore"
@@ -336,6 +338,14 @@ var (
 	})
 )
 
+// BuildInfo is 1, labelled with what the binary is (its Stevedore version and commit, the Kubernetes version it
+// is built on, its Go version), as kubernetes_build_info is for Kubernetes' components.
+var BuildInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+	Namespace: namespace, Name: "build_info",
+	Help:           "1, labelled with the binary's Stevedore version and commit, the Kubernetes version it is built on and its Go version.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"version", "commit", "kubernetes_version", "go_version"})
+
 var registerOnce sync.Once
 
 // All returns every Stevedore metric.
@@ -347,7 +357,7 @@ func All() []metrics.Registerable {
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		KubernetesVersionReadFailures,
-		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods}
+		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo}
 }
 
 // Register registers every Stevedore metric in the legacy registry (once per process).
@@ -356,5 +366,7 @@ func Register() {
 		for _, m := range All() {
 			legacyregistry.MustRegister(m)
 		}
+		build := version.Get()
+		BuildInfo.WithLabelValues(build.Stevedore, build.Commit, build.Kubernetes, build.Go).Set(1)
 	})
 }

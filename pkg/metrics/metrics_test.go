@@ -5,11 +5,17 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/stevedore-dev/stevedore/pkg/version"
 )
 
 // TestDocumentedAndUsedMetricsExist: every metric is documented in docs/operations.md, and every stevedore_ name
@@ -53,4 +59,18 @@ func read(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(raw)
+}
+
+// TestBuildInfoNamesTheBinary: once registered, stevedore_build_info is 1 with the binary's versions.
+func TestBuildInfoNamesTheBinary(t *testing.T) {
+	Register()
+	build := version.Get()
+	want := fmt.Sprintf(`
+# HELP stevedore_build_info [ALPHA] 1, labelled with the binary's Stevedore version and commit, the Kubernetes version it is built on and its Go version.
+# TYPE stevedore_build_info gauge
+stevedore_build_info{commit=%q,go_version=%q,kubernetes_version=%q,version=%q} 1
+`, build.Commit, build.Go, build.Kubernetes, build.Stevedore)
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want), "stevedore_build_info"); err != nil {
+		t.Error(err)
+	}
 }

@@ -28,10 +28,13 @@ func TestOptionsFromArguments(t *testing.T) {
 		o.DisruptionPollInterval != config.DefaultDisruptionPollInterval || o.VMMemoryOverheadPercent != config.DefaultVMMemoryOverheadPercent {
 		t.Errorf("options = %+v", o)
 	}
-	if r := o.Repair; r == nil || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout != 5*time.Minute || r.RebootWait != 10*time.Minute {
+	if o.Repair != nil {
+		t.Errorf("repair options = %+v, want nil: repair is off by default", o.Repair)
+	}
+	if r := OptionsFrom(decode(`{"clusterName": "c", "nodeRepair": {"enabled": true}}`), nil).Repair; r == nil || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout != 5*time.Minute || r.RebootWait != 10*time.Minute {
 		t.Errorf("repair options = %+v", r)
 	}
-	r := OptionsFrom(decode(`{"clusterName": "c", "nodeRepair": {"policies": [{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "2m"}, {"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "1m", "reboot": true}]}}`), nil).Repair
+	r := OptionsFrom(decode(`{"clusterName": "c", "nodeRepair": {"enabled": true, "policies": [{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "2m"}, {"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "1m", "reboot": true}]}}`), nil).Repair
 	if len(r.Policies) != 2 || r.Policies[0].Toleration != 2*time.Minute || !r.Policies[1].Reboot || r.Policies[1].ConditionType != "KernelReady" {
 		t.Errorf("policies = %+v", r.Policies)
 	}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -65,4 +66,19 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 		}
 	}
 	return nil
+}
+
+// InstallStevedore creates, in a cluster that never saw Stevedore (a sandbox started without its scheduler), what
+// `kubectl apply -k manifests/` adds to the API for the scheduler binary to run against it: the CRDs and, where the
+// API server serves MutatingAdmissionPolicy, the scheduling policy. It returns once both are served.
+func InstallStevedore(ctx context.Context, cfg *rest.Config) error {
+	if err := installCRDs(ctx, cfg); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = installAdmission(ctx, kube, 0)
+	return err
 }

@@ -47,8 +47,9 @@ type Options struct {
 	KubeconfigOut string
 	// EnvOut, if set, is where shell export lines for the AWS endpoints and Stevedore settings are written.
 	EnvOut string
-	// WithScheduler runs the Stevedore scheduler inside the sandbox. A default scheduler (the one EKS runs in its
-	// control plane) always runs.
+	// WithScheduler runs the Stevedore scheduler inside the sandbox, with its CRDs and admission policy (or
+	// webhook). Without it the sandbox is a plain cluster that never saw Stevedore, to install it into. A default
+	// scheduler (the one EKS runs in its control plane) always runs.
 	WithScheduler bool
 	// SchedulerArgs are extra command-line arguments for the in-process scheduler.
 	SchedulerArgs []string
@@ -212,8 +213,12 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 	if s.Stevedore, err = client.NewStevedore(s.RESTConfig); err != nil {
 		return err
 	}
-	if err = installCRDs(ctx, s.RESTConfig); err != nil {
-		return err
+	// Without Stevedore the sandbox is a plain cluster, as the one a user installs Stevedore into: no CRD, no
+	// admission policy or webhook of Stevedore's.
+	if s.opts.WithScheduler {
+		if err = installCRDs(ctx, s.RESTConfig); err != nil {
+			return err
+		}
 	}
 	if err = startKwok(ctx, s.kubeconfig); err != nil {
 		return fmt.Errorf("kwok: %w", err)
@@ -228,9 +233,9 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 			return err
 		}
 		s.webhookPort = ports[0]
-	}
-	if s.admission, err = installAdmission(ctx, s.Kube, s.webhookPort); err != nil {
-		return err
+		if s.admission, err = installAdmission(ctx, s.Kube, s.webhookPort); err != nil {
+			return err
+		}
 	}
 	if err = createBootstrapNodes(ctx, s.Kube, s.opts.BootstrapNodes, s.opts.Region); err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
@@ -136,16 +137,16 @@ func Run(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.FlagS
 
 // setup does everything that can fail before the scheduler runs, and returns the function that runs it.
 func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.FlagSet, deps Deps) (func() error, error) {
-	cleanup, err := applyKubeconfigFlag(opts, flags)
+	cleanup, err := rewriteConfigFile(opts, flags, deps.env())
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := readConfigFile(ctx, opts, deps.env())
+	kubeconfig, stevedore, err := readConfigFile(ctx, opts, deps.env())
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
-	if err := fitGatesToServer(ctx, utilfeature.DefaultMutableFeatureGate, opts.Master, kubeconfig); err != nil {
+	if err := fitGatesToServer(ctx, utilfeature.DefaultMutableFeatureGate, opts.Master, kubeconfig, stevedore); err != nil {
 		cleanup()
 		return nil, err
 	}
@@ -168,40 +169,64 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 // readConfigFile checks the plugin arguments of every profile of the --config file, before anything talks to the
 // API server (a malformed argument stops the start naming it, whether the API server answers or not), and returns
 // the kubeconfig the scheduler will connect with: clientConnection.kubeconfig of the file, else --kubeconfig;
-// empty means in-cluster.
-func readConfigFile(ctx context.Context, opts *scheduleroptions.Options, env func(string) string) (string, error) {
+// empty means in-cluster. stevedore says whether a profile runs Stevedore's plugin (and needs its CRDs).
+func readConfigFile(ctx context.Context, opts *scheduleroptions.Options, env func(string) string) (kubeconfig string, stevedore bool, err error) {
 	if opts.ConfigFile == "" {
 		switch {
 		case opts.Deprecated != nil && opts.Deprecated.Kubeconfig != "":
-			return opts.Deprecated.Kubeconfig, nil
+			return opts.Deprecated.Kubeconfig, false, nil
 		case opts.ComponentConfig != nil:
-			return opts.ComponentConfig.ClientConnection.Kubeconfig, nil
+			return opts.ComponentConfig.ClientConnection.Kubeconfig, false, nil
 		}
-		return "", nil
+		return "", false, nil
 	}
 	cfg, err := scheduleroptions.LoadConfigFromFile(klog.FromContext(ctx), opts.ConfigFile)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, profile := range cfg.Profiles {
+		stevedore = stevedore || runsPlugin(profile, config.PluginName)
 		for _, pc := range profile.PluginConfig {
 			if pc.Name != config.PluginName {
 				continue
 			}
 			if _, err := config.Decode(pc.Args, env); err != nil {
-				return "", fmt.Errorf("profile %q: %w", profile.SchedulerName, err)
+				return "", false, fmt.Errorf("profile %q: %w", profile.SchedulerName, err)
 			}
 		}
 	}
-	return cfg.ClientConnection.Kubeconfig, nil
+	return cfg.ClientConnection.Kubeconfig, stevedore, nil
 }
 
-// applyKubeconfigFlag makes --kubeconfig win over clientConnection.kubeconfig of the --config file, by running
-// the scheduler on a copy of the file with that one field replaced.
-func applyKubeconfigFlag(opts *scheduleroptions.Options, flags *pflag.FlagSet) (func(), error) {
+// runsPlugin reports whether a profile enables the plugin at an extension point or configures it.
+func runsPlugin(profile schedconfig.KubeSchedulerProfile, name string) bool {
+	for _, pc := range profile.PluginConfig {
+		if pc.Name == name {
+			return true
+		}
+	}
+	if profile.Plugins == nil {
+		return false
+	}
+	p := profile.Plugins
+	for _, set := range []schedconfig.PluginSet{p.PreEnqueue, p.QueueSort, p.PreFilter, p.Filter, p.PostFilter, p.PreScore,
+		p.Score, p.Reserve, p.Permit, p.PreBind, p.Bind, p.PostBind, p.MultiPoint} {
+		for _, plugin := range set.Enabled {
+			if plugin.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rewriteConfigFile runs the scheduler on a copy of the --config file with what the file leaves to the process:
+// --kubeconfig wins over clientConnection.kubeconfig (upstream kube-scheduler ignores the flag with --config), and
+// a leader election without resourceNamespace takes the lease in $STEVEDORE_NAMESPACE (the pod's own namespace, set
+// by the Deployment) rather than kube-system, so that an install moved to another namespace keeps working.
+func rewriteConfigFile(opts *scheduleroptions.Options, flags *pflag.FlagSet, env func(string) string) (func(), error) {
 	noop := func() {}
-	f := flags.Lookup("kubeconfig")
-	if opts.ConfigFile == "" || f == nil || !f.Changed {
+	if opts.ConfigFile == "" {
 		return noop, nil
 	}
 	raw, err := os.ReadFile(opts.ConfigFile)
@@ -212,16 +237,13 @@ func applyKubeconfigFlag(opts *scheduleroptions.Options, flags *pflag.FlagSet) (
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return noop, fmt.Errorf("parsing --config %s: %w", opts.ConfigFile, err)
 	}
-	cc, _ := doc["clientConnection"].(map[string]any)
-	if cc == nil {
-		cc = map[string]any{}
-	}
-	kubeconfig, err := filepath.Abs(f.Value.String())
+	changed, err := overrideKubeconfig(doc, flags)
 	if err != nil {
 		return noop, err
 	}
-	cc["kubeconfig"] = kubeconfig
-	doc["clientConnection"] = cc
+	if !defaultLeaseNamespace(doc, env(config.EnvNamespace)) && !changed {
+		return noop, nil
+	}
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return noop, err
@@ -241,6 +263,37 @@ func applyKubeconfigFlag(opts *scheduleroptions.Options, flags *pflag.FlagSet) (
 			klog.ErrorS(err, "Removing the copy of --config", "dir", dir)
 		}
 	}, nil
+}
+
+// overrideKubeconfig sets clientConnection.kubeconfig of a decoded configuration to --kubeconfig when the flag
+// was given, and reports whether it did.
+func overrideKubeconfig(doc map[string]any, flags *pflag.FlagSet) (bool, error) {
+	f := flags.Lookup("kubeconfig")
+	if f == nil || !f.Changed {
+		return false, nil
+	}
+	cc, _ := doc["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	kubeconfig, err := filepath.Abs(f.Value.String())
+	if err != nil {
+		return false, err
+	}
+	cc["kubeconfig"] = kubeconfig
+	doc["clientConnection"] = cc
+	return true, nil
+}
+
+// defaultLeaseNamespace sets leaderElection.resourceNamespace of a decoded configuration to namespace when the
+// configuration leaves it unset, and reports whether it did.
+func defaultLeaseNamespace(doc map[string]any, namespace string) bool {
+	le, ok := doc["leaderElection"].(map[string]any)
+	if namespace == "" || !ok || le["resourceNamespace"] != nil {
+		return false
+	}
+	le["resourceNamespace"] = namespace
+	return true
 }
 
 // observedLock is the scheduler's own leader-election lock, watched: the first time this process writes the

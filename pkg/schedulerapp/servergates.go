@@ -17,6 +17,8 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/features"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
 // gatedAPI is a scheduler feature gate and an API it makes the scheduler list and watch. An informer of an API
@@ -97,8 +99,9 @@ func formatGVR(gvr schema.GroupVersionResource) string {
 
 // fitGatesToServer reads from the API server (at kubeconfig, or in-cluster when empty; master overrides its
 // address) which APIs it serves, and fits the process's feature gates to it (fitGates). It logs the server's
-// version and each gate it turned off.
-func fitGatesToServer(ctx context.Context, fg featuregate.MutableFeatureGate, master, kubeconfig string) error {
+// version and each gate it turned off. With stevedore (a profile runs Stevedore's plugin), Stevedore's CRDs must
+// be served.
+func fitGatesToServer(ctx context.Context, fg featuregate.MutableFeatureGate, master, kubeconfig string, stevedore bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags(master, kubeconfig)
 	if err != nil {
 		return fmt.Errorf("the API server's address and credentials: %w", err)
@@ -137,10 +140,40 @@ func fitGatesToServer(ctx context.Context, fg featuregate.MutableFeatureGate, ma
 	if err != nil {
 		return fmt.Errorf("API server %s: %w", info.GitVersion, err)
 	}
+	if stevedore {
+		if err := requireCRDs(served); err != nil {
+			return err
+		}
+	}
 	logger.Info("API server", "version", info.GitVersion)
 	for _, c := range off {
 		logger.Info("Feature turned off: the API server does not serve its API", "featureGate", c.gate, "api", formatGVR(c.api),
 			"serverVersion", info.GitVersion)
+	}
+	return nil
+}
+
+// stevedoreResources are the resources of Stevedore's CRDs; the scheduler's informers wait for each before any
+// controller starts.
+var stevedoreResources = []string{"nodepools", "nodeclaims", "ec2nodeclasses", "nodeoverlays", "capacitybuffers"}
+
+// requireCRDs refuses to start when the API server does not serve one of Stevedore's CRDs: an informer of a
+// missing resource never syncs, and every controller would wait for it silently.
+func requireCRDs(served func(schema.GroupVersionResource) (bool, error)) error {
+	var missing []string
+	for _, resource := range stevedoreResources {
+		gvr := stevedorev1.SchemeGroupVersion.WithResource(resource)
+		ok, err := served(gvr)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, resource+"."+gvr.Group)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the API server does not serve the CustomResourceDefinition %s (%s): install Stevedore's CRDs "+
+			"first (the stevedore-crd chart, or kubectl apply --server-side -k manifests/crds)", strings.Join(missing, ", "), stevedorev1.SchemeGroupVersion)
 	}
 	return nil
 }

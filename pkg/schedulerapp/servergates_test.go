@@ -6,6 +6,7 @@ package schedulerapp
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/kubernetes/pkg/features"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 )
 
 // servedBy is the APIs an API server of a minor serves with its defaults, as far as the gated APIs go.
@@ -97,4 +99,54 @@ func featureNames(fs []featuregate.Feature) []string {
 		out[i] = string(f)
 	}
 	return out
+}
+
+func TestRequireCRDsNamesEveryMissingOne(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		served  []string
+		wantErr string
+	}{
+		{name: "all served", served: stevedoreResources},
+		{name: "no NodeOverlay", served: []string{"nodepools", "nodeclaims", "ec2nodeclasses", "capacitybuffers"},
+			wantErr: "does not serve the CustomResourceDefinition nodeoverlays.stevedore.dev (stevedore.dev/v1): install Stevedore's CRDs"},
+		{name: "none", wantErr: "nodepools.stevedore.dev, nodeclaims.stevedore.dev, ec2nodeclasses.stevedore.dev, nodeoverlays.stevedore.dev, capacitybuffers.stevedore.dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := requireCRDs(func(gvr schema.GroupVersionResource) (bool, error) {
+				return gvr.Group == "stevedore.dev" && gvr.Version == "v1" && slices.Contains(tc.served, gvr.Resource), nil
+			})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+	boom := errors.New("boom")
+	if err := requireCRDs(func(schema.GroupVersionResource) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("a discovery error became %v", err)
+	}
+}
+
+func TestRunsPluginFindsStevedoreInAProfile(t *testing.T) {
+	multi := &schedconfig.Plugins{}
+	multi.MultiPoint.Enabled = []schedconfig.Plugin{{Name: "Provisioner"}}
+	postFilter := &schedconfig.Plugins{}
+	postFilter.PostFilter.Enabled = []schedconfig.Plugin{{Name: "DefaultPreemption"}, {Name: "Provisioner"}}
+	for _, tc := range []struct {
+		name    string
+		profile schedconfig.KubeSchedulerProfile
+		want    bool
+	}{
+		{name: "default-scheduler", profile: schedconfig.KubeSchedulerProfile{SchedulerName: "default-scheduler"}},
+		{name: "multi point", profile: schedconfig.KubeSchedulerProfile{Plugins: multi}, want: true},
+		{name: "post filter", profile: schedconfig.KubeSchedulerProfile{Plugins: postFilter}, want: true},
+		{name: "plugin config only", profile: schedconfig.KubeSchedulerProfile{PluginConfig: []schedconfig.PluginConfig{{Name: "Provisioner"}}}, want: true},
+	} {
+		if got := runsPlugin(tc.profile, "Provisioner"); got != tc.want {
+			t.Errorf("%s: runsPlugin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -35,6 +35,7 @@ import (
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -60,6 +61,12 @@ func connect(t *testing.T, kubeconfig, envFile string) *cluster {
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
+	}
+	// the sandbox runs without Stevedore: install its CRDs and policy as a user would before starting the binary
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sandbox.InstallStevedore(ctx, rc); err != nil {
+		t.Fatalf("installing Stevedore's CRDs and policy: %v", err)
 	}
 	cfg := aws.Config{Region: vars["AWS_REGION"],
 		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], "")}

@@ -20,7 +20,8 @@ const leadLine = "Stevedore controllers starting"
 // TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst runs two scheduler processes against one sandbox, checks that
 // only the leader starts the background loops, kills the leader with SIGKILL while a burst of pods is being
 // provisioned, and checks that the standby leads within the lease duration (plus its retry period) and finishes
-// the burst without a duplicate launch or a leaked instance.
+// the burst, and six pods created after the leader's death, without a duplicate launch or a leaked instance. It
+// logs the HA figure: the time from the leader's death to the first node launched for pods that came after it.
 func TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
 	dir := t.TempDir()
@@ -84,11 +85,21 @@ func TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst(t *testing.T) {
 	if l := leaders(); len(l) != 1 {
 		t.Fatalf("processes %v started the background loops before any was killed; only the leader may", l)
 	}
+	before, err := c.snapshot(ctx, ns, "failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, nc := range before.claims {
+		known[nc.Name] = true
+	}
 	if err := procs[leader].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-procs[leader].waited // killed: its exit error says so
 	killed := time.Now()
+	// pods arriving while no one leads: the time until one gets a new node is the outage a user sees
+	c.scale(t, ns, 30)
 	if why := waitFor(ctx, 2*time.Minute, func(context.Context) string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -109,14 +120,31 @@ func TestTheStandbyTakesOverWhenTheLeaderDiesMidBurst(t *testing.T) {
 	}
 	t.Logf("the standby led %s after the leader was killed (lease duration %s, retry period %s)", takeover.Round(100*time.Millisecond), lease, retry)
 
-	last, why := c.settle(ctx, ns, "failover", 24)
+	if why := waitFor(ctx, 2*time.Minute, func(ctx context.Context) string {
+		s, err := c.snapshot(ctx, ns, "failover")
+		if err != nil {
+			return err.Error()
+		}
+		for _, nc := range s.claims {
+			// creation timestamps have whole seconds: one the dead leader made just before the kill is known
+			if !known[nc.Name] && !nc.CreationTimestamp.Time.Before(killed.Truncate(time.Second)) {
+				return ""
+			}
+		}
+		return "no NodeClaim created after the leader's death"
+	}); why != "" {
+		t.Fatal(why)
+	}
+	t.Logf("the first NodeClaim for pods created after the leader's death came %s after it", time.Since(killed).Round(100*time.Millisecond))
+
+	last, why := c.settle(ctx, ns, "failover", 30)
 	if why != "" {
 		t.Errorf("the burst did not settle after the failover: %s", why)
 	}
 	if d := last.duplicates(); len(d) > 0 {
 		t.Errorf("NodeClaims with more than one instance: %v", d)
 	}
-	t.Logf("after the failover: 24 pods Running on %d nodes, %d instances launched, %d leaked", len(last.claims), len(last.instances), len(last.leaked()))
+	t.Logf("after the failover: 30 pods Running on %d nodes, %d instances launched, %d leaked", len(last.claims), len(last.instances), len(last.leaked()))
 	if err := procs[standby].stop(t); err != nil {
 		t.Logf("scheduler exited with %v after SIGTERM", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 )
 
 // helmBinary returns the helm the Makefile built ($HELM), or builds it from hack/helm.
@@ -172,7 +174,7 @@ func TestHelmChartRendersTheKustomizeManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helm template with values: %v\n%s", err, custom)
 	}
-	for _, want := range []string{"value: \"prod\"", "arn:aws:iam::111122223333:role/stevedore", "replicas: 3", "resourceNamespace: autoscaling",
+	for _, want := range []string{"value: \"prod\"", "arn:aws:iam::111122223333:role/stevedore", "replicas: 3", "name: STEVEDORE_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}",
 		"namespace: autoscaling", "batchMaxDuration: 20s", "spotToSpotConsolidation: true", "batchIdleDuration: 1s"} {
 		if !strings.Contains(custom, want) {
 			t.Errorf("helm template with values lacks %q", want)
@@ -211,6 +213,202 @@ func TestHelmChartRendersTheKustomizeManifests(t *testing.T) {
 		out, err := run(t, nil, helm, append([]string{"template", "x", chart, "--namespace", "stevedore"}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: helm template succeeded or said something else (want %q): %v\n%s", tc.name, tc.want, err, lastLines(out, 5))
+		}
+	}
+}
+
+// TestEveryChartValueReachesItsObject renders the chart with every value changed from its default
+// (testdata/chart-values.yaml) and finds each in the object it configures; the values schema refuses unknown keys
+// naming them, and Karpenter settings with no equivalent stop the install saying what to do instead.
+func TestEveryChartValueReachesItsObject(t *testing.T) {
+	helm := helmBinary(t)
+	chart := filepath.Join(repoRoot(t), "charts", "stevedore")
+	values := filepath.Join(repoRoot(t), "test", "e2e", "testdata", "chart-values.yaml")
+	monitoringAPIs := []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+	out, err := run(t, nil, helm, append([]string{"template", "x", chart, "-n", "autoscaling", "-f", values, "--set", "monitoring.enabled=true"}, monitoringAPIs...)...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	objs := objects(t, out)
+	get := func(key string) map[string]any {
+		t.Helper()
+		o, ok := objs[key]
+		if !ok {
+			t.Fatalf("no %s rendered", key)
+		}
+		return o
+	}
+	asJSON := func(v any) string {
+		raw, _ := json.Marshal(v)
+		return string(raw)
+	}
+	deployment := asJSON(get("Deployment/autoscaling/stevedore"))
+	for _, tc := range []struct{ value, in, want string }{
+		{"settings.batchMaxDuration", "ConfigMap", "batchMaxDuration: 12s"},
+		{"settings.solveTimeout", "ConfigMap", "solveTimeout: 3s"},
+		{"settings.nodeRepair", "ConfigMap", "enabled: false"},
+		{"settings.rebalanceAction", "ConfigMap", "rebalanceAction: Event"},
+		{"image", "Deployment", `"image":"registry.example.com/stevedore/scheduler:v9.9.9"`},
+		{"imagePullPolicy", "Deployment", `"imagePullPolicy":"Always"`},
+		{"imagePullSecrets", "Deployment", `"imagePullSecrets":[{"name":"registry-credentials"}]`},
+		{"logLevel", "Deployment", `"-v=4"`},
+		{"serviceAccount.name", "Deployment", `"serviceAccountName":"autoscaler"`},
+		{"podLabels", "Deployment", `"team":"platform"`},
+		{"podAnnotations", "Deployment", `"example.com/scrape":"false"`},
+		{"priorityClassName", "Deployment", `"priorityClassName":"system-node-critical"`},
+		{"nodeSelector", "Deployment", `"nodeSelector":{"kubernetes.io/os":"linux"}`},
+		{"tolerations", "Deployment", `"key":"dedicated","operator":"Equal","value":"autoscaling"`},
+		{"affinity (the replicas' selector filled in)", "Deployment", `"podAffinityTerm":{"labelSelector":{"matchLabels":{"app.kubernetes.io/name":"stevedore"}},"topologyKey":"topology.kubernetes.io/zone"}`},
+		{"topologySpreadConstraints (the replicas' selector filled in)", "Deployment", `{"labelSelector":{"matchLabels":{"app.kubernetes.io/name":"stevedore"}},"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}`},
+		{"env", "Deployment", `{"name":"HTTPS_PROXY","value":"http://proxy.example.com:3128"}`},
+		{"envFrom", "Deployment", `"envFrom":[{"configMapRef":{"name":"stevedore-extra-env","optional":true}}]`},
+		{"revisionHistoryLimit", "Deployment", `"revisionHistoryLimit":3`},
+		{"strategy", "Deployment", `"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1}}`},
+		{"resources", "Deployment", `"requests":{"cpu":"500m","memory":"768Mi"}`},
+	} {
+		haystack := deployment
+		if tc.in == "ConfigMap" {
+			haystack = get("ConfigMap/autoscaling/stevedore-scheduler-config")["data"].(map[string]any)["scheduler-config.yaml"].(string)
+		}
+		if !strings.Contains(haystack, tc.want) {
+			t.Errorf("%s does not reach the %s: %s lacks %s", tc.value, tc.in, tc.in, tc.want)
+		}
+	}
+	if sa := asJSON(get("ServiceAccount/autoscaling/autoscaler")); !strings.Contains(sa, `"example.com/owner":"platform"`) || !strings.Contains(sa, "role/stevedore") {
+		t.Errorf("serviceAccount.annotations and roleArn do not reach the ServiceAccount: %s", sa)
+	}
+	for _, binding := range []string{"ClusterRoleBinding//stevedore", "ClusterRoleBinding//stevedore-kube-scheduler", "RoleBinding/autoscaling/stevedore-leader-election"} {
+		if b := asJSON(get(binding)); !strings.Contains(b, `"name":"autoscaler","namespace":"autoscaling"`) {
+			t.Errorf("%s is not bound to serviceAccount.name: %s", binding, b)
+		}
+	}
+	if role := asJSON(get("ClusterRole//stevedore")); !strings.Contains(role, `"resources":["widgets"]`) {
+		t.Errorf("additionalClusterRoleRules do not reach the ClusterRole: %s", role)
+	}
+	for _, role := range []string{"ClusterRole//stevedore-view", "ClusterRole//stevedore-edit"} {
+		get(role)
+	}
+	if pdb := asJSON(get("PodDisruptionBudget/autoscaling/stevedore-pdb")); !strings.Contains(pdb, `"maxUnavailable":1`) || strings.Contains(pdb, "minAvailable") {
+		t.Errorf("podDisruptionBudget does not reach the PodDisruptionBudget: %s", pdb)
+	}
+	if sm := asJSON(get("ServiceMonitor/autoscaling/stevedore")); !strings.Contains(sm, `"interval":"15s"`) || !strings.Contains(sm, `"targetLabel":"node"`) ||
+		!strings.Contains(sm, `"labels":{"release":"prometheus"}`) {
+		t.Errorf("monitoring.endpointConfig or labels do not reach the ServiceMonitor: %s", sm)
+	}
+	get("MutatingAdmissionPolicy//stevedore-scheduling")
+
+	// values that turn objects off
+	out, err = run(t, nil, helm, "template", "x", chart, "-n", "stevedore", "--set", "settings.clusterName=x", "--set", "serviceAccount.create=false",
+		"--set", "podDisruptionBudget.enabled=false", "--set", "rbac.aggregateToViewEdit=false")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	off := objects(t, out)
+	if _, ok := off["Deployment/stevedore/stevedore"]; !ok {
+		t.Fatalf("no Deployment rendered:\n%s", out)
+	}
+	for _, key := range []string{"ServiceAccount/stevedore/stevedore", "PodDisruptionBudget/stevedore/stevedore", "ClusterRole//stevedore-view", "ClusterRole//stevedore-edit"} {
+		if _, ok := off[key]; ok {
+			t.Errorf("%s rendered though its value turns it off", key)
+		}
+	}
+
+	// what the values schema and the chart refuse, and the message naming the key
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"settings.isolatedVPC=true", "settings.isolatedVPC is a Karpenter setting with no Stevedore equivalent"},
+		{"settings.featureGates.nodeRepair=true", "settings.featureGates is a Karpenter setting with no Stevedore equivalent: Stevedore has no feature gates"},
+		{"settings.reservedENIs=1", "settings.reservedENIs is a Karpenter setting"},
+		{"settings.batchMaxDurations=10s", "additional properties 'batchMaxDurations' not allowed"},
+		{"settings.batchMaxDuration=soon", "/settings/batchMaxDuration"},
+		{"controller.env[0].name=X", "additional properties 'controller' not allowed"},
+		{"logLevel=verbose", "/logLevel"},
+		{"schedulingPolicy.mode=Always", "/schedulingPolicy/mode"},
+	} {
+		out, err := run(t, nil, helm, "template", "x", chart, "--set", "settings.clusterName=x", "--set", tc.set)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("--set %s: helm template succeeded or said something else (want %q): %v\n%s", tc.set, tc.want, err, lastLines(out, 5))
+		}
+	}
+}
+
+// TestTheChartSchemaListsEveryPluginArgument: the values schema's settings are the Provisioner plugin's arguments
+// (pkg/apis/config), no more, no fewer, besides the Karpenter settings it refuses by name.
+func TestTheChartSchemaListsEveryPluginArgument(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "charts", "stevedore", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			Settings struct {
+				Properties map[string]struct {
+					Description string `json:"description"`
+				} `json:"properties"`
+			} `json:"settings"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	args := reflect.TypeFor[config.ProvisionerArgs]()
+	for i := range args.NumField() {
+		name, _, _ := strings.Cut(args.Field(i).Tag.Get("json"), ",")
+		if name != "" {
+			want[name] = true
+		}
+	}
+	for name, prop := range schema.Properties.Settings.Properties {
+		karpenterOnly := strings.HasPrefix(prop.Description, "Karpenter setting with no Stevedore equivalent")
+		if !want[name] && !karpenterOnly {
+			t.Errorf("the schema allows settings.%s, which is no plugin argument", name)
+		}
+		if want[name] && karpenterOnly {
+			t.Errorf("the schema refuses settings.%s as Karpenter's, but it is a plugin argument", name)
+		}
+		delete(want, name)
+	}
+	for name := range want {
+		t.Errorf("the schema lacks settings.%s (a plugin argument)", name)
+	}
+}
+
+// TestTheCRDChartRendersTheCRDs: `helm lint` passes on charts/stevedore-crd and it renders exactly the CRDs of
+// manifests/crds, each kept on uninstall (helm.sh/resource-policy: keep).
+func TestTheCRDChartRendersTheCRDs(t *testing.T) {
+	helm := helmBinary(t)
+	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
+	chart := filepath.Join(repoRoot(t), "charts", "stevedore-crd")
+	if out, err := run(t, nil, helm, "lint", "--strict", chart); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+	rendered, err := run(t, nil, helm, "template", "stevedore-crd", chart)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, rendered)
+	}
+	kustomized, err := run(t, nil, kubectl, "kustomize", filepath.Join(repoRoot(t), "manifests", "crds"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, kustomized)
+	}
+	fromHelm, fromKustomize := objects(t, rendered), objects(t, kustomized)
+	if len(fromHelm) != len(fromKustomize) {
+		t.Errorf("the CRD chart renders %d objects, manifests/crds %d", len(fromHelm), len(fromKustomize))
+	}
+	for key, crd := range fromKustomize {
+		h, ok := fromHelm[key]
+		if !ok {
+			t.Errorf("the CRD chart lacks %s", key)
+			continue
+		}
+		annotations := h["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("%s is not kept on uninstall: %v", key, annotations)
+		}
+		delete(annotations, "helm.sh/resource-policy")
+		if !reflect.DeepEqual(h, crd) {
+			t.Errorf("%s differs between the CRD chart and manifests/crds", key)
 		}
 	}
 }

@@ -36,6 +36,12 @@ func (in *installed) k(args ...string) string {
 // runAsServiceAccount runs the scheduler binary as the Deployment in namespace ns would: the configuration of
 // the installed ConfigMap, a token of the installed ServiceAccount. Every "forbidden" line it logs is kept.
 func (in *installed) runAsServiceAccount(ns string) *process {
+	return in.runAs(ns, "stevedore")
+}
+
+// runAs is runAsServiceAccount for a ServiceAccount of another name, with extra scheduler arguments (later ones
+// win over earlier ones: --secure-port to scrape its metrics).
+func (in *installed) runAs(ns, serviceAccount string, extra ...string) *process {
 	t := in.t
 	t.Helper()
 	config := filepath.Join(in.dir, ns+"-scheduler-config.yaml")
@@ -50,7 +56,7 @@ func (in *installed) runAsServiceAccount(ns string) *process {
 		t.Fatalf("no stevedore-scheduler-config ConfigMap in %s: %v", ns, cms)
 	}
 	writeFile(t, config, in.k("get", cm, "-n", ns, "-o", `jsonpath={.data.scheduler-config\.yaml}`))
-	token := strings.TrimSpace(in.k("create", "token", "stevedore", "-n", ns, "--duration", "1h"))
+	token := strings.TrimSpace(in.k("create", "token", serviceAccount, "-n", ns, "--duration", "1h"))
 	saConfig := filepath.Join(in.dir, ns+"-sa-kubeconfig")
 	raw, err := os.ReadFile(in.kubeconfig)
 	if err != nil {
@@ -69,16 +75,18 @@ func (in *installed) runAsServiceAccount(ns string) *process {
 	}
 	sak("config", "set-credentials", "stevedore", "--token", token)
 	sak("config", "set-context", "--current", "--user", "stevedore")
-	if who := sak("auth", "whoami"); !strings.Contains(who, "system:serviceaccount:"+ns+":stevedore") {
+	if who := sak("auth", "whoami"); !strings.Contains(who, "system:serviceaccount:"+ns+":"+serviceAccount) {
 		t.Fatalf("the kubeconfig is not the ServiceAccount's:\n%s", who)
 	}
-	return start(t, readEnvFile(t, in.envFile), func(line string) {
+	// the Deployment sets STEVEDORE_NAMESPACE from the pod's namespace: the lease's namespace
+	env := append(readEnvFile(t, in.envFile), "STEVEDORE_NAMESPACE="+ns)
+	return start(t, env, func(line string) {
 		if strings.Contains(line, "forbidden") {
 			in.refusedMu.Lock()
 			in.refused = append(in.refused, line)
 			in.refusedMu.Unlock()
 		}
-	}, in.scheduler, "--config", config, "--kubeconfig", saConfig, "--secure-port=0")
+	}, in.scheduler, append([]string{"--config", config, "--kubeconfig", saConfig, "--secure-port=0"}, extra...)...)
 }
 
 // claims waits for want NodeClaims and at least one Running inflate pod.
@@ -140,6 +148,54 @@ func TestInstallManifests(t *testing.T) {
 	_, in.kubeconfig, in.envFile = startSandbox(t, in.scheduler, in.dir, "--launch-delay", "500ms")
 	manifests := filepath.Join(in.root, "manifests")
 
+	// Helm, into a namespace of the user's choice that does not exist yet
+	chart := filepath.Join(in.root, "charts", "stevedore")
+	h := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, nil, helm, append(args, "--kubeconfig", in.kubeconfig)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return out
+	}
+	// the README's line, every value set otherwise than its default
+	h("install", "stevedore", chart, "-n", "autoscaling", "--create-namespace", "--set", "settings.clusterName=sandbox",
+		"-f", filepath.Join(in.root, "test", "e2e", "testdata", "chart-values.yaml"))
+	if env := in.k("get", "deployment", "stevedore", "-n", "autoscaling", "-o", `jsonpath={.spec.template.spec.containers[0].env[?(@.name=="STEVEDORE_NAMESPACE")].valueFrom.fieldRef.fieldPath}`); env != "metadata.namespace" {
+		t.Errorf("the Deployment does not give the scheduler its namespace (the lease's): %q", env)
+	}
+	template := func() string {
+		return in.k("get", "deployment", "stevedore", "-n", "autoscaling", "-o", `jsonpath={.spec.template.metadata.annotations.checksum/config}`)
+	}
+	before := template()
+	scheduler := in.runAs("autoscaling", "autoscaler")
+	in.applyExamples()
+	in.k("scale", "deployment", "inflate", "--replicas", "2")
+	eventually(t, "two nodes launched for two inflate pods (Helm install)", in.claims(2))
+	h("upgrade", "stevedore", chart, "-n", "autoscaling", "--reset-then-reuse-values", "--set", "settings.batchMaxDuration=5s")
+	if after := template(); after == before || after == "" {
+		t.Errorf("helm upgrade with a new setting left the pod template's checksum/config at %q: the Deployment does not roll", after)
+	}
+	if config := in.k("get", "configmaps", "-n", "autoscaling", "stevedore-scheduler-config", "-o", `jsonpath={.data.scheduler-config\.yaml}`); !strings.Contains(config, "batchMaxDuration: 5s") {
+		t.Errorf("helm upgrade did not change the configuration:\n%s", config)
+	}
+	in.removeExamples()
+	if err := scheduler.stop(t); err != nil {
+		t.Logf("the scheduler exited with %v after SIGTERM", err)
+	}
+	h("uninstall", "stevedore", "-n", "autoscaling", "--wait")
+	left := in.k("get", "deployments,serviceaccounts,configmaps,services,poddisruptionbudgets", "-n", "autoscaling", "-o", "name")
+	for _, name := range strings.Fields(left) {
+		if strings.Contains(name, "stevedore") || strings.Contains(name, "autoscaler") {
+			t.Errorf("helm uninstall left %s behind", name)
+		}
+	}
+	if out, err := run(t, nil, in.kubectl, "--kubeconfig", in.kubeconfig, "get", "mutatingadmissionpolicies", "stevedore-scheduling"); err == nil {
+		t.Errorf("helm uninstall left the admission policy behind:\n%s", out)
+	}
+	in.k("get", "crd", "nodepools.stevedore.dev") // Helm keeps the CRDs of a chart's crds/ folder, and the user's NodePools with them
+	in.k("delete", "namespace", "autoscaling", "--wait")
+
 	// kustomize: a server-side dry run cannot create objects in a namespace it only pretends to create
 	in.k("apply", "-f", filepath.Join(manifests, "deploy", "namespace.yaml"))
 	in.k("apply", "-k", manifests, "--dry-run=server")
@@ -154,7 +210,7 @@ func TestInstallManifests(t *testing.T) {
 		}
 		return nil
 	})
-	scheduler := in.runAsServiceAccount("stevedore")
+	scheduler = in.runAsServiceAccount("stevedore")
 	in.applyExamples()
 	in.k("scale", "deployment", "inflate", "--replicas", "3")
 	eventually(t, "three nodes launched for three inflate pods", in.claims(3))
@@ -186,49 +242,25 @@ func TestInstallManifests(t *testing.T) {
 	}
 	in.k("delete", "-f", prometheusCRDs, "--wait")
 
-	// Helm, into a namespace of the user's choice that does not exist yet
-	chart := filepath.Join(in.root, "charts", "stevedore")
-	h := func(args ...string) string {
-		t.Helper()
-		out, err := run(t, nil, helm, append(args, "--kubeconfig", in.kubeconfig)...)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return out
+	// kustomize into another namespace, with the component manifests/namespace (docs/upgrading.md): nothing is
+	// left in stevedore, and the scheduler leads, launches and consolidates from autoscaling
+	overlay := filepath.Join(in.root, "test", "e2e", "testdata", "namespace-overlay")
+	in.k("apply", "-k", overlay)
+	if out, err := run(t, nil, in.kubectl, "--kubeconfig", in.kubeconfig, "get", "namespace", "stevedore"); err == nil {
+		t.Errorf("the namespace component left the namespace stevedore:\n%s", out)
 	}
-	h("install", "stevedore", chart, "-n", "autoscaling", "--create-namespace", "--set", "settings.clusterName=sandbox")
-	if lease := in.k("get", "configmaps", "-n", "autoscaling", "stevedore-scheduler-config", "-o", `jsonpath={.data.scheduler-config\.yaml}`); !strings.Contains(lease, "resourceNamespace: autoscaling") {
-		t.Errorf("the installed configuration does not keep its lease in the release namespace:\n%s", lease)
-	}
-	template := func() string {
-		return in.k("get", "deployment", "stevedore", "-n", "autoscaling", "-o", `jsonpath={.spec.template.metadata.annotations.checksum/config}`)
-	}
-	before := template()
 	scheduler = in.runAsServiceAccount("autoscaling")
 	in.applyExamples()
-	in.k("scale", "deployment", "inflate", "--replicas", "2")
-	eventually(t, "two nodes launched for two inflate pods (Helm install)", in.claims(2))
-	h("upgrade", "stevedore", chart, "-n", "autoscaling", "--reuse-values", "--set", "settings.batchMaxDuration=5s")
-	if after := template(); after == before || after == "" {
-		t.Errorf("helm upgrade with a new setting left the pod template's checksum/config at %q: the Deployment does not roll", after)
-	}
-	if config := in.k("get", "configmaps", "-n", "autoscaling", "stevedore-scheduler-config", "-o", `jsonpath={.data.scheduler-config\.yaml}`); !strings.Contains(config, "batchMaxDuration: 5s") {
-		t.Errorf("helm upgrade did not change the configuration:\n%s", config)
+	in.k("scale", "deployment", "inflate", "--replicas", "1")
+	eventually(t, "a node launched by the install in namespace autoscaling", in.claims(1))
+	if holder := in.k("get", "lease", "stevedore-scheduler", "-n", "autoscaling", "-o", "jsonpath={.spec.holderIdentity}"); holder == "" {
+		t.Error("the scheduler installed in autoscaling holds no lease there")
 	}
 	in.removeExamples()
 	if err := scheduler.stop(t); err != nil {
 		t.Logf("the scheduler exited with %v after SIGTERM", err)
 	}
-	h("uninstall", "stevedore", "-n", "autoscaling", "--wait")
-	left := in.k("get", "deployments,serviceaccounts,configmaps,services,poddisruptionbudgets", "-n", "autoscaling", "-o", "name")
-	for _, name := range strings.Fields(left) {
-		if strings.Contains(name, "stevedore") {
-			t.Errorf("helm uninstall left %s behind", name)
-		}
-	}
-	if out, err := run(t, nil, in.kubectl, "--kubeconfig", in.kubeconfig, "get", "mutatingadmissionpolicies", "stevedore-scheduling"); err == nil {
-		t.Errorf("helm uninstall left the admission policy behind:\n%s", out)
-	}
-	in.k("get", "crd", "nodepools.stevedore.dev") // Helm keeps the CRDs of a chart's crds/ folder, and the user's NodePools with them
+	in.k("delete", "-k", overlay, "--wait", "--timeout=2m")
+
 	in.checkNothingRefused()
 }

@@ -25,6 +25,23 @@ func TestSandboxAndSchedulerBinaries(t *testing.T) {
 		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
 
+	// without Stevedore's CRDs the binary stops at once, naming them (its informers would wait for them for ever)
+	out, err := run(t, readEnvFile(t, envFile), scheduler, "--config", filepath.Join(repoRoot(t), "config", "scheduler-config.yaml"),
+		"--kubeconfig", kubeconfig, "--secure-port=0")
+	if err == nil || !strings.Contains(out, "does not serve the CustomResourceDefinition nodepools.stevedore.dev") {
+		t.Fatalf("the scheduler against a cluster without Stevedore's CRDs: %v, want a start-up error naming them:\n%s", err, lastLines(out, 10))
+	}
+	// as docs/sandbox.md says: the CRDs and the policy first
+	for _, apply := range [][]string{{"-k", filepath.Join(repoRoot(t), "manifests", "crds"), "--server-side"},
+		{"-f", filepath.Join(repoRoot(t), "manifests", "deploy", "scheduling-policy.yaml")}} {
+		if out, err := k(append([]string{"apply"}, apply...)...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	if out, err := k("wait", "--for=condition=Established", "--timeout=2m", "crd/nodepools.stevedore.dev", "crd/ec2nodeclasses.stevedore.dev"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
 	t.Run("version and help", func(t *testing.T) {
 		out, err := run(t, nil, scheduler, "version")
 		if err != nil || !strings.Contains(out, "Stevedore") || !strings.Contains(out, "v1.37.2") {

@@ -40,8 +40,8 @@ func TestDecode(t *testing.T) {
 				if a.RegistrationTimeout.Duration != 15*time.Minute || a.MaxInstanceTypes != 60 || *a.VMMemoryOverheadPercent != 7.5 {
 					t.Errorf("defaults not applied: %+v", a)
 				}
-				if a.RebalanceAction != "Replace" {
-					t.Errorf("rebalanceAction = %q", a.RebalanceAction)
+				if a.RebalanceAction != "Event" {
+					t.Errorf("rebalanceAction = %q, want Event (Karpenter's behaviour)", a.RebalanceAction)
 				}
 				if a.MinValuesPolicy != MinValuesStrict {
 					t.Errorf("minValuesPolicy = %q, want Strict", a.MinValuesPolicy)
@@ -77,7 +77,12 @@ func TestDecode(t *testing.T) {
 		{name: "overhead as Karpenter's fraction", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 0.075}`, wantErr: "looks like Karpenter's fraction: write 7.5"},
 		{name: "cluster name with a space", raw: `{"clusterName": "my cluster"}`, wantErr: "clusterName"},
 		{name: "not an object", raw: `[1, 2]`, wantErr: "Provisioner args"},
-		{name: "repair on by default with the default policies", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+		{name: "repair off by default, as Karpenter", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if r := a.NodeRepair; r == nil || *r.Enabled {
+				t.Errorf("repair arguments = %+v, want repair off", r)
+			}
+		}},
+		{name: "repair turned on gets the default policies", raw: `{"clusterName": "c", "nodeRepair": {"enabled": true}}`, check: func(t *testing.T, a ProvisionerArgs) {
 			r := a.NodeRepair
 			if r == nil || !*r.Enabled || len(r.Policies) != 7 || r.MaxUnhealthyPercent != 20 || r.DrainTimeout.Duration != 5*time.Minute || r.RebootWait.Duration != 10*time.Minute {
 				t.Errorf("repair arguments = %+v", r)

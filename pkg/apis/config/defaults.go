@@ -101,7 +101,7 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 		a.VMMemoryOverheadPercent = &v
 	}
 	if a.RebalanceAction == "" {
-		a.RebalanceAction = RebalanceReplace
+		a.RebalanceAction = RebalanceEvent // as Karpenter: a recommendation is often a false alarm
 	}
 	if a.MinValuesPolicy == "" {
 		a.MinValuesPolicy = MinValuesStrict
@@ -154,8 +154,8 @@ func (r *NodeRepairArgs) defaults() *NodeRepairArgs {
 		out.Policies = slices.Clone(r.Policies)
 	}
 	if out.Enabled == nil {
-		on := true
-		out.Enabled = &on
+		off := false // as Karpenter, whose node repair is off until its feature gate is turned on
+		out.Enabled = &off
 	}
 	if len(out.Policies) == 0 {
 		out.Policies = DefaultRepairPolicies()

@@ -72,8 +72,8 @@ type ProvisionerArgs struct {
 	// VMMemoryOverheadPercent is subtracted from an instance type's memory until a node of that type reports
 	// its real capacity. Default 7.5.
 	VMMemoryOverheadPercent *float64 `json:"vmMemoryOverheadPercent,omitempty"`
-	// RebalanceAction is what an EC2 rebalance recommendation does: Replace (pre-launch a replacement and drain
-	// within the NodePool's budget, the default) or Event (record an event only, as Karpenter does).
+	// RebalanceAction is what an EC2 rebalance recommendation does: Event (record an event only, the default, as
+	// Karpenter does) or Replace (pre-launch a replacement and drain within the NodePool's budget).
 	RebalanceAction string `json:"rebalanceAction,omitempty"`
 	// MinValuesPolicy is what happens to pods whose nodes cannot meet a NodePool requirement's minValues:
 	// Strict (the default, as Karpenter) leaves them unschedulable with the requirement named; BestEffort plans
@@ -97,7 +97,8 @@ type ProvisionerArgs struct {
 	// GarbageCollectionInterval separates runs of the garbage collector (instances with no NodeClaim, NodeClaims
 	// with no instance). Default 1m.
 	GarbageCollectionInterval metav1.Duration `json:"garbageCollectionInterval,omitempty"`
-	// NodeRepair replaces nodes that stay unhealthy. Default on, with the default policies.
+	// NodeRepair replaces nodes that stay unhealthy. Default off (as Karpenter); enabled: true turns it on with
+	// the default policies.
 	NodeRepair *NodeRepairArgs `json:"nodeRepair,omitempty"`
 	// PodDeletionCost sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods of Stevedore's nodes,
 	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
@@ -134,7 +135,7 @@ type AdmissionWebhookArgs struct {
 
 // NodeRepairArgs configure node auto-repair.
 type NodeRepairArgs struct {
-	// Enabled turns repair on or off. Default true.
+	// Enabled turns repair on or off. Default false.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Policies replace the default policies (Ready False/Unknown 30m; AcceleratedHardwareReady False 10m;
 	// StorageReady, NetworkingReady False 30m; KernelReady, ContainerRuntimeReady False 30m, rebooted first).

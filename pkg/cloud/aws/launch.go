@@ -431,6 +431,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 	name := fmt.Sprintf("stevedore/%s/%s", p.opts.ClusterName, hex.EncodeToString(sum[:10]))
 	p.ltMu.Lock()
 	_, known := p.templates[name]
+	p.templateUsed[name] = p.opts.Clock.Now()
 	p.ltMu.Unlock()
 	if known {
 		return name, nil

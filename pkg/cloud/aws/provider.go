@@ -107,6 +107,8 @@ type Provider struct {
 
 	ltMu      sync.Mutex
 	templates map[string]string // launch template name -> id
+	// templateUsed is when this process last launched with (or first saw) each of the cluster's launch templates
+	templateUsed map[string]time.Time
 }
 
 var _ cloud.Provider = &Provider{}
@@ -173,8 +175,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
 			useFallback: opts.UseFallback},
-		unavailable: cloud.NewUnavailableOfferings(opts.Clock),
-		templates:   map[string]string{},
+		unavailable:  cloud.NewUnavailableOfferings(opts.Clock),
+		templates:    map[string]string{},
+		templateUsed: map[string]time.Time{},
 	}
 	if opts.FleetBatchWindow == 0 {
 		opts.FleetBatchWindow = defaultFleetBatchWindow

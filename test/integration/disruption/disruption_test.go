@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		"garbageCollectionInterval": "2s",
 		// repair within a minute (repair_test.go). Ready Unknown waits 45 s: under load a simulated kubelet's lease
 		// renewal can lag past the node lifecycle controller's 20 s grace for a moment, which must not repair it.
-		"nodeRepair": map[string]any{"drainTimeout": "5s", "rebootWait": "20s", "policies": []map[string]any{
+		"nodeRepair": map[string]any{"enabled": true, "drainTimeout": "5s", "rebootWait": "20s", "policies": []map[string]any{
 			{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "45s"},
 			{"conditionType": "Ready", "conditionStatus": "False", "toleration": "10s"},
 			{"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "5s", "reboot": true},

@@ -31,7 +31,8 @@ const spotNotice = 40 * time.Second
 
 func TestMain(m *testing.M) {
 	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 500 * time.Millisecond, SpotNotice: spotNotice,
-		PluginArgs: map[string]any{"disruptionPollInterval": "1s", "disruptionValidationDelay": "1s"}},
+		// rebalance recommendations replace the node (the default only records them)
+		PluginArgs: map[string]any{"disruptionPollInterval": "1s", "disruptionValidationDelay": "1s", "rebalanceAction": "Replace"}},
 		func(s *sandbox.Sandbox) { sb = s })
 }
 
