@@ -6,9 +6,11 @@ package aws
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -129,4 +131,75 @@ func TestControllerPolicyAllowsExactlyWhatTheCodeCalls(t *testing.T) {
 	if len(extra) > 0 {
 		t.Errorf("the policy allows actions the code never calls: %v", extra)
 	}
+}
+
+// TestTheCreateRequestsCarryTheTagsThePolicyRequires launches an instance and checks each create request's tags
+// (CreateLaunchTemplate, CreateFleet) against the aws:RequestTag conditions of the policy's statements that allow
+// it on the resource it creates: one statement must be satisfied, or AWS refuses the call.
+func TestTheCreateRequestsCarryTheTagsThePolicyRequires(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct{ Statement []policyStatement }
+	if err := json.Unmarshal(raw, &policy); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, nil)
+	if _, err := f.provider.Create(testCtx(t), claim("nc-1", in("node.kubernetes.io/instance-type", "m5.large"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ action, resourceType, resource string }{
+		{"CreateLaunchTemplate", "launch-template", "launch-template/*"},
+		{"CreateFleet", "fleet", "fleet/*"},
+		{"CreateFleet", "instance", "instance/*"},
+	} {
+		req := f.emu.EC2.LastRequest(tc.action)
+		tags := map[string]string{}
+		for i := 1; req.Get(fmt.Sprintf("TagSpecification.%d.ResourceType", i)) != ""; i++ {
+			if req.Get(fmt.Sprintf("TagSpecification.%d.ResourceType", i)) != tc.resourceType {
+				continue
+			}
+			for j := 1; req.Get(fmt.Sprintf("TagSpecification.%d.Tag.%d.Key", i, j)) != ""; j++ {
+				tags[req.Get(fmt.Sprintf("TagSpecification.%d.Tag.%d.Key", i, j))] = req.Get(fmt.Sprintf("TagSpecification.%d.Tag.%d.Value", i, j))
+			}
+		}
+		var tried []string
+		satisfied := false
+		for _, st := range policy.Statement {
+			if !slices.Contains(st.Action, "ec2:"+tc.action) || !slices.ContainsFunc(st.Resource, func(r string) bool { return strings.HasSuffix(r, ":"+tc.resource) }) {
+				continue
+			}
+			tried = append(tried, st.Sid)
+			if requestTagsSatisfy(st.Condition, tags) {
+				satisfied = true
+			}
+		}
+		if !satisfied {
+			t.Errorf("%s of a %s carries tags %v, which satisfy none of the statements allowing it (%v)", tc.action, tc.resourceType, tags, tried)
+		}
+	}
+}
+
+// requestTagsSatisfy evaluates the aws:RequestTag conditions of a statement (StringEquals, and StringLike with
+// "*" as "present") on a request's tags; the policy's ${CLUSTER_NAME} is the test cluster's.
+func requestTagsSatisfy(conditions map[string]map[string]any, tags map[string]string) bool {
+	for op, keys := range conditions {
+		for key, want := range keys {
+			tag, ok := strings.CutPrefix(key, "aws:RequestTag/")
+			if !ok {
+				continue
+			}
+			got, present := tags[strings.ReplaceAll(tag, "${CLUSTER_NAME}", testCluster)]
+			switch {
+			case !present:
+				return false
+			case op == "StringEquals" && want != got:
+				return false
+			case op == "StringLike" && want != "*" && want != got:
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -323,8 +323,10 @@ func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			DefaultTargetCapacityType: target, TotalTargetCapacity: aws.Int32(1)},
+		// the fleet too: the controller policy allows CreateFleet only for a fleet tagged for the cluster
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
-			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))}},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: toEC2Tags(p.commonTags(claim, nc))}},
 	}
 	prioritized := overrides[0].prioritized
 	switch {
