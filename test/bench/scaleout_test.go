@@ -44,13 +44,19 @@ func benchmarkScaleOut(b *testing.B, n int) {
 }
 
 // startSandbox starts a sandbox whose instances register at once (--launch-delay 0), with or without the
-// in-process Stevedore scheduler, stopped when the benchmark ends.
+// in-process Stevedore scheduler, stopped when the benchmark ends. Without it, Stevedore's CRDs and policy are
+// installed as a user would before running the scheduler binary.
 func startSandbox(b *testing.B, withScheduler bool) *sandbox.Sandbox {
 	sb, err := sandbox.Start(context.Background(), sandbox.Options{WithScheduler: withScheduler, LaunchDelay: 0})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(sb.Stop)
+	if !withScheduler {
+		if err := sandbox.InstallStevedore(context.Background(), sb.RESTConfig); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return sb
 }
 
