@@ -2,13 +2,14 @@
 # Runs every benchmark and writes docs/benchmarks-raw.md (figures, machine, commit, commands):
 #  - the solver on Karpenter's scheduling benchmark input (100, 1000, 5000, 20000, 50000 pods: pods/s, allocations
 #    per pod, peak RSS, cost against the fractional lower bound, first-fit-decreasing for comparison, and whether
-#    repeated solves gave identical plans);
+#    repeated solves gave identical plans), the greedy packing alone and then with the improvement phase as
+#    `scheduler plan` runs by default;
 #  - with KARPENTER_SRC set to a checkout of kubernetes-sigs/karpenter: Karpenter's own scheduling benchmark beside
 #    the solver's, alternating runs in this sitting (hack/bench-karpenter.sh); without it, the report says so;
 #  - interruption messages handled per second;
 #  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
 #    and Balanced on a scale-in and on a drift of pod sizes;
-#  - in the sandbox with --launch-delay 0: scale-out of 1000 and 5000 pods through the real scheduler binary,
+#  - in the sandbox with --launch-delay 0: scale-out of 1000, 5000 and 20000 pods through the real scheduler binary,
 #    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
 #    changes);
@@ -44,6 +45,13 @@ for n in ${BENCH_SIZES:-100 1000 5000 20000 50000}; do
   run "solver on Karpenter's benchmark input, $n pods" go test -run '^$' \
     -bench "BenchmarkPlan$n\$" -benchtime "$times" -benchmem -timeout 120m ./pkg/solver/
 done
+# the same input planned as `scheduler plan` runs by default: the improvement phase bounded by its count of moves,
+# --solve-timeout 1m only a safety stop (timed-out-solves 0: it never stopped one); two solves per size, so that
+# identical-plans 1 shows the plan does not depend on the clock
+for n in ${BENCH_PLAN_SIZES:-1000 5000 20000 50000}; do
+  run "solver with the improvement phase (scheduler plan's defaults), $n pods" env STEVEDORE_BENCH_BUDGET=1m go test -run '^$' \
+    -bench "BenchmarkPlan$n\$" -benchtime 2x -benchmem -timeout 120m ./pkg/solver/
+done
 # Karpenter's own benchmark beside the solver's, alternating, when a Karpenter checkout is given
 if [[ -n "${KARPENTER_SRC:-}" ]]; then
   run "the solver beside Karpenter's BenchmarkScheduling, alternating runs in this sitting (checkout $KARPENTER_SRC)" \
@@ -55,7 +63,7 @@ fi
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env STEVEDORE_BIN="$PWD/bin/scheduler" \
-  go test -count=1 -run '^$' -bench 'BenchmarkScaleOut(1000|5000)$' -benchtime 1x -timeout 60m ./test/bench/
+  go test -count=1 -run '^$' -bench 'BenchmarkScaleOut(1000|5000|20000)$' -benchtime 1x -timeout 120m ./test/bench/
 run "plugin overhead: plain pods on existing nodes, with and without Stevedore's plugins" env STEVEDORE_BIN="$PWD/bin/scheduler" \
   go test -count=1 -run '^$' -bench BenchmarkPluginOverhead -benchtime 1x -timeout 30m ./test/bench/
 run "consolidation 1000 -> 700 pods, with pod-deletion-cost steering (default) and without" go test -count=1 -run '^$' \

@@ -178,7 +178,7 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")
 	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "json or table")
-	cmd.Flags().DurationVar(&budget, "solve-timeout", 2*time.Second, "time the solver may spend improving the packing")
+	cmd.Flags().DurationVar(&budget, "solve-timeout", time.Minute, "safety stop on the time the solver may spend improving the packing (its work is bounded by a count of moves; 0: the greedy packing alone)")
 	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
 	cmd.Flags().StringVar(&minValuesPolicy, "min-values-policy", "Strict", "Strict or BestEffort, as the plugin argument minValuesPolicy")
 	cmd.Flags().BoolVar(&disrupt, "disrupt", false, "print what one disruption pass would do to the given Nodes, NodeClaims and bound pods, and why each other node stays")
@@ -214,6 +214,10 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	plan, err := problem.Solve(ctx, sim, set.budget)
 	if err != nil {
 		return err
+	}
+	if plan.Improvement.TimedOut {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the improvement phase reached --solve-timeout %s after %d moves, before its bound: "+
+			"this plan depends on the machine's speed (give a longer --solve-timeout)\n", set.budget, plan.Improvement.Moves)
 	}
 	out := renderPlan(plan, problem.Pods)
 	if len(preview.Replaced) > 0 {

@@ -52,6 +52,7 @@ Prints a line containing "sandbox ready" on stdout once everything is up; stops 
 			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
 				return err
 			}
+			sandbox.TuneHost()
 			if catalogFile != "" {
 				cat, err := catalog.ReadFile(catalogFile)
 				if err != nil {

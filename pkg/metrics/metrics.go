@@ -249,6 +249,13 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	})
+	// SolveTimeouts counts the batches whose improvement phase the solveTimeout safety stop ended before its work
+	// bound did: their plans depend on the machine's speed.
+	SolveTimeouts = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "solve_timeouts_total",
+		Help:           "Provisioning batches whose improvement phase solveTimeout stopped before its bound of moves.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// UnschedulablePods counts pods no NodePool can run (each time a batch finds one; the pod's event says why).
 	UnschedulablePods = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "unschedulable_pods_total",
@@ -355,7 +362,7 @@ func All() []metrics.Registerable {
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
-		SolveDuration, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
+		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		KubernetesVersionReadFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo}
 }

@@ -59,5 +59,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // The wake-ups of a node's plan changing go only to the pods that node refused in their last attempt (refusedOn),
 // so a burst does not retry every pod planned on a node each time one of them binds. Events that cannot help
 // (another node registering, a pod planned elsewhere binding, a node of another provisioner changing) leave the
-// pod parked: the hints answer QueueSkip and nothing calls Activate.
+// pod parked: the hints answer QueueSkip and nothing calls Activate. The node hints ask NodeMayHelp: a pod planned
+// on a NodeClaim is requeued by that NodeClaim's node only (by any node of Stevedore's while the NodeClaim has none).
 package provision

@@ -18,8 +18,18 @@ import (
 )
 
 // RoomRefused says why the node ni cannot take pod because of the room kept for the pods planned on it (see
-// KeptRoom), or "" when it can.
-func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo) string {
+// KeptRoom), or "" when it can. roomChecked says NodesFor already weighed that room for the pod, planned nowhere,
+// in this scheduling cycle: on the nodes it weighed (those of a NodeClaim it knows) only Stevedore's starting
+// refusal is left to check.
+func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked bool) string {
+	if roomChecked && ni.Node() != nil {
+		p.mu.Lock()
+		_, weighed := p.claimOfNode[ni.Node().Name]
+		p.mu.Unlock()
+		if weighed {
+			return p.startingRefusal(pod, ni.Node())
+		}
+	}
 	kept, names, refuse := p.KeptRoom(pod, ni)
 	if refuse != "" {
 		return refuse
@@ -65,7 +75,7 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 		if !need.Fits(free) {
 			return false // full: in a burst, most nodes are
 		}
-		kept, _ := p.keptLocked(claim, "", nil)
+		kept := p.keptSum[claim] // keptLocked(claim, "", nil), kept as a running sum
 		dsCPU, dsMem, dsCount, _ := p.daemonRoom.unbound(ni)
 		kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
 		return need.Add(kept).Fits(free)

@@ -6,11 +6,16 @@ package provision
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -61,7 +66,7 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 			h.prov.mu.Unlock()
 			ni := framework.NewNodeInfo()
 			ni.SetNode(test.Node(tc.node).Obj())
-			why := h.prov.RoomRefused(tc.pod, ni)
+			why := h.prov.RoomRefused(tc.pod, ni, false)
 			if refused := why != ""; refused != tc.want {
 				t.Errorf("RoomRefused = %q, want refused %v", why, tc.want)
 			}
@@ -232,14 +237,120 @@ func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
 			// Filter agrees, on the node as the scheduler evaluates it: with the pods nominated there added
 			withNominated := framework.NewNodeInfo(planned[0])
 			withNominated.SetNode(ni.Node())
-			if refused := h.prov.RoomRefused(pod, withNominated) != ""; refused == tc.taken {
+			if refused := h.prov.RoomRefused(pod, withNominated, false) != ""; refused == tc.taken {
 				t.Errorf("RoomRefused: refused %v, NodesFor took the node: %v", refused, tc.taken)
 			}
 			// a refusal is recorded, for the wake-up when the node's plan changes
 			refused := h.prov.takeRefused("c-up")
+			// so Filter need not weigh the room again on a node NodesFor named (the plugin's PreFilter says it did)
+			if tc.taken && h.prov.RoomRefused(pod, withNominated, true) != "" {
+				t.Error("RoomRefused after NodesFor weighed the room: refused")
+			}
 			if recorded := len(refused) == 1 && refused[0].Name == "new"; recorded == tc.taken {
 				t.Errorf("the refusal recorded: %v, want %v", recorded, !tc.taken)
 			}
 		})
+	}
+}
+
+// A change to a node Stevedore launched requeues only the pods it may help: those planned on its NodeClaim, those
+// planned on a NodeClaim whose node is not known yet (unless the node is known to be another's), and those planned
+// nowhere.
+func TestNodeMayHelpOnlyThePodsPlannedThere(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		plannedOn string
+		node      string
+		want      bool
+	}{
+		{name: "the node launched for the pod", plannedOn: "c-launched", node: "launched", want: true},
+		{name: "a node launched for other pods", plannedOn: "c-launched", node: "other", want: false},
+		{name: "a node the provisioner has not matched to a NodeClaim yet, the pod's NodeClaim launched elsewhere", plannedOn: "c-launched", node: "unknown", want: false},
+		{name: "a node not matched yet while the pod's NodeClaim has no node yet", plannedOn: "c-pending", node: "unknown", want: true},
+		{name: "another NodeClaim's node while the pod's has no node yet", plannedOn: "c-pending", node: "other", want: false},
+		{name: "any node for a pod planned nowhere", node: "other", want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.add(test.NodeClaim("c-launched", "default").Launched("launched", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.add(test.NodeClaim("c-other", "default").Launched("other", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.add(test.NodeClaim("c-pending", "default").Obj())
+			p := test.Pod("p").Pending().Obj()
+			if tc.plannedOn != "" {
+				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
+			}
+			h.prov.mu.Lock()
+			h.prov.claimOfNode["launched"], h.prov.claimOfNode["other"] = "c-launched", "c-other"
+			h.prov.mu.Unlock()
+			if got := h.prov.NodeMayHelp(p, tc.node); got != tc.want {
+				t.Errorf("NodeMayHelp(%s) = %v, want %v", tc.node, got, tc.want)
+			}
+		})
+	}
+}
+
+// The running sum of each NodeClaim's kept room (keptSum, which NodesFor reads for every node) equals the sum
+// keptLocked takes over the pods planned there, through every way a plan and a binding change: planning, planning
+// elsewhere, reserving, unreserving, binding, deletion, the sweep of bound and gone pods, a NodeClaim going away.
+func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
+	pods := make([]*corev1.Pod, 12)
+	objs := make([]runtime.Object, len(pods))
+	for i := range pods {
+		pods[i] = test.Pod(fmt.Sprintf("p%02d", i)).Pending().Req("cpu", fmt.Sprintf("%dm", 100*(i+1))).Obj()
+		objs[i] = pods[i]
+	}
+	h := newHarness(t, objs...)
+	claims := []string{"c0", "c1", "c2"}
+	check := func(step string) {
+		t.Helper()
+		h.prov.mu.Lock()
+		defer h.prov.mu.Unlock()
+		for _, c := range claims {
+			want, _ := h.prov.keptLocked(c, "", nil)
+			if got := h.prov.keptSum[c]; got != want {
+				t.Fatalf("after %s: NodeClaim %s keeps %+v by its running sum, %+v summed", step, c, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 7)) //nolint:gosec // G404: a reproducible sequence of changes
+	ctx := context.Background()
+	for i := 0; i < 2000; i++ {
+		pod := pods[rng.IntN(len(pods))]
+		claim := claims[rng.IntN(len(claims))]
+		var step string
+		switch rng.IntN(8) {
+		case 0, 1:
+			h.prov.assign(ctx, claim, []*corev1.Pod{pod})
+			step = "assign " + pod.Name + " to " + claim
+		case 2:
+			h.prov.PodReserved(pod, "n1")
+			step = "reserve " + pod.Name
+		case 3:
+			h.prov.PodUnreserved(pod.UID)
+			step = "unreserve " + pod.Name
+		case 4:
+			h.prov.PodBound(ctx, pod.UID, "n1")
+			h.clock.Step(40 * time.Second)
+			step = "bind " + pod.Name
+		case 5:
+			h.prov.PodDeleted(ctx, pod)
+			step = "delete " + pod.Name
+		case 6:
+			live := map[types.UID]bool{}
+			for _, q := range pods[:rng.IntN(len(pods))] {
+				live[q.UID] = true
+			}
+			h.prov.forgetAllBut(live)
+			step = "sweep"
+		default:
+			if rng.IntN(4) == 0 {
+				h.prov.ForgetClaim(ctx, claim)
+				step = "forget " + claim
+			} else {
+				h.prov.bindingPods()
+				step = "list the pods being bound"
+			}
+		}
+		check(step)
 	}
 }

@@ -55,8 +55,7 @@ func (p *Provisioner) forgetAllBut(live map[types.UID]bool) {
 	defer p.mu.Unlock()
 	for uid, claim := range p.podClaim {
 		if !live[uid] {
-			delete(p.podClaim, uid)
-			delete(p.assigned[claim], uid)
+			p.unplanLocked(claim, uid)
 			delete(p.nominated, uid)
 		}
 	}

@@ -118,6 +118,11 @@ type Provisioner struct {
 	// plannedReq holds the requests of each planned pod (computed once: the scheduler's filters read them on every
 	// node of every cycle).
 	plannedReq map[types.UID]solver.Requests
+	// keptSum holds, for each NodeClaim, the requests of the pods planned on it that are not being bound (what
+	// keptLocked sums with no exception), kept as pods are planned, forgotten, reserved and unreserved: a burst's
+	// pod planned nowhere weighs every node's kept room in PreFilter, and summing each node's planned pods on each
+	// try grew with the square of the burst. Changed only through planLocked, unplanLocked and setBindingLocked.
+	keptSum map[string]solver.Requests
 	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
 	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
 	started     atomic.Bool
@@ -148,6 +153,7 @@ func New(opts Options) *Provisioner {
 		created:         map[string]*stevedorev1.NodeClaim{},
 		solving:         map[types.UID]bool{},
 		binding:         map[types.UID]bindingPod{},
+		keptSum:         map[string]solver.Requests{},
 		nominated:       map[types.UID]string{},
 		claimOfNode:     map[string]string{},
 		plannedAt:       map[types.UID]time.Time{},
@@ -256,15 +262,10 @@ func (p *Provisioner) assign(ctx context.Context, claim string, pods []*corev1.P
 	now := p.opts.Clock.Now()
 	moved := map[string]bool{}
 	p.mu.Lock()
-	set := p.assigned[claim]
-	if set == nil {
-		set = map[types.UID]*corev1.Pod{}
-		p.assigned[claim] = set
-	}
 	for _, pod := range pods {
 		prev, ok := p.podClaim[pod.UID]
 		if ok && prev != claim {
-			delete(p.assigned[prev], pod.UID)
+			p.unplanLocked(prev, pod.UID)
 			moved[prev] = true
 		}
 		if !ok || prev != claim {
@@ -273,8 +274,7 @@ func (p *Provisioner) assign(ctx context.Context, claim string, pods []*corev1.P
 		if _, known := p.plannedReq[pod.UID]; !known {
 			p.plannedReq[pod.UID] = solver.PodRequests(pod)
 		}
-		set[pod.UID] = pod
-		p.podClaim[pod.UID] = claim
+		p.planLocked(claim, pod)
 	}
 	var waiting []*corev1.Pod
 	for prev := range moved {
@@ -290,8 +290,7 @@ func (p *Provisioner) forgetPod(uid types.UID) string {
 	defer p.mu.Unlock()
 	claim, ok := p.podClaim[uid]
 	if ok {
-		delete(p.assigned[claim], uid)
-		delete(p.podClaim, uid)
+		p.unplanLocked(claim, uid)
 	}
 	delete(p.nominated, uid)
 	delete(p.plannedAt, uid)
@@ -325,6 +324,7 @@ func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
 		pods = append(pods, pod)
 	}
 	delete(p.assigned, name)
+	delete(p.keptSum, name)
 	for node, claim := range p.claimOfNode {
 		if claim == name {
 			delete(p.claimOfNode, node)
@@ -340,6 +340,25 @@ func (p *Provisioner) PlannedClaim(uid types.UID) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.podClaim[uid]
+}
+
+// NodeMayHelp reports whether a change to a node Stevedore launched may let pod schedule: the pod is planned
+// nowhere (any node may take it, or the next solve plan it there), the node is the one launched for the pod's
+// NodeClaim, or that NodeClaim has no node yet. Another pod's node registering or initializing cannot: its room is
+// planned for others, and the pod's own node comes with its own event.
+func (p *Provisioner) NodeMayHelp(pod *corev1.Pod, node string) bool {
+	p.mu.Lock()
+	claim, planned := p.podClaim[pod.UID]
+	of, known := p.claimOfNode[node]
+	p.mu.Unlock()
+	switch {
+	case !planned:
+		return true
+	case known:
+		return of == claim
+	}
+	c, err := p.opts.NodeClaims.Get(claim)
+	return err != nil || c.Status.NodeName == "" || c.Status.NodeName == node
 }
 
 // AssignedPods returns the pods planned on a NodeClaim.
@@ -364,14 +383,64 @@ type bindingPod struct {
 func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.binding[pod.UID] = bindingPod{pod: pod, node: node}
+	p.setBindingLocked(pod.UID, &bindingPod{pod: pod, node: node})
 }
 
 // PodUnreserved is called when a reserved pod does not bind (Unreserve): it counts on its NodeClaim again.
 func (p *Provisioner) PodUnreserved(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.binding, uid)
+	p.setBindingLocked(uid, nil)
+}
+
+// planLocked plans pod on a NodeClaim (it is planned nowhere else). p.mu is held.
+func (p *Provisioner) planLocked(claim string, pod *corev1.Pod) {
+	set := p.assigned[claim]
+	if set == nil {
+		set = map[types.UID]*corev1.Pod{}
+		p.assigned[claim] = set
+	}
+	if _, there := set[pod.UID]; !there {
+		if _, binding := p.binding[pod.UID]; !binding {
+			p.keptSum[claim] = p.keptSum[claim].Add(p.plannedReq[pod.UID])
+		}
+	}
+	set[pod.UID] = pod
+	p.podClaim[pod.UID] = claim
+}
+
+// unplanLocked drops a pod's plan on a NodeClaim. p.mu is held.
+func (p *Provisioner) unplanLocked(claim string, uid types.UID) {
+	if _, there := p.assigned[claim][uid]; there {
+		delete(p.assigned[claim], uid)
+		if _, binding := p.binding[uid]; !binding {
+			p.keptSum[claim] = p.keptSum[claim].Sub(p.plannedReq[uid])
+		}
+	}
+	if p.podClaim[uid] == claim {
+		delete(p.podClaim, uid)
+	}
+}
+
+// setBindingLocked records a pod being bound (b), or no longer (nil). p.mu is held.
+func (p *Provisioner) setBindingLocked(uid types.UID, b *bindingPod) {
+	_, was := p.binding[uid]
+	if b != nil {
+		p.binding[uid] = *b
+	} else {
+		delete(p.binding, uid)
+	}
+	if is := b != nil; is != was {
+		if claim, planned := p.podClaim[uid]; planned {
+			if _, there := p.assigned[claim][uid]; there {
+				if is {
+					p.keptSum[claim] = p.keptSum[claim].Sub(p.plannedReq[uid])
+				} else {
+					p.keptSum[claim] = p.keptSum[claim].Add(p.plannedReq[uid])
+				}
+			}
+		}
+	}
 }
 
 // PodBound is called when a pod is bound to node (PostBind): its planned slot on a NodeClaim is released, and the
@@ -391,7 +460,7 @@ func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) 
 		p.bindingPruned = now
 		for id, b := range p.binding {
 			if !b.boundAt.IsZero() && now.Sub(b.boundAt) > time.Minute {
-				delete(p.binding, id)
+				p.setBindingLocked(id, nil)
 			}
 		}
 	}
@@ -422,7 +491,7 @@ func (p *Provisioner) bindingPods() map[string][]*corev1.Pod {
 		gone := (err != nil || cur.UID != uid) && !b.boundAt.IsZero()
 		if shown || gone || (!b.boundAt.IsZero() && p.opts.Clock.Since(b.boundAt) > time.Minute) {
 			if !b.boundAt.IsZero() {
-				delete(p.binding, uid)
+				p.setBindingLocked(uid, nil)
 			}
 			continue
 		}
@@ -502,9 +571,15 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	metrics.BatchPods.Observe(float64(len(pods)))
 	metrics.SolveDuration.Observe(plan.Duration.Seconds())
 	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))
+	if plan.Improvement.TimedOut {
+		metrics.SolveTimeouts.Inc()
+		logger.Info("The solver's improvement phase reached solveTimeout before its bound of moves; the plan is what it had then",
+			"pods", len(pods), "solveTimeout", p.opts.SolveTimeout, "moves", plan.Improvement.Moves)
+	}
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
-		"hourlyCost", stevedorev1.FormatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts, "total", p.opts.Clock.Since(start))
+		"hourlyCost", stevedorev1.FormatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts,
+		"improvementMoves", plan.Improvement.Moves, "improvementDuration", plan.Improvement.Duration, "total", p.opts.Clock.Since(start))
 	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
 	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
 	for node, placed := range plan.InFlight {

@@ -134,7 +134,7 @@ func (p *Provisioner) takeRefusedLocked(claim string) []*corev1.Pod {
 // free.
 func (p *Provisioner) PodDeleted(ctx context.Context, pod *corev1.Pod) {
 	p.mu.Lock()
-	delete(p.binding, pod.UID)
+	p.setBindingLocked(pod.UID, nil)
 	p.mu.Unlock()
 	if claim := p.forgetPod(pod.UID); claim != "" {
 		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim))

@@ -231,7 +231,7 @@ func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
 	refused := func(node *corev1.Node) bool {
 		ni := framework.NewNodeInfo()
 		ni.SetNode(node)
-		return h.prov.RoomRefused(waiter, ni) != ""
+		return h.prov.RoomRefused(waiter, ni, false) != ""
 	}
 	for _, tc := range []struct {
 		node *corev1.Node

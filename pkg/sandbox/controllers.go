@@ -7,6 +7,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
@@ -25,15 +26,16 @@ const sandboxControllers = "deployment,replicaset,daemonset,statefulset,job,cron
 	"nodelifecycle,taint-eviction-controller,podgc,disruption,namespace,serviceaccount,endpointslice," +
 	"ttl-after-finished,clusterrole-aggregation"
 
-// controllerManagerArgs are the flags of the sandbox's kube-controller-manager, of whichever minor.
-func controllerManagerArgs(kubeconfig string) []string {
+// controllerManagerArgs are the flags of the sandbox's kube-controller-manager, of whichever minor; a node whose
+// simulated kubelet stops renewing its Lease is marked unreachable after nodeGrace (20 s by default, rather than
+// the 50 s of a real cluster).
+func controllerManagerArgs(kubeconfig string, nodeGrace time.Duration) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--controllers=" + sandboxControllers,
-		// a node whose simulated kubelet stops is marked unreachable after 20s rather than 50s
-		"--node-monitor-grace-period=20s",
+		"--node-monitor-grace-period=" + nodeGrace.String(),
 		// the default 20 QPS would take the not-ready taint off a burst of new nodes at a few per second
 		"--kube-api-qps=500", "--kube-api-burst=1000",
 	}
@@ -46,7 +48,7 @@ type controllerManager struct {
 }
 
 // startControllerManager runs kube-controller-manager in this process with its own component-globals registry.
-func startControllerManager(ctx context.Context, kubeconfig string) (*controllerManager, error) {
+func startControllerManager(ctx context.Context, kubeconfig string, nodeGrace time.Duration) (*controllerManager, error) {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return nil, err
@@ -67,7 +69,7 @@ func startControllerManager(ctx context.Context, kubeconfig string) (*controller
 	for _, f := range nfs.FlagSets {
 		fs.AddFlagSet(f)
 	}
-	if err := fs.Parse(controllerManagerArgs(kubeconfig)); err != nil {
+	if err := fs.Parse(controllerManagerArgs(kubeconfig, nodeGrace)); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
 	}
 	s.ParsedFlags = &nfs

@@ -113,6 +113,6 @@ func startExternalAPIServer(ctx context.Context, binaries, etcdURL string, certs
 
 // startExternalControllerManager runs the kube-controller-manager of binaries with the controllers the sandbox
 // runs, as the admin of kubeconfig.
-func startExternalControllerManager(binaries, kubeconfig, logDir string) (*process, error) {
-	return startProcess(filepath.Join(binaries, controllerManagerBinary), logDir, controllerManagerArgs(kubeconfig))
+func startExternalControllerManager(binaries, kubeconfig, logDir string, nodeGrace time.Duration) (*process, error) {
+	return startProcess(filepath.Join(binaries, controllerManagerBinary), logDir, controllerManagerArgs(kubeconfig, nodeGrace))
 }

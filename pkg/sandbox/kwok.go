@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,7 +33,7 @@ const (
 
 // startKwok runs kwok's simulated kubelets in this process: Nodes annotated kwok.x-k8s.io/node=fake report
 // Ready and renew their Lease, pods bound to them become Running, Job pods complete, deleted pods go away.
-func startKwok(ctx context.Context, kubeconfig string) error {
+func startKwok(ctx context.Context, kubeconfig string, leaseDuration time.Duration) error {
 	stages := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
 		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
@@ -96,7 +97,7 @@ func startKwok(ctx context.Context, kubeconfig string) error {
 		NodePlayStageParallelism:          4,
 		NodeLeaseParallelism:              4,
 		PodsOnNodeSyncParallelism:         2,
-		NodeLeaseDurationSeconds:          40,
+		NodeLeaseDurationSeconds:          uint(max(leaseDuration/time.Second, 1)), //nolint:gosec // G115: at least 1, and a positive Duration in seconds fits a uint
 		ID:                                id,
 	})
 	if err != nil {

@@ -78,7 +78,15 @@ type Options struct {
 	KubeBinaries string
 	// APIServerArgs are extra kube-apiserver flags (feature gates, runtime-config).
 	APIServerArgs []string
+	// NodeLeaseDuration is the Lease duration of the simulated kubelets, which renew it every quarter of that;
+	// kube-controller-manager marks a node unreachable after half of it without a renewal. Default 40s (a node
+	// whose simulated kubelet stops is unreachable after 20 s). A benchmark of thousands of nodes sets hours: a
+	// real cluster's heartbeats load its own control plane, not the two cores the scheduler shares with this one.
+	NodeLeaseDuration time.Duration
 }
+
+// DefaultNodeLeaseDuration is Options.NodeLeaseDuration's default.
+const DefaultNodeLeaseDuration = 40 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.ClusterName == "" {
@@ -92,6 +100,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NoBootstrapNodes {
 		o.BootstrapNodes = 0
+	}
+	if o.NodeLeaseDuration <= 0 {
+		o.NodeLeaseDuration = DefaultNodeLeaseDuration
 	}
 	return o
 }
@@ -220,7 +231,7 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 			return err
 		}
 	}
-	if err = startKwok(ctx, s.kubeconfig); err != nil {
+	if err = startKwok(ctx, s.kubeconfig, s.opts.NodeLeaseDuration); err != nil {
 		return fmt.Errorf("kwok: %w", err)
 	}
 	if err = waitForControllers(ctx, s.Kube); err != nil {
@@ -266,14 +277,14 @@ func (s *Sandbox) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	if s.binaries == "" {
-		kcm, err := startControllerManager(ctx, s.kubeconfig)
+		kcm, err := startControllerManager(ctx, s.kubeconfig, s.opts.NodeLeaseDuration/2)
 		if err != nil {
 			return fmt.Errorf("kube-controller-manager: %w", err)
 		}
 		s.kcm = kcm
 		return nil
 	}
-	kcm, err := startExternalControllerManager(s.binaries, s.kubeconfig, s.dir)
+	kcm, err := startExternalControllerManager(s.binaries, s.kubeconfig, s.dir, s.opts.NodeLeaseDuration/2)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}

@@ -22,14 +22,24 @@ import (
 // more than the default budget).
 //
 //nolint:gocyclo // the bounded move loop: each kind of move, its check and its undo read together
-func (st *solve) improve(deadline time.Time) {
-	moves := 20*len(st.in.Pods) + 1000
+func (st *solve) improve(deadline time.Time) (out Improvement) {
+	start := time.Now()
+	budget := st.moveBudget()
+	moves := budget
+	defer func() {
+		out.Moves, out.Duration = budget-moves, time.Since(start)
+	}()
 	price := st.openPrice()
 	// a pass that lowers no price ends the search: moves at no cost alone could go on shuffling pods
-	for pass := 0; pass < maxImprovePasses && moves > 0 && time.Now().Before(deadline); pass++ {
+	for pass := 0; pass < maxImprovePasses && moves > 0; pass++ {
+		out.Passes++
 		for _, a := range st.byWaste() {
-			if moves <= 0 || time.Now().After(deadline) {
-				return
+			if moves <= 0 {
+				return out
+			}
+			if time.Now().After(deadline) {
+				out.TimedOut = true
+				return out
 			}
 			if a.removed || len(a.pods) == 0 {
 				continue
@@ -55,14 +65,32 @@ func (st *solve) improve(deadline time.Time) {
 		}
 		after := st.openPrice()
 		if after >= price-1e-9 {
-			return
+			return out
 		}
 		price = after
 	}
+	return out
 }
 
-// maxImprovePasses bounds improve's passes over the open nodes.
-const maxImprovePasses = 8
+// maxImprovePasses bounds improve's passes over the open nodes. improveWork bounds the moves: a move looks at
+// every open node (for a receiver), so moves times open nodes is what the phase costs; a large plan gets fewer
+// moves than 20 per pod, and the phase stays within seconds at 50,000 pods.
+const (
+	maxImprovePasses = 8
+	improveWork      = 1 << 24
+)
+
+// moveBudget is how many moves improve tries: 20 per pod and 1000 more, at most improveWork over the open nodes.
+// It depends only on the plan, never on the machine.
+func (st *solve) moveBudget() int {
+	open := 0
+	for _, n := range st.open {
+		if !n.removed && len(n.pods) > 0 {
+			open++
+		}
+	}
+	return min(20*len(st.in.Pods)+1000, improveWork/max(open, 1))
+}
 
 // openPrice is the price of the open nodes, each at the cheapest type holding what it uses.
 func (st *solve) openPrice() float64 {
@@ -263,15 +291,14 @@ func (st *solve) relocate(p *corev1.Pod, opts placeOptions, saved map[*openNode]
 		return nil
 	}
 	// remember the receiving node's state before it changes, so an unprofitable move can be undone
-	st.beforeCommit = func(n *openNode) { st.save(saved, n) }
+	var dst *openNode
+	st.beforeCommit = func(n *openNode) {
+		st.save(saved, n)
+		dst = n
+	}
 	defer func() { st.beforeCommit = nil }()
-	if !st.placeOnOpenWith(pl, opts) {
+	if !st.placeOnOpenWith(pl, opts) || dst == nil || len(dst.pods) == 0 || dst.pods[len(dst.pods)-1].UID != p.UID {
 		return nil
 	}
-	for _, n := range st.open {
-		if len(n.pods) > 0 && n.pods[len(n.pods)-1].UID == p.UID {
-			return n
-		}
-	}
-	return nil
+	return dst
 }

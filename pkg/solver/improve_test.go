@@ -40,6 +40,9 @@ func TestImprovementGathersRoomUntilNodesShrink(t *testing.T) {
 		if v := Verify(ctx, sim, nil, p.Region, plan, p.DaemonSets); len(v) > 0 {
 			t.Fatalf("%d placements break a scheduling rule, first: %s", len(v), v[0])
 		}
+		if imp := plan.Improvement; imp.TimedOut || imp.Moves == 0 {
+			t.Errorf("improvement: %d moves, timed out %v; want its bound of moves to end it", imp.Moves, imp.TimedOut)
+		}
 		if plan.Cost/lp > 1.08 {
 			t.Errorf("cost %.4f of the bound after improvement (greedy %.4f), want at most 1.08", plan.Cost/lp, plan.GreedyCost/lp)
 		}
@@ -48,6 +51,47 @@ func TestImprovementGathersRoomUntilNodesShrink(t *testing.T) {
 			t.Logf("cost/bound: greedy %.4f, improved %.4f", plan.GreedyCost/lp, plan.Cost/lp)
 		} else if text != first {
 			t.Error("a second solve of the same input gave another plan")
+		}
+	}
+}
+
+// The time budget is a safety stop: when it ends the improvement before the bound of moves, the plan says so.
+func TestAnImprovementTheTimeBudgetStopsIsReported(t *testing.T) {
+	ctx := context.Background()
+	p, _ := loadProblem(t, 1000)
+	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Solve(ctx, sim, time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Improvement.TimedOut {
+		t.Errorf("improvement with a budget of 1ns: %+v, want it reported as timed out", plan.Improvement)
+	}
+	if plan.Cost > plan.GreedyCost+1e-9 {
+		t.Errorf("cost %.4f above the greedy packing's %.4f", plan.Cost, plan.GreedyCost)
+	}
+}
+
+// The bound of moves is 20 per pod and 1000 more, shared out over the open nodes a move looks at, so the phase's
+// work does not grow with the square of the plan's size.
+func TestTheMoveBudgetBoundsTheImprovementsWork(t *testing.T) {
+	for _, tc := range []struct{ pods, open, want int }{
+		{pods: 10, open: 3, want: 1200},
+		{pods: 1000, open: 434, want: 21000},
+		{pods: 5000, open: 1000, want: improveWork / 1000},
+		{pods: 50000, open: 20000, want: improveWork / 20000},
+		{pods: 0, open: 0, want: 1000},
+	} {
+		st := &solve{in: Input{Pods: make([]*corev1.Pod, tc.pods)}}
+		for i := 0; i < tc.open; i++ {
+			st.open = append(st.open, &openNode{pods: []*corev1.Pod{{}}})
+		}
+		st.open = append(st.open, &openNode{}, &openNode{pods: []*corev1.Pod{{}}, removed: true}) // not counted
+		if got := st.moveBudget(); got != tc.want {
+			t.Errorf("%d pods on %d open nodes: budget %d, want %d", tc.pods, tc.open, got, tc.want)
 		}
 	}
 }

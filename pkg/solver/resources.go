@@ -120,6 +120,9 @@ func ListRequests(rl corev1.ResourceList) Requests { return listVec(rl).requests
 // Add sums two requests.
 func (r Requests) Add(o Requests) Requests { return r.vec().add(o.vec()).requests() }
 
+// Sub returns r less o.
+func (r Requests) Sub(o Requests) Requests { return r.vec().sub(o.vec()).requests() }
+
 // Fits reports whether r fits in room.
 func (r Requests) Fits(room Requests) bool { return r.vec().fits(room.vec()) }
 

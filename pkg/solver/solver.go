@@ -145,11 +145,22 @@ type Plan struct {
 	Cost, GreedyCost float64
 	// Duration of the solve.
 	Duration time.Duration
+	// Improvement says what the improvement phase did.
+	Improvement Improvement
 	// Attempts is how many times the greedy placement ran: once, plus the repair rounds and restarts of a batch
 	// it left pods unschedulable in.
 	Attempts int
 	// CandidateMismatches are the differences Input.CheckCandidates found.
 	CandidateMismatches []string
+}
+
+// Improvement is what the improvement phase did: the moves it tried and its passes over the open nodes, and
+// whether the time budget, a safety stop, ended it before its work bound did (then the plan depends on the
+// machine's speed).
+type Improvement struct {
+	Moves, Passes int
+	Duration      time.Duration
+	TimedOut      bool
 }
 
 // PlannedNode is a node to launch.
@@ -297,7 +308,7 @@ func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
 	if in.TimeBudget > 0 {
 		// the improvement phase has its own budget, counted from the end of the greedy phase: a large batch
 		// whose greedy placement took longer than the budget is still improved
-		st.improve(time.Now().Add(in.TimeBudget))
+		st.plan.Improvement = st.improve(time.Now().Add(in.TimeBudget))
 	}
 	st.finish()
 	st.plan.GreedyCost = greedy

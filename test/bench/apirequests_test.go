@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package bench
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -13,7 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 )
 
 // apiRequests counts the requests the sandbox's kube-apiserver (in this process) served, by verb and resource
@@ -45,11 +49,7 @@ func apiRequests(b *testing.B) map[string]float64 {
 
 // apiWrites sums the writes (POST, PUT, PATCH, DELETE, APPLY) since before, and describes the largest kinds.
 func apiWrites(before, after map[string]float64, top int) (float64, string) {
-	type kv struct {
-		k string
-		v float64
-	}
-	var rows []kv
+	writes := map[string]float64{}
 	total := 0.0
 	for k, v := range after {
 		d := v - before[k]
@@ -57,9 +57,22 @@ func apiWrites(before, after map[string]float64, top int) (float64, string) {
 		switch verb {
 		case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
 			total += d
-			if d > 0 {
-				rows = append(rows, kv{k, d})
-			}
+			writes[k] = d
+		}
+	}
+	return total, largest(writes, top)
+}
+
+// largest describes the top counts above zero, largest first (ties by name).
+func largest(counts map[string]float64, top int) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var rows []kv
+	for k, v := range counts {
+		if v > 0 {
+			rows = append(rows, kv{k, v})
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].v > rows[j].v || (rows[i].v == rows[j].v && rows[i].k < rows[j].k) })
@@ -67,7 +80,7 @@ func apiWrites(before, after map[string]float64, top int) (float64, string) {
 	for i := 0; i < len(rows) && i < top; i++ {
 		parts = append(parts, fmt.Sprintf("%s %.0f", rows[i].k, rows[i].v))
 	}
-	return total, strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // schedulerCounters reads the Stevedore counters of the scheduler process on port (its /metrics) whose names
@@ -93,4 +106,25 @@ func schedulerCounters(b *testing.B, port int, prefixes ...string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// eventsByReason counts the sandbox's events (events.k8s.io, every namespace) by reporting controller and reason,
+// largest first, the top of them: who wrote the events of a run.
+func eventsByReason(b *testing.B, sb *sandbox.Sandbox, top int) string {
+	list, err := sb.Kube.EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Logf("listing events: %v", err)
+		return ""
+	}
+	counts := map[string]float64{}
+	for _, e := range list.Items {
+		n := float64(1)
+		if e.Series != nil {
+			n = float64(e.Series.Count)
+		} else if e.DeprecatedCount > 1 {
+			n = float64(e.DeprecatedCount)
+		}
+		counts[e.ReportingController+" "+e.Reason] += n
+	}
+	return largest(counts, top)
 }

@@ -17,7 +17,7 @@ import (
 const (
 	DefaultBatchIdle                 = time.Second
 	DefaultBatchMax                  = 10 * time.Second
-	DefaultSolveTimeout              = 2 * time.Second
+	DefaultSolveTimeout              = 10 * time.Second
 	DefaultRegistrationTimeout       = 15 * time.Minute
 	DefaultMaxInstanceTypes          = 60
 	DefaultVMMemoryOverheadPercent   = 7.5

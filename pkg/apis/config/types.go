@@ -55,7 +55,8 @@ type ProvisionerArgs struct {
 	BatchIdleDuration metav1.Duration `json:"batchIdleDuration,omitempty"`
 	// BatchMaxDuration closes a provisioning batch this long after its first pod at the latest. Default 10s.
 	BatchMaxDuration metav1.Duration `json:"batchMaxDuration,omitempty"`
-	// SolveTimeout bounds the time the solver may spend improving one batch's packing. Default 2s.
+	// SolveTimeout is a safety stop on the time the solver may spend improving one batch's packing, whose work is
+	// bounded by a count of moves; a batch it stops is counted and logged. Default 10s.
 	SolveTimeout metav1.Duration `json:"solveTimeout,omitempty"`
 	// RegistrationTimeout is how long a launched node may take to register before its NodeClaim and instance
 	// are deleted and its pods provisioned again. Default 15m.

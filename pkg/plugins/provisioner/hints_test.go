@@ -31,8 +31,8 @@ func TestQueueingHintsRequeueOnlyForEventsThatMayHelp(t *testing.T) {
 		new  any
 		want fwk.QueueingHint
 	}{
-		{"a node Stevedore launched", onStevedoreNode, nil, ours, fwk.Queue},
-		{"another node", onStevedoreNode, nil, theirs, fwk.QueueSkip},
+		{"a node Stevedore launched", (&Provisioner{}).onStevedoreNode, nil, ours, fwk.Queue},
+		{"another node", (&Provisioner{}).onStevedoreNode, nil, theirs, fwk.QueueSkip},
 		{"a bound pod leaving", fromStevedoreNode, bound, nil, fwk.Queue},
 		{"an unbound pod leaving", fromStevedoreNode, unbound, nil, fwk.QueueSkip},
 	} {
@@ -41,7 +41,7 @@ func TestQueueingHintsRequeueOnlyForEventsThatMayHelp(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := onStevedoreNode(klog.Background(), pending, nil, "not a node"); err == nil {
+	if _, err := (&Provisioner{}).onStevedoreNode(klog.Background(), pending, nil, "not a node"); err == nil {
 		t.Error("a wrong object type is not an error")
 	}
 }
