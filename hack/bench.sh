@@ -5,7 +5,9 @@
 #    repeated solves gave identical plans), the greedy packing alone and then with the improvement phase as
 #    `scheduler plan` runs by default;
 #  - with KARPENTER_SRC set to a checkout of kubernetes-sigs/karpenter: Karpenter's own scheduling benchmark beside
-#    the solver's, alternating runs in this sitting (hack/bench-karpenter.sh); without it, the report says so;
+#    the solver's, alternating runs in this sitting (hack/bench-karpenter.sh), and the live path beside Karpenter's
+#    kwok provider and kube-scheduler in the same sandbox (hack/bench-karpenter-live.sh); without it, the report
+#    says so;
 #  - interruption messages handled per second;
 #  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
 #    and Balanced on a scale-in and on a drift of pod sizes;
@@ -56,8 +58,10 @@ done
 if [[ -n "${KARPENTER_SRC:-}" ]]; then
   run "the solver beside Karpenter's BenchmarkScheduling, alternating runs in this sitting (checkout $KARPENTER_SRC)" \
     hack/bench-karpenter.sh "$KARPENTER_SRC"
+  run "live beside Karpenter's kwok provider and kube-scheduler, same sandbox, alternating runs in this sitting (checkout $KARPENTER_SRC)" \
+    hack/bench-karpenter-live.sh "$KARPENTER_SRC"
 else
-  echo "== the solver beside Karpenter: not run (set KARPENTER_SRC to a checkout of kubernetes-sigs/karpenter); the figures above are Stevedore's alone" |
+  echo "== the solver and the live path beside Karpenter: not run (set KARPENTER_SRC to a checkout of kubernetes-sigs/karpenter); the figures above are Stevedore's alone" |
     tee -a "$raw"
 fi
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \

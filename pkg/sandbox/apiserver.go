@@ -53,6 +53,7 @@ func apiServerArgs(certs *pki) []string {
 		"--service-account-signing-key-file=" + certs.ServiceAccountKeyFile,
 		"--api-audiences=https://kubernetes.default.svc.cluster.local",
 		"--client-ca-file=" + certs.CAFile,
+		"--token-auth-file=" + certs.TokenFile,
 		"--tls-cert-file=" + certs.ServingCertFile,
 		"--tls-private-key-file=" + certs.ServingKeyFile,
 		// the sandbox's clients are its own: priority and fairness would only add its bookkeeping to every request

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -25,26 +27,34 @@ import (
 // installCRDs creates Stevedore's CRDs (the same files `kubectl apply -k manifests/` applies) and waits until
 // the API server serves them.
 func installCRDs(ctx context.Context, cfg *rest.Config) error {
-	client, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	files, err := fs.Glob(manifests.CRDs, "crds/stevedore.dev_*.yaml")
 	if err != nil {
 		return err
 	}
-	var names []string
+	docs := map[string][]byte{}
 	for _, f := range files {
-		raw, err := fs.ReadFile(manifests.CRDs, f)
-		if err != nil {
+		if docs[f], err = fs.ReadFile(manifests.CRDs, f); err != nil {
 			return err
 		}
+	}
+	return InstallCRDs(ctx, cfg, docs)
+}
+
+// InstallCRDs creates the CustomResourceDefinitions written in files (file name to YAML; one CRD a file), in the
+// order of the files' names, and waits until the API server serves each. One that exists already is left as it is.
+func InstallCRDs(ctx context.Context, cfg *rest.Config, files map[string][]byte) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, f := range slices.Sorted(maps.Keys(files)) {
 		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+		if err := yaml.UnmarshalStrict(files[f], &crd); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+			return fmt.Errorf("creating CRD %s from %s: %w", crd.Name, f, err)
 		}
 		names = append(names, crd.Name)
 	}

@@ -17,7 +17,7 @@ import (
 // kubeconfigName names the sandbox's cluster and context in its kubeconfig.
 const kubeconfigName = "sandbox"
 
-// writeKubeconfig writes an admin kubeconfig for cfg (the sandbox admin's client certificate) usable by kubectl.
+// writeKubeconfig writes an admin kubeconfig for cfg (the sandbox admin's token) usable by kubectl.
 func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[kubeconfigName] = &clientcmdapi.Cluster{

@@ -181,6 +181,26 @@ func overheadConfigs(b *testing.B) (withPlugin, plain string) {
 }
 
 func overheadConfig(b *testing.B, withPlugin bool) string {
+	name := "stevedore.yaml"
+	if !withPlugin {
+		name = "plain.yaml"
+	}
+	return schedulerConfigWith(b, name, func(config map[string]any) {
+		config["clientConnection"] = map[string]any{"qps": 10000, "burst": 10000}
+		if withPlugin {
+			return
+		}
+		for _, p := range config["profiles"].([]any) {
+			profile := p.(map[string]any)
+			delete(profile, "plugins")
+			delete(profile, "pluginConfig")
+		}
+	})
+}
+
+// schedulerConfigWith writes the production scheduler configuration, changed by change, to a file of that name in
+// the benchmark's temporary folder and returns its path.
+func schedulerConfigWith(b *testing.B, name string, change func(map[string]any)) string {
 	raw, err := os.ReadFile("../../config/scheduler-config.yaml")
 	if err != nil {
 		b.Fatal(err)
@@ -189,16 +209,7 @@ func overheadConfig(b *testing.B, withPlugin bool) string {
 	if err := yaml.Unmarshal(raw, &config); err != nil {
 		b.Fatal(err)
 	}
-	config["clientConnection"] = map[string]any{"qps": 10000, "burst": 10000}
-	name := "stevedore.yaml"
-	if !withPlugin {
-		name = "plain.yaml"
-		for _, p := range config["profiles"].([]any) {
-			profile := p.(map[string]any)
-			delete(profile, "plugins")
-			delete(profile, "pluginConfig")
-		}
-	}
+	change(config)
 	out, err := yaml.Marshal(config)
 	if err != nil {
 		b.Fatal(err)

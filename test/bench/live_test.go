@@ -1,0 +1,509 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// BenchmarkBesideKarpenterLive1000, 3000 and 5000 scale a workload out from nothing, once with Stevedore (the
+// scheduler binary with its production profile) and once with Karpenter's own controller (its kwok cloud provider)
+// beside kube-scheduler (the same binary with the Stevedore plugins taken out of its profile, and the same client
+// rate limits), each in a fresh sandbox on this machine, alternating which goes first, for
+// $STEVEDORE_LIVE_ROUNDS rounds (default 3). The workload is what a user scales: two Deployments of pods
+// requesting 700m and 1Gi, a tenth of them spread over zones (maxSkew 1), on 4-vCPU on-demand amd64 types,
+// launches instant on both sides. Each run reports the time from the Deployments' creation until every pod is
+// Running, the part of it after the last pod was created, the nodes launched and the CPU seconds of the
+// autoscaling processes (Stevedore's scheduler; Karpenter and kube-scheduler together); the summary gives the
+// medians and ranges.
+//
+// It needs $KARPENTER_KWOK_BIN (Karpenter's kwok provider, built from sigs.k8s.io/karpenter/kwok) and
+// $KARPENTER_CRDS (the folder of its CRDs, kwok/charts/crds of the same checkout); hack/bench-karpenter-live.sh
+// builds both in a scratch folder. Without them it is skipped.
+func BenchmarkBesideKarpenterLive1000(b *testing.B) { besideKarpenterLive(b, 1000) }
+func BenchmarkBesideKarpenterLive3000(b *testing.B) { besideKarpenterLive(b, 3000) }
+func BenchmarkBesideKarpenterLive5000(b *testing.B) { besideKarpenterLive(b, 5000) }
+
+// liveRun is one side's figures in one round.
+type liveRun struct {
+	total, afterCreated time.Duration
+	nodes               int
+	cpuSeconds          float64
+}
+
+func besideKarpenterLive(b *testing.B, n int32) {
+	karpenterBin, crds := os.Getenv("KARPENTER_KWOK_BIN"), os.Getenv("KARPENTER_CRDS")
+	if karpenterBin == "" || crds == "" {
+		b.Skip("KARPENTER_KWOK_BIN and KARPENTER_CRDS are not set (hack/bench-karpenter-live.sh sets them)")
+	}
+	rounds := 3
+	if v := os.Getenv("STEVEDORE_LIVE_ROUNDS"); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 1 {
+			b.Fatalf("STEVEDORE_LIVE_ROUNDS=%q: not a positive number", v)
+		}
+		rounds = r
+	}
+	bin := schedulerBinary(b)
+	runs := map[string][]liveRun{}
+	side := func(name string, round int, run func(*testing.B) liveRun) {
+		b.Run(fmt.Sprintf("round%d-%s", round, name), func(b *testing.B) {
+			r := run(b)
+			runs[name] = append(runs[name], r)
+			b.ReportMetric(r.total.Seconds(), "s-until-all-running")
+			b.ReportMetric(r.afterCreated.Seconds(), "s-last-created-to-all-running")
+			b.ReportMetric(float64(r.nodes), "nodes")
+			b.ReportMetric(r.cpuSeconds, "autoscaler-CPU-s")
+		})
+	}
+	stevedore := func(b *testing.B) liveRun { return liveStevedore(b, bin, n) }
+	karpenter := func(b *testing.B) liveRun { return liveKarpenter(b, bin, karpenterBin, crds, n) }
+	for r := 1; r <= rounds; r++ {
+		if r%2 == 1 {
+			side("stevedore", r, stevedore)
+			side("karpenter", r, karpenter)
+		} else {
+			side("karpenter", r, karpenter)
+			side("stevedore", r, stevedore)
+		}
+	}
+	if len(runs["stevedore"]) != rounds || len(runs["karpenter"]) != rounds {
+		return // a round failed and said why
+	}
+	b.Run("summary", func(b *testing.B) {
+		s, k := runs["stevedore"], runs["karpenter"]
+		total := func(r liveRun) float64 { return r.total.Seconds() }
+		after := func(r liveRun) float64 { return r.afterCreated.Seconds() }
+		b.ReportMetric(median(s, total), "stevedore-s-until-all-running")
+		b.ReportMetric(median(k, total), "karpenter-s-until-all-running")
+		b.ReportMetric(median(s, after), "stevedore-s-last-created-to-all-running")
+		b.ReportMetric(median(k, after), "karpenter-s-last-created-to-all-running")
+		ratios := make([]float64, rounds)
+		for i := range ratios {
+			ratios[i] = k[i].total.Seconds() / s[i].total.Seconds()
+		}
+		b.ReportMetric(median(k, total)/median(s, total), "speed-up")
+		b.ReportMetric(slices.Min(ratios), "speed-up-min")
+		b.ReportMetric(slices.Max(ratios), "speed-up-max")
+		b.ReportMetric(median(s, func(r liveRun) float64 { return float64(r.nodes) }), "stevedore-nodes")
+		b.ReportMetric(median(k, func(r liveRun) float64 { return float64(r.nodes) }), "karpenter-nodes")
+		b.ReportMetric(median(s, func(r liveRun) float64 { return r.cpuSeconds }), "stevedore-CPU-s")
+		b.ReportMetric(median(k, func(r liveRun) float64 { return r.cpuSeconds }), "karpenter-CPU-s")
+		b.Logf("per round, Stevedore then Karpenter, s until all Running: %s", roundsOf(s, k))
+	})
+}
+
+func median(runs []liveRun, of func(liveRun) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = of(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func roundsOf(s, k []liveRun) string {
+	out := ""
+	for i := range s {
+		out += fmt.Sprintf("[%.1f %.1f] ", s[i].total.Seconds(), k[i].total.Seconds())
+	}
+	return out
+}
+
+// liveDeployments are the workload: n pods of 700m and 1Gi in two Deployments, the second (a tenth of the pods)
+// spread over zones.
+func liveDeployments(ns, schedulerName string, n int32) []*appsv1.Deployment {
+	deployment := func(name string, replicas int32, spread bool) *appsv1.Deployment {
+		labels := map[string]string{"app": name}
+		spec := corev1.PodSpec{
+			SchedulerName:                 schedulerName,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("700m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
+		}
+		if spread {
+			spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone,
+				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}}
+		}
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+		}
+	}
+	spread := n / 10
+	return []*appsv1.Deployment{deployment("burst", n-spread, false), deployment("burst-spread", spread, true)}
+}
+
+// liveStevedore is one Stevedore run: a NodePool of 4-vCPU on-demand amd64 types, the scheduler binary with the
+// production configuration.
+func liveStevedore(b *testing.B, bin string, n int32) liveRun {
+	sb := startSandbox(b, false)
+	pid, _, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
+	harness.NodeClass(b, sb)
+	np := harness.NewNodePool("live", "live", func(np *stevedorev1.NodePool) {
+		np.Spec.Template.Spec.Taints = nil
+		np.Spec.Disruption.ConsolidateAfter = stevedorev1.NeverDuration()
+		np.Spec.Template.Spec.Requirements = []stevedorev1.NodeSelectorRequirementWithMinValues{
+			{Key: stevedorev1.LabelInstanceCPU, Operator: "In", Values: []string{"4"}},
+			{Key: stevedorev1.LabelCapacityType, Operator: "In", Values: []string{stevedorev1.CapacityTypeOnDemand}},
+			{Key: corev1.LabelArchStable, Operator: "In", Values: []string{"amd64"}},
+		}
+	})
+	if _, err := sb.Stevedore.StevedoreV1().NodePools().Create(context.Background(), np, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: stevedorev1.SchemeGroupVersion.Group, Version: "v1", Resource: "nodepools"}, np.Name)
+	r := runWorkload(b, sb, harness.StevedoreSchedulerName, n)
+	r.nodes = len(harness.LiveNodeClaimsOf(b, sb, "live"))
+	_, r.cpuSeconds = procStats(b, pid)
+	return r
+}
+
+// karpenterObjects are the NodePool and KWOKNodeClass of the Karpenter run, as its kwok provider's README writes
+// them, restricted to the same kind of types as Stevedore's run.
+const karpenterObjects = `
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+spec: {}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: live}
+spec:
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: Never}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+      - {key: karpenter.kwok.sh/instance-cpu, operator: In, values: ["4"]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+      - {key: kubernetes.io/arch, operator: In, values: ["amd64"]}
+      - {key: kubernetes.io/os, operator: In, values: ["linux"]}
+`
+
+// liveKarpenter is one Karpenter run: its CRDs, a NodePool and KWOKNodeClass, its kwok provider and
+// kube-scheduler as processes of their own.
+func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int32) liveRun {
+	ctx := context.Background()
+	sb := startSandbox(b, false)
+	// the sandbox's own default scheduler stands in for the control plane's; here kube-scheduler runs as its own
+	// process, so that its CPU is counted on Karpenter's side, and two schedulers would race to bind the pods
+	if err := sb.StopScheduler(); err != nil {
+		b.Fatal(err)
+	}
+	installCRDFolder(b, sb, crds)
+	dyn, err := dynamic.NewForConfig(sb.RESTConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, doc := range splitYAML(karpenterObjects) {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			b.Fatal(err)
+		}
+		gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+		gvr := gv.WithResource(map[string]string{"KWOKNodeClass": "kwoknodeclasses", "NodePool": "nodepools"}[obj.GetKind()])
+		if _, err := dyn.Resource(gvr).Create(ctx, &obj, metav1.CreateOptions{}); err != nil {
+			b.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	karpenterPID := runKarpenter(b, karpenterBin, karpenterInstanceTypes(b), sb)
+	schedulerPID, _, _ := runScheduler(b, schedulerBin, kubeSchedulerConfig(b), sb)
+	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}, "live")
+	r := runWorkload(b, sb, corev1.DefaultSchedulerName, n)
+	claims, err := dyn.Resource(schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.nodes = len(claims.Items)
+	_, karpenterCPU := procStats(b, karpenterPID)
+	_, schedulerCPU := procStats(b, schedulerPID)
+	r.cpuSeconds = karpenterCPU + schedulerCPU
+	return r
+}
+
+// karpenterInstanceTypes writes the instance types of Karpenter's kwok provider for the run, in its file format:
+// its three 4-vCPU amd64 Linux types (c, s and m: 8, 16 and 32 GiB), priced by its formula, on demand, offered in
+// the zones of the sandbox's catalog, the zones Stevedore's run launches in. With the provider's own zones
+// (test-zone-a to d), a zone spread would count the sandbox's other nodes' zones, where Karpenter cannot launch, and
+// never be satisfied.
+func karpenterInstanceTypes(b *testing.B) string {
+	zoneSet := map[string]bool{}
+	for _, it := range catalog.Default().InstanceTypes {
+		for _, o := range it.Offerings {
+			zoneSet[o.Zone] = true
+		}
+	}
+	zones := slices.Sorted(maps.Keys(zoneSet))
+	type requirement struct {
+		Key      string   `json:"key"`
+		Operator string   `json:"operator"`
+		Values   []string `json:"values"`
+	}
+	type offering struct {
+		Price        float64       `json:"Price"`
+		Available    bool          `json:"Available"`
+		Requirements []requirement `json:"Requirements"`
+	}
+	type instanceType struct {
+		Name             string            `json:"name"`
+		Offerings        []offering        `json:"offerings"`
+		Architecture     string            `json:"architecture"`
+		OperatingSystems []string          `json:"operatingSystems"`
+		Resources        map[string]string `json:"resources"`
+	}
+	var types []instanceType
+	for _, family := range []struct {
+		name      string
+		memoryGiB int64
+	}{{"c", 8}, {"s", 16}, {"m", 32}} {
+		const cpus = 4
+		price := 0.025*cpus + 0.001*float64(family.memoryGiB<<30)/1e9 // the provider's formula: per vCPU and per GB
+		it := instanceType{Name: fmt.Sprintf("%s-%dx-amd64-linux", family.name, cpus), Architecture: "amd64",
+			OperatingSystems: []string{"linux"}, Resources: map[string]string{"cpu": strconv.Itoa(cpus),
+				"memory": fmt.Sprintf("%dGi", family.memoryGiB), "pods": strconv.Itoa(16 * cpus), "ephemeral-storage": "20Gi"}}
+		for _, zone := range zones {
+			it.Offerings = append(it.Offerings, offering{Price: price, Available: true, Requirements: []requirement{
+				{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{"on-demand"}},
+				{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{zone}}}})
+		}
+		types = append(types, it)
+	}
+	raw, err := json.Marshal(types)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "instance-types.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// kubeSchedulerConfig is the production configuration with the Stevedore plugins taken out and the default
+// scheduler's name: kube-scheduler as Karpenter's users run it, with the same client rate limits as Stevedore's.
+func kubeSchedulerConfig(b *testing.B) string {
+	return schedulerConfigWith(b, "kube-scheduler.yaml", func(config map[string]any) {
+		config["leaderElection"] = map[string]any{"leaderElect": true, "resourceName": "kube-scheduler", "resourceNamespace": "kube-system"}
+		config["profiles"] = []any{map[string]any{"schedulerName": corev1.DefaultSchedulerName}}
+	})
+}
+
+// runKarpenter starts Karpenter's kwok provider against the sandbox, out of cluster (its kubeconfig from
+// $KUBECONFIG, no leader election), stopped when the benchmark ends, and returns its pid.
+func runKarpenter(b *testing.B, bin, instanceTypes string, sb *sandbox.Sandbox) int {
+	health := freePort(b)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+sb.Kubeconfig(), "DISABLE_LEADER_ELECTION=true", "LOG_LEVEL=error",
+		"INSTANCE_TYPES_FILE_PATH="+instanceTypes,
+		"METRICS_PORT="+strconv.Itoa(freePort(b)), "HEALTH_PROBE_PORT="+strconv.Itoa(health))
+	logPath := filepath.Join(b.TempDir(), "karpenter.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting Karpenter (%s): %v", bin, err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = logs.Close()
+		if b.Failed() {
+			raw, _ := os.ReadFile(logPath)
+			b.Logf("Karpenter's log:\n%s", lastLines(string(raw), 40))
+		}
+	})
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)) //nolint:gosec,noctx // G107: Karpenter's own probe port on loopback
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		raw, _ := os.ReadFile(logPath)
+		b.Fatalf("Karpenter not ready: %v\n%s", err, lastLines(string(raw), 40))
+	}
+	return cmd.Process.Pid
+}
+
+// installCRDFolder creates every CustomResourceDefinition in the folder's YAML files.
+func installCRDFolder(b *testing.B, sb *sandbox.Sandbox, dir string) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		b.Fatalf("no CRDs in %s (%v)", dir, err)
+	}
+	files := map[string][]byte{}
+	for _, p := range paths {
+		if files[p], err = os.ReadFile(p); err != nil { //nolint:gosec // G304: the benchmark runner's own $KARPENTER_CRDS
+			b.Fatal(err)
+		}
+	}
+	if err := sandbox.InstallCRDs(context.Background(), sb.RESTConfig, files); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitNodePoolReady waits until the NodePool (of either API) has condition Ready True: the autoscaler is up and
+// has read it.
+func waitNodePoolReady(b *testing.B, sb *sandbox.Sandbox, gvr schema.GroupVersionResource, name string) {
+	dyn, err := dynamic.NewForConfig(sb.RESTConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		np, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conditions, _, _ := unstructured.NestedSlice(np.Object, "status", "conditions")
+		for _, c := range conditions {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		b.Fatalf("NodePool %s (%s) not Ready: %v", name, gvr.GroupResource(), err)
+	}
+}
+
+// runWorkload creates the Deployments in a fresh namespace and times them until every pod is Running.
+func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int32) liveRun {
+	ctx := context.Background()
+	ns := harness.Namespace(b, sb)
+	factory := informers.NewSharedInformerFactoryWithOptions(sb.Kube, 0, informers.WithNamespace(ns))
+	podInformer := factory.Core().V1().Pods().Informer()
+	var mu sync.Mutex
+	seen, bound, running := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	var lastCreated, allRunning time.Time
+	observe := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if !seen[pod.Name] {
+			seen[pod.Name] = true
+			if len(seen) == int(n) {
+				lastCreated = now
+			}
+		}
+		if pod.Spec.NodeName != "" {
+			bound[pod.Name] = true
+		}
+		if pod.Status.Phase == corev1.PodRunning && !running[pod.Name] {
+			running[pod.Name] = true
+			if len(running) == int(n) {
+				allRunning = now
+			}
+		}
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe,
+		UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
+		b.Fatal(err)
+	}
+	// the cluster's nodes, for the progress the run logs every 10 s
+	nodeFactory := informers.NewSharedInformerFactory(sb.Kube, 0)
+	nodes := nodeFactory.Core().V1().Nodes().Lister()
+	stop := make(chan struct{})
+	defer func() { close(stop); factory.Shutdown(); nodeFactory.Shutdown() }()
+	factory.Start(stop)
+	nodeFactory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	nodeFactory.WaitForCacheSync(stop)
+	var progress []string
+	sample := func(at time.Duration) {
+		all, _ := nodes.List(labels.Everything())
+		ready := 0
+		for _, node := range all {
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		progress = append(progress, fmt.Sprintf("%.0fs %d/%d/%d %d/%d", at.Seconds(), len(seen), len(bound), len(running), ready, len(all)))
+	}
+	b.ResetTimer()
+	start := time.Now()
+	next := 10 * time.Second
+	for _, d := range liveDeployments(ns, schedulerName, n) {
+		if _, err := sb.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if at := time.Since(start); at >= next {
+			sample(at)
+			next += 10 * time.Second
+		}
+		return !allRunning.IsZero(), nil
+	})
+	b.StopTimer()
+	mu.Lock()
+	defer mu.Unlock()
+	b.Logf("every 10 s: pods created/bound/Running, nodes Ready/all: %s", strings.Join(progress, "; "))
+	if err != nil {
+		b.Fatalf("waiting for %d pods Running: %d created, %d Running: %v", n, len(seen), len(running), err)
+	}
+	return liveRun{total: allRunning.Sub(start), afterCreated: allRunning.Sub(lastCreated)}
+}
+
+// splitYAML splits a multi-document YAML string.
+func splitYAML(s string) []string {
+	var docs []string
+	for _, d := range strings.Split(s, "\n---\n") {
+		if strings.TrimSpace(d) != "" {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
