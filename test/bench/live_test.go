@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -267,13 +266,7 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 // (test-zone-a to d), a zone spread would count the sandbox's other nodes' zones, where Karpenter cannot launch, and
 // never be satisfied.
 func karpenterInstanceTypes(b *testing.B) string {
-	zoneSet := map[string]bool{}
-	for _, it := range catalog.Default().InstanceTypes {
-		for _, o := range it.Offerings {
-			zoneSet[o.Zone] = true
-		}
-	}
-	zones := slices.Sorted(maps.Keys(zoneSet))
+	zones := catalog.Default().Zones()
 	type requirement struct {
 		Key      string   `json:"key"`
 		Operator string   `json:"operator"`

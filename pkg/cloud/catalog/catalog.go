@@ -15,8 +15,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -265,6 +267,17 @@ func (a *Accelerators) validate(where string) error {
 		return fmt.Errorf("%s: memoryMiB and coresPerDevice must not be negative", where)
 	}
 	return nil
+}
+
+// Zones returns the availability zones the catalog offers any instance type in, sorted.
+func (f *File) Zones() []string {
+	zones := map[string]bool{}
+	for _, it := range f.InstanceTypes {
+		for _, o := range it.Offerings {
+			zones[o.Zone] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(zones))
 }
 
 // Pricer returns a function that prices an offering of the catalog per hour (0 when the catalog does not offer

@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package catalog
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,4 +105,24 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestZonesAreEveryOfferedZoneOnceInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file File
+		want []string
+	}{
+		{name: "empty", file: File{}, want: []string{}},
+		{name: "shared and repeated zones, unsorted", file: File{InstanceTypes: []InstanceType{
+			{Name: "m5.large", Offerings: []Offering{{Zone: "us-east-1b"}, {Zone: "us-east-1a"}, {Zone: "us-east-1b", CapacityType: "spot"}}},
+			{Name: "c5.large", Offerings: []Offering{{Zone: "us-east-1c"}, {Zone: "us-east-1a"}}},
+		}}, want: []string{"us-east-1a", "us-east-1b", "us-east-1c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.file.Zones(); !slices.Equal(got, tc.want) {
+				t.Errorf("Zones() = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -97,13 +97,7 @@ func Start(opts Options) (*Emulator, error) {
 		clusterName: opts.ClusterName,
 	}
 	e.SQS.baseURL = e.url
-	zones := map[string]bool{}
-	for _, it := range opts.Catalog.InstanceTypes {
-		for _, o := range it.Offerings {
-			zones[o.Zone] = true
-		}
-	}
-	e.EC2.seedNetwork(opts.ClusterName, sortedKeys(zones))
+	e.EC2.seedNetwork(opts.ClusterName, opts.Catalog.Zones())
 	e.EC2.iam = e.IAM
 	e.IAM.AddRole("KarpenterNodeRole-" + opts.ClusterName)
 	for _, k8s := range opts.KubernetesVersions {
