@@ -11,8 +11,8 @@ package deletioncost
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +61,11 @@ type Options struct {
 // Controller keeps the deletion costs of the pods on Stevedore's nodes in the order consolidation removes nodes.
 type Controller struct {
 	opts Options
+
+	mu sync.Mutex
+	// seen is each node's cost at the last pass: a node's pods are patched once its cost held for a whole
+	// interval, so that a node filling up in a burst has its pods patched once, not at every pass.
+	seen map[string]int
 }
 
 // New returns a controller.
@@ -68,7 +73,7 @@ func New(opts Options) *Controller {
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
-	return &Controller{opts: opts}
+	return &Controller{opts: opts, seen: map[string]int{}}
 }
 
 // Run reconciles every Interval until ctx ends.
@@ -93,26 +98,29 @@ type rankedNode struct {
 	requested float64 // requested CPU share of the allocatable
 }
 
-// rank orders nodes the way consolidation removes them: those being disrupted first, then the fewest
-// reschedulable pods, the least requested CPU, and by name; static NodePools' nodes last.
-func rank(nodes []rankedNode) {
-	sort.SliceStable(nodes, func(i, j int) bool {
-		a, b := nodes[i], nodes[j]
-		switch {
-		case a.leaving != b.leaving:
-			return a.leaving
-		case a.static != b.static:
-			return !a.static
-		case a.pods != b.pods:
-			return a.pods < b.pods
-		case a.requested != b.requested:
-			return a.requested < b.requested
-		}
-		return a.name < b.name
-	})
+// Costs: a node's cost depends on the node alone, so that a change on one node re-patches only its own pods.
+const (
+	leavingCost = 0
+	// staticCost is above every other node's (maxPods*1000 + 999 + 1).
+	staticCost = 1 << 20
+	maxPods    = 999
+)
+
+// cost orders nodes the way consolidation removes them: those being disrupted first, then the fewest
+// reschedulable pods, then the least requested CPU (in thousandths); static NodePools' nodes last. Nodes alike
+// cost the same: the ReplicaSet controller breaks the tie, and either node empties.
+func (n rankedNode) cost() int {
+	switch {
+	case n.leaving:
+		return leavingCost
+	case n.static:
+		return staticCost
+	}
+	return 1 + min(n.pods, maxPods)*1000 + min(999, int(n.requested*1000))
 }
 
-// Reconcile ranks the nodes and patches the pods whose cost changed. It returns how many pods it patched.
+// Reconcile costs the nodes and patches the pods whose cost changed on nodes whose cost held since the last
+// pass. It returns how many pods it patched.
 func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 	claims, err := c.opts.NodeClaims.List(labels.Everything())
 	if err != nil {
@@ -128,12 +136,28 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-	nodes := c.rankedNodes(claims, byNode)
-	rank(nodes)
-	return c.apply(ctx, costPatches(nodes, byNode))
+	return c.apply(ctx, costPatches(c.settled(c.rankedNodes(claims, byNode)), byNode))
 }
 
-// rankedNodes describes, for ranking, the initialized nodes of NodeClaims and the pods on them.
+// settled returns the nodes whose cost is the one they had at the last pass, and remembers this pass's costs.
+func (c *Controller) settled(nodes []rankedNode) []rankedNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := make(map[string]int, len(nodes))
+	var out []rankedNode
+	for _, n := range nodes {
+		cost := n.cost()
+		now[n.name] = cost
+		if prev, ok := c.seen[n.name]; ok && prev == cost {
+			out = append(out, n)
+		}
+	}
+	c.seen = now
+	return out
+}
+
+// rankedNodes describes, for costing, the initialized nodes of NodeClaims and the pods on them. The nodes of a
+// NodePool with consolidation off are left out: no node of theirs is removed for being emptied.
 func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[string][]*corev1.Pod) []rankedNode {
 	var nodes []rankedNode
 	for _, cl := range claims {
@@ -144,10 +168,16 @@ func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[str
 		if err != nil {
 			continue
 		}
-		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]),
+		np, err := c.opts.NodePools.Get(cl.Labels[stevedorev1.LabelNodePool])
+		if err != nil {
+			continue
+		}
+		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]), static: np.Spec.Replicas != nil,
 			leaving: cl.DeletionTimestamp != nil || node.DeletionTimestamp != nil || cl.Status.DisruptionReason != ""}
-		if np, err := c.opts.NodePools.Get(cl.Labels[stevedorev1.LabelNodePool]); err == nil && np.Spec.Replicas != nil {
-			rn.static = true
+		if !rn.static && !rn.leaving {
+			if after := np.Spec.Disruption.ConsolidateAfter; after == nil || after.IsNever() {
+				continue
+			}
 		}
 		if alloc := node.Status.Allocatable.Cpu().MilliValue(); alloc > 0 {
 			var req int64
@@ -169,12 +199,12 @@ type costPatch struct {
 	cost string
 }
 
-// costPatches are the ReplicaSet pods whose deletion cost is not their node's rank yet (a cost the user set is
-// left alone), in rank order.
+// costPatches are the ReplicaSet pods whose deletion cost is not their node's yet (a cost the user set is left
+// alone), in the nodes' order.
 func costPatches(nodes []rankedNode, byNode map[string][]*corev1.Pod) []costPatch {
 	var patches []costPatch
-	for i, n := range nodes {
-		cost := strconv.Itoa(i + 1)
+	for _, n := range nodes {
+		cost := strconv.Itoa(n.cost())
 		for _, p := range byNode[n.name] {
 			if !ownedByReplicaSet(p) {
 				continue

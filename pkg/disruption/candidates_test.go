@@ -533,4 +533,10 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 	if got := drain(h); len(got) != 0 {
 		t.Errorf("events after a restart = %q, want none", got)
 	}
+
+	// consolidation off is the NodePool's setting: the condition says so, no event on each of its nodes
+	h = newHarness(t, harnessConfig{}, objects(pool().Consolidation(stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil),
+		node("a", "m5.large"), pinned("local", "a"))...)
+	pass(t, h)
+	expect(t, h, 0, "", RetainConsolidationOff)
 }

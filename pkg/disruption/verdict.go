@@ -47,6 +47,12 @@ func (v *verdict) passing() bool {
 	return false
 }
 
+// poolWide reports whether the verdict is a setting of the node's NodePool rather than news about the node: it
+// is recorded in the NodeClaim's condition, without an event on each of the NodePool's nodes (hundreds in a burst).
+func (v *verdict) poolWide() bool {
+	return v.reason == RetainConsolidationOff
+}
+
 // blocks reports whether the verdict blocks every voluntary disruption, not only consolidation.
 func (v *verdict) blocks() bool {
 	return v.reason == RetainDoNotDisrupt || v.reason == RetainPodDisruptionBudget
@@ -134,14 +140,17 @@ func (c *Controller) changedVerdict(cand *Candidate, why *verdict) bool {
 	return had || !recorded(cand.NodeClaim, why)
 }
 
-// reportVerdict records a verdict: an event on the node and its NodeClaim, and the NodeClaim's condition.
+// reportVerdict records a verdict: an event on the node and its NodeClaim (none for a poolWide one), and the
+// NodeClaim's condition.
 func (c *Controller) reportVerdict(ctx context.Context, cand *Candidate, why *verdict) {
 	eventReason := ReasonUnconsolidatable
 	prefix := "consolidation leaves the node: "
 	if why.blocks() {
 		eventReason, prefix = ReasonDisruptionBlocked, "voluntary disruption leaves the node alone: "
 	}
-	c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
+	if !why.poolWide() {
+		c.w.eventFor(cand, corev1.EventTypeNormal, eventReason, string(why.reason), prefix+why.message)
+	}
 	if err := c.w.setCondition(ctx, cand.NodeClaim.Name, stevedorev1.ConditionConsolidatable, metav1.ConditionFalse, string(why.reason), why.message); err != nil {
 		klog.FromContext(ctx).V(2).Info("Recording why the node stays failed", "nodeclaim", cand.NodeClaim.Name, "err", err)
 	}

@@ -63,8 +63,10 @@ func TestScaleInDeletesThePodsOfTheNodesConsolidationRemovesFirst(t *testing.T) 
 			deleted = append(deleted, c)
 		}
 	}
+	// nodes alike cost the same (the ReplicaSet controller breaks the tie, and either node empties): a pod deleted
+	// must not cost more than one kept
 	for _, c := range deleted {
-		if c >= lowestKept {
+		if c > lowestKept {
 			t.Errorf("the ReplicaSet deleted a pod of cost %d and kept one of cost %d: scale-in was not steered (costs %v)", c, lowestKept, costs)
 		}
 	}
