@@ -55,6 +55,13 @@ func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim
 	// a node that has registered already brings no Node event for these pods: wake them (those not nominated
 	// too: they were planned there, and the scheduler places them by its own rules)
 	if _, err := p.opts.Nodes.Get(node); err == nil {
+		if claim.IsInitialized() {
+			uids := make([]types.UID, 0, len(pods))
+			for _, pod := range pods {
+				uids = append(uids, pod.UID)
+			}
+			p.readyFirst.add(uids)
+		}
 		p.wake(ctx, WakePlannedOnExistingNode, pods)
 	}
 }

@@ -79,6 +79,8 @@ type Provisioner struct {
 	batcher *Batcher
 
 	simMu sync.Mutex // the simulator is not safe for concurrent use
+	// readyFirst: the pods whose planned node is ready, for the scheduling queue's order (a lock of its own).
+	readyFirst readyFirst
 	// warm returns the warm pods (capacity buffers); guarded by mu.
 	warm func() []*corev1.Pod
 
@@ -298,6 +300,7 @@ func (p *Provisioner) forgetPod(uid types.UID) string {
 	delete(p.refusedAt, uid)
 	delete(p.refusedWhy, uid)
 	delete(p.parkedWokenAt, uid)
+	p.readyFirst.remove(uid)
 	return claim
 }
 

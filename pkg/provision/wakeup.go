@@ -164,14 +164,20 @@ func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UI
 	return out
 }
 
-// ClaimInitialized records that a NodeClaim's node finished initializing and wakes the pods it refused.
+// ClaimInitialized records that a NodeClaim's node finished initializing, puts the pods planned there first in the
+// scheduling queue (readyFirst) and wakes the pods it refused.
 func (p *Provisioner) ClaimInitialized(ctx context.Context, claim string) {
 	p.mu.Lock()
 	if _, ok := p.readyAt[claim]; !ok {
 		p.readyAt[claim] = p.opts.Clock.Now()
 	}
 	refused := p.takeRefusedLocked(claim)
+	planned := make([]types.UID, 0, len(p.assigned[claim]))
+	for uid := range p.assigned[claim] {
+		planned = append(planned, uid)
+	}
 	p.mu.Unlock()
+	p.readyFirst.add(planned)
 	p.wake(ctx, WakeNodeInitialized, refused)
 }
 

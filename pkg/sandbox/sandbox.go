@@ -406,7 +406,8 @@ func (s *Sandbox) StartScheduler(ctx context.Context) error {
 func (s *Sandbox) AdmissionMode() string { return s.admission }
 
 // schedulerConfig returns the in-process scheduler's configuration: Stevedore's production profile (when
-// withStevedore, its Provisioner arguments overridden by pluginArgs) and a default-scheduler profile.
+// withStevedore, its Provisioner arguments overridden by pluginArgs) and a default-scheduler profile (with
+// Stevedore's queue sort, which every profile must share).
 func schedulerConfig(withStevedore bool, pluginArgs map[string]any) ([]byte, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(config.SchedulerConfig(), &doc); err != nil {
@@ -434,7 +435,16 @@ func schedulerConfig(withStevedore bool, pluginArgs map[string]any) ([]byte, err
 			}
 		}
 	}
-	doc["profiles"] = append(profiles, map[string]any{"schedulerName": corev1.DefaultSchedulerName})
+	defaultProfile := map[string]any{"schedulerName": corev1.DefaultSchedulerName}
+	if len(profiles) > 0 {
+		// the scheduler requires one queue sort in every profile: the default-scheduler profile takes Stevedore's
+		if first, _ := profiles[0].(map[string]any); first != nil {
+			if plugins, _ := first["plugins"].(map[string]any); plugins != nil && plugins["queueSort"] != nil {
+				defaultProfile["plugins"] = map[string]any{"queueSort": plugins["queueSort"]}
+			}
+		}
+	}
+	doc["profiles"] = append(profiles, defaultProfile)
 	return yaml.Marshal(doc)
 }
 

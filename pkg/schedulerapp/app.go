@@ -151,8 +151,9 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 		return nil, err
 	}
 	leadership := state.NewLeadership()
-	factory := provisioner.NewFactory(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
-	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory))
+	factory, queueSort := provisioner.NewFactories(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
+	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory),
+		schedapp.WithPlugin(provisioner.QueueSortName, queueSort))
 	cleanup()
 	if err != nil {
 		return nil, err

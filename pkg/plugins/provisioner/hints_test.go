@@ -6,13 +6,18 @@ package provisioner
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	testingclock "k8s.io/utils/clock/testing"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -95,5 +100,53 @@ func TestTheSchedulingQueueRetriesHeldPodsOnlyOnEventsThatMayHelp(t *testing.T) 
 				t.Errorf("after the event the pod is parked: %v, want retried: %v", parked, tc.retried)
 			}
 		})
+	}
+}
+
+// readyBackend answers NodeReadyFor from a set; the rest of Backend is not used by the queue's order.
+type readyBackend struct {
+	Backend
+	ready sets.Set[types.UID]
+}
+
+func (b readyBackend) NodeReadyFor(uid types.UID) bool { return b.ready.Has(uid) }
+
+// TestTheQueueTakesPodsWhoseNodeIsReadyBeforePodsNotTriedYet fills kube-scheduler's real scheduling queue, ordered
+// by ReadyNodeFirst, and pops it: priority first, then the pods planned on a ready node, then arrival.
+func TestTheQueueTakesPodsWhoseNodeIsReadyBeforePodsNotTriedYet(t *testing.T) {
+	schedmetrics.Register()
+	ctx := t.Context()
+	logger := klog.FromContext(ctx)
+	clk := testingclock.NewFakeClock(time.Now())
+	ready := test.Pod("ready").Pending().Obj()
+	ready.UID = "ready-uid"
+	later := test.Pod("ready-later").Pending().Obj()
+	later.UID = "ready-later-uid"
+	plugin := &ReadyNodeFirst{shared: &Shared{prov: readyBackend{ready: sets.New(ready.UID, later.UID)}}}
+	q := internalqueue.NewTestQueue(ctx, plugin.Less, internalqueue.WithClock(clk))
+	urgent := test.Pod("urgent").Pending().Priority(10).Obj()
+	for _, pod := range []*corev1.Pod{test.Pod("untried-1").Pending().Obj(), test.Pod("untried-2").Pending().Obj(), ready,
+		test.Pod("planned-not-ready").Pending().Obj(), later, urgent} {
+		q.Add(ctx, pod)
+		clk.Step(time.Second)
+	}
+	var got []string
+	for range 6 {
+		entity, err := q.Pop(logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, entity.(*framework.QueuedPodInfo).Pod.Name)
+	}
+	want := []string{"urgent", "ready", "ready-later", "untried-1", "untried-2", "planned-not-ready"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pop order (-want +got):\n%s", diff)
+	}
+	// without a backend (before it is built) the order is PrioritySort's, and nothing panics
+	info := func(pod *corev1.Pod) *framework.QueuedPodInfo {
+		return &framework.QueuedPodInfo{PodInfo: &framework.PodInfo{Pod: pod}}
+	}
+	if (&ReadyNodeFirst{}).Less(info(later), info(test.Pod("x").Pending().Obj())) {
+		t.Error("Less without a backend put a pod first for its node")
 	}
 }

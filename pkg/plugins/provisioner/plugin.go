@@ -4,7 +4,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 // Package provisioner adapts Stevedore's provisioning to the kube-scheduler framework. It is thin: the plugin
 // receives the pods no node fits (PostFilter), keeps the in-flight capacity accounting exact (Reserve,
-// Unreserve) and holds pods bound for nodes that are still initializing (Permit); the decisions are made in
+// Unreserve), holds pods bound for nodes that are still initializing (Permit) and puts the pods whose planned node
+// is ready first in the scheduling queue (ReadyNodeFirst, a queue sort); the decisions are made in
 // pkg/provision, which the host hands the plugin as its Backend (Options.Build).
 package provisioner
 
@@ -69,6 +70,8 @@ type Backend interface {
 	NodeMayHelp(pod *v1.Pod, node string) bool
 	// IsNodeInitializing reports whether a node Stevedore launched is still initializing.
 	IsNodeInitializing(node string) bool
+	// NodeReadyFor reports whether the pod is planned on a node Stevedore launched that finished initializing.
+	NodeReadyFor(uid types.UID) bool
 }
 
 // BuildFunc builds the backend once for the process, with the first plugin instance, while the scheduler sets up
@@ -77,6 +80,7 @@ type Backend interface {
 type BuildFunc func(ctx context.Context, h fwk.Handle, args config.ProvisionerArgs, onInitialized func(node string)) (Backend, error)
 
 var (
+	_ fwk.QueueSortPlugin   = &ReadyNodeFirst{}
 	_ fwk.PreFilterPlugin   = &Provisioner{}
 	_ fwk.FilterPlugin      = &Provisioner{}
 	_ fwk.PostFilterPlugin  = &Provisioner{}
@@ -95,16 +99,16 @@ type Options struct {
 	Build BuildFunc
 }
 
-// NewFactory returns the plugin factory to register with the scheduler. All plugin instances it makes share one
-// Shared.
-func NewFactory(opts Options) frameworkruntime.PluginFactory {
+// NewFactories returns the factories of the two plugins to register with the scheduler: the Provisioner and its
+// queue sort, ReadyNodeFirst. All the instances they make share one Shared.
+func NewFactories(opts Options) (prov, queueSort frameworkruntime.PluginFactory) {
 	if opts.Env == nil {
 		opts.Env = os.Getenv
 	}
 	// The scheduler's event recorder resolves references through client-go's scheme; NodeClaim events need it.
 	utilruntime.Must(stevedorev1.AddToScheme(clientgoscheme.Scheme))
 	shared := &Shared{opts: opts, waiting: map[types.UID]waitingPod{}}
-	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	prov = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, err := config.Decode(obj, opts.Env)
 		if err != nil {
 			return nil, err
@@ -117,10 +121,50 @@ func NewFactory(opts Options) frameworkruntime.PluginFactory {
 		}
 		return &Provisioner{handle: h, args: args, shared: shared}, nil
 	}
+	queueSort = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return &ReadyNodeFirst{shared: shared}, nil
+	}
+	return prov, queueSort
 }
 
 // Name returns the plugin's name.
 func (p *Provisioner) Name() string { return Name }
+
+// QueueSortName is the queue sort plugin's name in the scheduler configuration.
+const QueueSortName = "ReadyNodeFirst"
+
+// ReadyNodeFirst is the scheduling queue's order: the default PrioritySort's (higher priority first, then the
+// time each entry joined the queue) with one exception among equal priorities: pods planned on a node Stevedore
+// launched that finished initializing go first. A pod re-joins the queue when its first attempt fails, behind
+// every pod of the burst not tried yet; without this, the nodes launched for a burst of thousands of pods stay
+// empty until the scheduler has tried each pod once. The scheduler requires the same queue sort in every profile:
+// it serves pods of every profile, and knows nothing of their plans unless the Provisioner runs.
+type ReadyNodeFirst struct {
+	shared *Shared
+}
+
+// Name returns the plugin's name.
+func (q *ReadyNodeFirst) Name() string { return QueueSortName }
+
+// Less reports whether entry a goes before entry b.
+func (q *ReadyNodeFirst) Less(a, b fwk.QueuedEntityInfo) bool {
+	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+		return pa > pb
+	}
+	if ra, rb := q.nodeReadyFor(a), q.nodeReadyFor(b); ra != rb {
+		return ra
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// nodeReadyFor reports whether the queue entry is a pod planned on a node that finished initializing.
+func (q *ReadyNodeFirst) nodeReadyFor(e fwk.QueuedEntityInfo) bool {
+	pi, ok := e.(interface{ GetPodInfo() fwk.PodInfo })
+	if !ok || q.shared == nil || q.shared.prov == nil || pi.GetPodInfo() == nil {
+		return false
+	}
+	return q.shared.prov.NodeReadyFor(pi.GetPodInfo().GetPod().UID)
+}
 
 // PostFilter is called for a pod that no existing node fits. The pod is kept on the node launching for it,
 // put on a launching node with room, or batched for the next solve; the scheduler then waits for the node to
