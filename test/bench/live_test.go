@@ -463,6 +463,8 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 		}
 		progress = append(progress, fmt.Sprintf("%.0fs %d/%d/%d %d/%d", at.Seconds(), len(seen), len(bound), len(running), ready, len(all)))
 	}
+	requestsBefore := apiRequests(b)
+	_, sandboxCPUBefore := procStats(b, os.Getpid())
 	b.ResetTimer()
 	start := time.Now()
 	next := 10 * time.Second
@@ -484,6 +486,9 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 	mu.Lock()
 	defer mu.Unlock()
 	b.Logf("every 10 s: pods created/bound/Running, nodes Ready/all: %s", strings.Join(progress, "; "))
+	_, sandboxCPU := procStats(b, os.Getpid())
+	writes, kinds := apiWrites(requestsBefore, apiRequests(b), 8)
+	b.Logf("sandbox CPU %.1f s; API writes: %.0f (%s); events: %s", sandboxCPU-sandboxCPUBefore, writes, kinds, eventsByReason(b, sb, 6))
 	if err != nil {
 		b.Fatalf("waiting for %d pods Running: %d created, %d Running: %v", n, len(seen), len(running), err)
 	}
