@@ -122,7 +122,7 @@ func (p *Provisioner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
 	return byNode
 }
 
-// plannedLive returns the pods planned on a NodeClaim that still exist and are not binding yet. A planned pod that
+// plannedLive returns the pods planned on a NodeClaim that still exist and are neither bound nor binding yet. A planned pod that
 // was deleted (e.g. evicted from a node being replaced) is forgotten: it gives its room to the pod that replaces it.
 func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
 	var out []*corev1.Pod
@@ -132,15 +132,16 @@ func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
 			p.forgetPod(pod.UID)
 			continue
 		}
-		if !p.isBinding(pod.UID) {
+		if cur.Spec.NodeName == "" && !p.isBinding(pod.UID) { // a bound pod counts on its node already
 			out = append(out, pod)
 		}
 	}
 	return out
 }
 
-// clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, replacing the nodes of NodeClaims not
-// yet initialized (and adding those not yet registered) by the node they will be, with the pods planned on them.
+// clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, with the pods planned on the nodes of
+// initialized NodeClaims that are not bound yet, replacing the nodes of NodeClaims not yet initialized (and adding
+// those not yet registered) by the node they will be, with the pods planned on them.
 func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
 	nodes, err := p.opts.Nodes.List(labels.Everything())
 	if err != nil {
@@ -153,8 +154,15 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	byNode := p.podsByNode(pods)
 	p.adoptNominations(ctx, pods, claims)
 	inflightNodes := map[string]*stevedorev1.NodeClaim{}
+	readyClaims := map[string]string{} // node -> NodeClaim, for the initialized ones
 	for _, c := range claims {
-		if c.DeletionTimestamp != nil || c.IsInitialized() {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		if c.IsInitialized() {
+			if c.Status.NodeName != "" {
+				readyClaims[c.Status.NodeName] = c.Name
+			}
 			continue
 		}
 		inflightNodes[nodeclaim.Node(c, its, p.opts.Region).Name] = c
@@ -165,7 +173,13 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 		if _, inflight := inflightNodes[n.Name]; inflight {
 			continue
 		}
-		snap.AddNode(n, byNode[n.Name]...)
+		placed := byNode[n.Name]
+		if claim, ok := readyClaims[n.Name]; ok {
+			// the pods planned on a ready node and not bound yet (in a burst, waiting their turn in the queue)
+			// hold its room and count in its spread domains, as on a node still coming
+			placed = append(append([]*corev1.Pod(nil), placed...), p.plannedLive(claim)...)
+		}
+		snap.AddNode(n, placed...)
 	}
 	var inflight []solver.InFlightNode
 	claimByNode := map[string]*stevedorev1.NodeClaim{}

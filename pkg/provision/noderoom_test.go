@@ -354,3 +354,37 @@ func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
 		check(step)
 	}
 }
+
+// TestTheSnapshotCountsPodsPlannedOnReadyNodes: the next solve sees, on a node that finished initializing, the
+// pods planned there that are not bound yet (their room and their spread domains are taken), besides the bound
+// ones; a planned pod that bound meanwhile counts once.
+func TestTheSnapshotCountsPodsPlannedOnReadyNodes(t *testing.T) {
+	up := test.NodeClaim("c-up", "default").Obj()
+	up.Status.NodeName = "up"
+	up.Status.Conditions = []metav1.Condition{{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue}}
+	node := test.Node("up").Allocatable("cpu", "4", "memory", "16Gi", "pods", "29").Obj()
+	waiting := test.Pod("waiting").Pending().Req("cpu", "1").Obj()
+	boundSince := test.Pod("bound-since").Node("up").Req("cpu", "1").Obj()
+	other := test.Pod("other").Node("up").Req("cpu", "500m").Obj()
+	h := newHarness(t, up, node, waiting, boundSince, other)
+	h.prov.assign(context.Background(), "c-up", []*corev1.Pod{waiting, boundSince})
+	snap, inflight, _, err := h.prov.clusterSnapshot(context.Background(), []*stevedorev1.NodeClaim{up}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inflight) != 0 {
+		t.Errorf("in-flight nodes %v, want none: the node is ready", inflight)
+	}
+	ni := snap.NodeInfo("up")
+	if ni == nil {
+		t.Fatal("the ready node is not in the snapshot")
+	}
+	var got []string
+	for _, pi := range ni.GetPods() {
+		got = append(got, pi.GetPod().Name)
+	}
+	slices.Sort(got)
+	if want := []string{"bound-since", "other", "waiting"}; !slices.Equal(got, want) {
+		t.Errorf("pods on the ready node in the snapshot %v, want %v", got, want)
+	}
+}
