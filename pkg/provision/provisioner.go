@@ -111,9 +111,10 @@ type Provisioner struct {
 	plannedAt map[types.UID]time.Time
 	readyAt   map[string]time.Time
 	// refused holds, by NodeClaim, the pods its node refused in their last scheduling attempt (refusedOn);
-	// refusedAt when a pod's own planned node last refused it.
-	refused   map[string]map[types.UID]*corev1.Pod
-	refusedAt map[types.UID]time.Time
+	// refusedAt when a pod's own planned node last refused it, refusedSince when it first did.
+	refused      map[string]map[types.UID]*corev1.Pod
+	refusedAt    map[types.UID]time.Time
+	refusedSince map[types.UID]time.Time
 	// refusedWhy says why a pod's own planned node last refused it; parkedWokenAt when reviewParked last retried it.
 	refusedWhy    map[types.UID]string
 	parkedWokenAt map[types.UID]time.Time
@@ -164,6 +165,7 @@ func New(opts Options) *Provisioner {
 		plannedReq:      map[types.UID]solver.Requests{},
 		refused:         map[string]map[types.UID]*corev1.Pod{},
 		refusedAt:       map[types.UID]time.Time{},
+		refusedSince:    map[types.UID]time.Time{},
 		refusedWhy:      map[types.UID]string{},
 		parkedWokenAt:   map[types.UID]time.Time{},
 	}
@@ -298,6 +300,7 @@ func (p *Provisioner) forgetPod(uid types.UID) string {
 	delete(p.plannedAt, uid)
 	delete(p.plannedReq, uid)
 	delete(p.refusedAt, uid)
+	delete(p.refusedSince, uid)
 	delete(p.refusedWhy, uid)
 	delete(p.parkedWokenAt, uid)
 	p.readyFirst.remove(uid)

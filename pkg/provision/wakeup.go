@@ -86,7 +86,11 @@ func (p *Provisioner) refusedOn(claim string, pod *corev1.Pod, plugin, why strin
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.podClaim[pod.UID] == claim && planBreakers.Has(plugin) {
-		p.refusedAt[pod.UID] = p.opts.Clock.Now()
+		now := p.opts.Clock.Now()
+		p.refusedAt[pod.UID] = now
+		if _, ok := p.refusedSince[pod.UID]; !ok {
+			p.refusedSince[pod.UID] = now
+		}
 		p.refusedWhy[pod.UID] = plugin + ": " + why
 	}
 	set := p.refused[claim]
@@ -220,23 +224,27 @@ func (p *Provisioner) observeReadyWait(claim string, plannedAt time.Time, node s
 }
 
 // replanAfter is how long a pod may wait on the ready node planned for it before it is retried, and planned again
-// if that node still refuses it then: the node can take it no more (its room or its spread taken by pods put there
-// in its stead) or never will for a reason the plan did not see. A pod the node can take binds within moments of
-// its being ready, unless the scheduler is busy: a pod still waiting its turn is retried, not planned again.
+// if that node still refuses it then, replanAfter after it first refused it: the node can take it no more (its
+// room or its spread taken by pods put there in its stead) or never will for a reason the plan did not see. A pod
+// the node can take binds within moments of its being ready, unless the scheduler is busy: a pod still waiting its
+// turn is retried, not planned again. Counting from the first refusal, not from the node being ready, keeps a pod
+// that a busy queue tries late from being planned again for a refusal that passes: a zone spread its siblings
+// planned in the other zones have not balanced yet, which they do as they bind.
 const replanAfter = 30 * time.Second
 
 // parkedPod is a pod planned on a ready node that is neither bound nor being bound, how long it has waited since
 // the later of the node being ready and the plan, and whether its planned node refused it replanAfter or more
-// after that.
+// after the later of the node being ready and its first refusal.
 type parkedPod struct {
-	pod       *corev1.Pod
-	claim     string
-	plannedAt time.Time
-	refusedAt time.Time
-	why       string
-	wokenAt   time.Time
-	wait      time.Duration
-	stale     bool
+	pod          *corev1.Pod
+	claim        string
+	plannedAt    time.Time
+	refusedAt    time.Time
+	refusedSince time.Time
+	why          string
+	wokenAt      time.Time
+	wait         time.Duration
+	stale        bool
 }
 
 // parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
@@ -247,7 +255,7 @@ func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 		for uid, pod := range pods {
 			if _, binding := p.binding[uid]; !binding {
 				all = append(all, parkedPod{pod: pod, claim: claim, plannedAt: p.plannedAt[uid], refusedAt: p.refusedAt[uid],
-					why: p.refusedWhy[uid], wokenAt: p.parkedWokenAt[uid]})
+					refusedSince: p.refusedSince[uid], why: p.refusedWhy[uid], wokenAt: p.parkedWokenAt[uid]})
 			}
 		}
 	}
@@ -266,7 +274,7 @@ func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 			ready = pp.plannedAt
 		}
 		pp.wait = p.opts.Clock.Since(ready)
-		pp.stale = pp.refusedAt.Sub(ready) >= replanAfter
+		pp.stale = pp.refusedAt.Sub(laterOf(ready, pp.refusedSince)) >= replanAfter
 		out = append(out, pp)
 	}
 	return out
@@ -301,4 +309,12 @@ func (p *Provisioner) reviewParked(ctx context.Context) {
 	metrics.PodsParkedOnReadyNodeOldest.Set(oldest.Seconds())
 	p.wake(ctx, WakeStalePlan, stale)
 	p.wake(ctx, WakeParked, retry)
+}
+
+// laterOf returns the later of two times.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -313,3 +313,30 @@ func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 		t.Errorf("active queue %v, want [waiter] (to be planned again)", got)
 	}
 }
+
+// TestAPodTriedLateIsNotPlannedAgainForItsFirstRefusals: in a busy queue, a pod planned on a ready node may be
+// tried first long after the node was ready; a spread refusal then (its siblings in the other zones not bound yet)
+// is not a stale plan until it lasted replanAfter.
+func TestAPodTriedLateIsNotPlannedAgainForItsFirstRefusals(t *testing.T) {
+	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
+	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
+	h := newHarness(t, claim, test.Node("n1").Obj(), waiter)
+	h.prov.assign(h.ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.ClaimInitialized(h.ctx, "c1")
+	for _, step := range []struct {
+		after   time.Duration // since the last step
+		planned string        // the pod's plan after this step's refusal and review
+	}{
+		{replanAfter - time.Second, "c1"}, // first tried, refused
+		{2 * time.Second, "c1"},           // refused again, 2 s after its first refusal
+		{replanAfter / 2, "c1"},
+		{replanAfter / 2, ""}, // refused replanAfter after its first refusal: planned again
+	} {
+		h.clock.Step(step.after)
+		h.prov.refusedOn("c1", waiter, "PodTopologySpread", "node(s) didn't match pod topology spread constraints")
+		h.prov.reviewParked(h.ctx)
+		if got := h.prov.PlannedClaim(waiter.UID); got != step.planned {
+			t.Fatalf("%s after the node was ready: planned on %q, want %q", h.clock.Since(t0), got, step.planned)
+		}
+	}
+}
