@@ -175,7 +175,7 @@ func liveDeployments(ns, schedulerName string, n int32) []*appsv1.Deployment {
 // production configuration.
 func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 	sb := startSandbox(b, false)
-	pid, _, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
+	pid, port, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
 	harness.NodeClass(b, sb)
 	np := harness.NewNodePool("live", "live", func(np *stevedorev1.NodePool) {
 		np.Spec.Template.Spec.Taints = nil
@@ -193,6 +193,7 @@ func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 	r := runWorkload(b, sb, harness.StevedoreSchedulerName, n)
 	r.nodes = len(harness.LiveNodeClaimsOf(b, sb, "live"))
 	_, r.cpuSeconds = procStats(b, pid)
+	b.Logf("wake-ups: %s", schedulerCounters(b, port, "stevedore_pods_woken_total"))
 	return r
 }
 
