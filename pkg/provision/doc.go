@@ -50,8 +50,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //	             | and the pods planned on it are not known yet    |   nominations record                        |
 //	any (planned | its planned node has been ready for replanAfter | (a backstop: a wake-up this table missed;    | Activate, Parked (pending-pod sweep)
 //	on a ready   | and it is still not bound                       |   a pod waiting its turn is left there)     |
-//	node)        | ... and that node refused it after replanAfter  | (the plan no longer holds: its room or its  | Activate, StalePlan: planned again
-//	             |                                                 |   spread taken by pods put there instead)   |
+//	node)        | ... and refused it replanAfter after its first  | (the plan no longer holds: its room or its  | Activate, StalePlan: planned again
+//	             |   refusal, and after replanAfter on the node    |   spread taken by pods put there instead)   |
 //	Permit       | its node is initializing (Wait)                 | the node initializes                        | WaitingPod.Allow (not a queue: the pod
 //	             |                                                 |                                             |   is in its binding cycle)
 //	any          | a bound pod on a Stevedore node held its room   | that pod is deleted                         | hint on AssignedPod Delete
@@ -61,4 +61,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // (another node registering, a pod planned elsewhere binding, a node of another provisioner changing) leave the
 // pod parked: the hints answer QueueSkip and nothing calls Activate. The node hints ask NodeMayHelp: a pod planned
 // on a NodeClaim is requeued by that NodeClaim's node only (by any node of Stevedore's while the NodeClaim has none).
+// Once a pod's planned node has initialized, the queue sort (NodeReadyFor) puts it before the pods of its priority
+// not tried yet.
 package provision
