@@ -174,10 +174,8 @@ func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[str
 		}
 		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]), static: np.Spec.Replicas != nil,
 			leaving: cl.DeletionTimestamp != nil || node.DeletionTimestamp != nil || cl.Status.DisruptionReason != ""}
-		if !rn.static && !rn.leaving {
-			if after := np.Spec.Disruption.ConsolidateAfter; after == nil || after.IsNever() {
-				continue
-			}
+		if !rn.static && !rn.leaving && np.Spec.Disruption.ConsolidationOff() {
+			continue
 		}
 		if alloc := node.Status.Allocatable.Cpu().MilliValue(); alloc > 0 {
 			var req int64

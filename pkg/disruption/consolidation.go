@@ -164,7 +164,7 @@ func (a *activity) unconsolidatable(cand *Candidate, now time.Time) *verdict {
 	if isStatic(cand) {
 		return &verdict{reason: RetainStatic, message: fmt.Sprintf("NodePool %s is static: its nodes are replaced, never consolidated", cand.NodePool.Name)}
 	}
-	if after := cand.NodePool.Spec.Disruption.ConsolidateAfter; after == nil || after.IsNever() {
+	if cand.NodePool.Spec.Disruption.ConsolidationOff() {
 		return &verdict{reason: RetainConsolidationOff, message: fmt.Sprintf("NodePool %s has consolidation off (consolidateAfter: Never)", cand.NodePool.Name)}
 	}
 	if !a.quiet(cand, now) {

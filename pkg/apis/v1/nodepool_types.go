@@ -223,6 +223,12 @@ func (p ConsolidationPolicy) ConsolidatesUnderutilized() bool {
 	return p == ConsolidationPolicyWhenEmptyOrUnderutilized || p == ConsolidationPolicyBalanced
 }
 
+// ConsolidationOff reports whether consolidation removes none of the NodePool's nodes: consolidateAfter is Never
+// (or unset, before normalization).
+func (d *Disruption) ConsolidationOff() bool {
+	return d.ConsolidateAfter == nil || d.ConsolidateAfter.IsNever()
+}
+
 // Disruption configures voluntary disruption of a NodePool's nodes.
 // +kubebuilder:validation:XValidation:message="spec.disruption.budgets: schedule and duration must be set together",rule="!has(self.budgets) || self.budgets.all(b, has(b.schedule) == has(b.duration))"
 type Disruption struct {
