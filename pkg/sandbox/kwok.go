@@ -31,12 +31,47 @@ const (
 	KwokNodeValue      = "fake"
 )
 
+// podReadyAgain is a stage of our own: a running pod whose Ready condition someone else turned off (the
+// node-lifecycle controller does when a node's heartbeat is late, as it can be on a loaded machine) is reported
+// ready again once its node's simulated kubelet handles it, as a real kubelet's status sync does. kwok's own
+// stages only make a Pending pod ready.
+const podReadyAgain = `
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ["True"]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - type: ContainersReady
+        status: "True"
+        lastTransitionTime: {{ $now | Quote }}
+      - type: Ready
+        status: "True"
+        lastTransitionTime: {{ $now | Quote }}
+`
+
 // startKwok runs kwok's simulated kubelets in this process: Nodes annotated kwok.x-k8s.io/node=fake report
 // Ready and renew their Lease, pods bound to them become Running, Job pods complete, deleted pods go away.
 func startKwok(ctx context.Context, kubeconfig string, leaseDuration time.Duration) error {
 	stages := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
-		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+		podfast.DefaultPodReady, podReadyAgain, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
 		var st kwokv1alpha1.Stage
 		if err := yaml.Unmarshal([]byte(raw), &st); err != nil {
 			return fmt.Errorf("kwok stage: %w", err)

@@ -137,6 +137,7 @@ func runBurst(t *testing.T, seed uint64) []podWait {
 					ds.Status.ObservedGeneration, ds.Status.DesiredNumberScheduled, ds.Status.NumberReady)
 			}
 		}
+		dumpDaemonPods(ctx, t, ns)
 		t.Fatalf("seed %d: the burst did not settle within %s (every pod the offline plan places bound, every DaemonSet ready): %v; "+
 			"placeable per Deployment: %v", seed, settleWithin, err, placeable)
 	}
@@ -418,6 +419,43 @@ func isDaemonSetPod(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// dumpDaemonPods logs each DaemonSet pod with its node, phase and readiness, and each node that has none.
+func dumpDaemonPods(ctx context.Context, t *testing.T, ns string) {
+	pods, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !isDaemonSetPod(pod) {
+			continue
+		}
+		ready := "unknown"
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = string(c.Status)
+			}
+		}
+		t.Logf("DaemonSet pod %s on %q: phase %s, ready %s, deleting %v, created %s", pod.Name, pod.Spec.NodeName,
+			pod.Status.Phase, ready, pod.DeletionTimestamp != nil, pod.CreationTimestamp.Format(time.RFC3339))
+	}
+	nodes, err := sb.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, n := range nodes.Items {
+		ready := "unknown"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = string(c.Status)
+			}
+		}
+		t.Logf("node %s: arch %s, ready %s, unschedulable %v, taints %d, annotations %v", n.Name,
+			n.Labels[corev1.LabelArchStable], ready, n.Spec.Unschedulable, len(n.Spec.Taints), n.Annotations)
+	}
 }
 
 // daemonsReady reports whether every DaemonSet of the namespace runs a ready pod on each node it selects.
