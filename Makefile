@@ -95,6 +95,7 @@ verify-generated: generate
 ## unused, unparam, revive, complexity bounds)
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
+	$(BIN)/golangci-lint run --build-tags nosandbox ./cmd/scheduler/
 
 ## catalog: regenerate the embedded instance catalog (pkg/cloud/catalog/default.json) from hack/catalog/data
 catalog:
@@ -131,11 +132,12 @@ $(BIN)/kube/%/kube-apiserver: hack/kube/%/go.mod hack/kube/%/go.sum
 	    -o $(BIN)/kube/$*/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
 ## image: the OCI image (bin/stevedore-image.tar, an OCI image layout archive) for IMAGE_ARCHS, built without a
-## container engine: static binaries cross-compiled per architecture, assembled by hack/image (go-containerregistry)
+## container engine: static binaries cross-compiled per architecture, assembled by hack/image (go-containerregistry);
+## built with -tags nosandbox: the image's scheduler has no `sandbox` command (no etcd, kube-apiserver or kwok in it)
 IMAGE_ARCHS ?= amd64 arm64
 image:
 	set -e; for arch in $(IMAGE_ARCHS); do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -tags nosandbox -ldflags "$(LDFLAGS) -s -w" \
 	    -o $(BIN)/linux-$$arch/scheduler ./cmd/scheduler; \
 	done
 	cd hack/image && $(GO) run . --version $(VERSION) --out $(BIN)/stevedore-image.tar \

@@ -66,9 +66,11 @@ else
 fi
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
-run "scale-out through the real scheduler binary, sandbox --launch-delay 0" env STEVEDORE_BIN="$PWD/bin/scheduler" \
+# the scale-out and the overhead run the scheduler as the image builds it (-tags nosandbox: no sandbox in the binary)
+CGO_ENABLED=0 go build -trimpath -tags nosandbox -o "$dir/scheduler" ./cmd/scheduler
+run "scale-out through the real scheduler binary (the image's build), sandbox --launch-delay 0" env STEVEDORE_BIN="$dir/scheduler" \
   go test -count=1 -run '^$' -bench 'BenchmarkScaleOut(1000|5000|20000)$' -benchtime 1x -timeout 120m ./test/bench/
-run "plugin overhead: plain pods on existing nodes, with and without Stevedore's plugins" env STEVEDORE_BIN="$PWD/bin/scheduler" \
+run "plugin overhead: plain pods on existing nodes, with and without Stevedore's plugins" env STEVEDORE_BIN="$dir/scheduler" \
   go test -count=1 -run '^$' -bench BenchmarkPluginOverhead -benchtime 1x -timeout 30m ./test/bench/
 run "consolidation 1000 -> 700 pods, with pod-deletion-cost steering (default) and without" go test -count=1 -run '^$' \
   -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 90m ./test/bench/

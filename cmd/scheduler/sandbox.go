@@ -1,3 +1,5 @@
+//go:build !nosandbox
+
 /*
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */

@@ -70,13 +70,13 @@ func startSandbox(b *testing.B, withScheduler bool) *sandbox.Sandbox {
 	return sb
 }
 
-// schedulerBinary returns $STEVEDORE_BIN or builds the scheduler.
+// schedulerBinary returns $STEVEDORE_BIN or builds the scheduler as the image has it (-tags nosandbox).
 func schedulerBinary(b *testing.B) string {
 	if p := os.Getenv("STEVEDORE_BIN"); p != "" {
 		return p
 	}
 	out := filepath.Join(b.TempDir(), "scheduler")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/scheduler")
+	cmd := exec.Command("go", "build", "-tags", "nosandbox", "-o", out, "./cmd/scheduler")
 	cmd.Dir = "../.."
 	if raw, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("building the scheduler: %v\n%s", err, raw)
@@ -109,6 +109,26 @@ func profileScheduler(port int) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// heapProfile writes the scheduler's heap profile (in use and allocated since it started) to
+// STEVEDORE_HEAP_PROFILE when that is set, once every pod is bound, for `go tool pprof`.
+func heapProfile(port int) error {
+	path := os.Getenv("STEVEDORE_HEAP_PROFILE")
+	if path == "" {
+		return nil
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", port))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600) //nolint:gosec // G703: the path is the benchmark runner's own $STEVEDORE_HEAP_PROFILE
 }
 
 func scaleOut(b *testing.B, n int) {
@@ -160,6 +180,9 @@ func scaleOut(b *testing.B, n int) {
 	}
 	took := time.Since(start)
 	b.StopTimer()
+	if err := heapProfile(port); err != nil {
+		b.Errorf("heap profile of the scheduler: %v", err)
+	}
 	claims := harness.LiveNodeClaimsOf(b, sb, "scaleout")
 	cost := 0.0
 	for _, c := range claims {
