@@ -544,25 +544,19 @@ func (p *Provisioner) Run(ctx context.Context) {
 	}
 }
 
-// solveBatch plans a batch and creates its NodeClaims.
+// solveBatch plans a batch, with the pods a required pod affinity ties to it, and creates its NodeClaims.
 func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
 	logger := klog.FromContext(ctx)
-	p.mu.Lock()
-	for _, pod := range batch {
-		p.solving[pod.UID] = true
-	}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, pod := range batch {
-			delete(p.solving, pod.UID)
-		}
-	}()
+	p.setSolving(batch, true)
+	defer p.setSolving(batch, false)
 	pods := p.stillPending(batch)
 	if len(pods) == 0 {
 		return nil
 	}
+	pending := len(pods)
+	pods = p.withAffinityPartners(ctx, pods)
+	p.setSolving(pods[pending:], true)
+	defer p.setSolving(pods[pending:], false)
 	start := p.opts.Clock.Now()
 	in, claimByNode, err := p.input(ctx, pods)
 	if err != nil {
@@ -675,6 +669,19 @@ func countPods(m map[string][]*corev1.Pod) int {
 		n += len(ps)
 	}
 	return n
+}
+
+// setSolving marks pods as being solved (or no longer).
+func (p *Provisioner) setSolving(pods []*corev1.Pod, solving bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range pods {
+		if solving {
+			p.solving[pod.UID] = true
+		} else {
+			delete(p.solving, pod.UID)
+		}
+	}
 }
 
 // stillPending keeps the batch's pods that still wait for a node, as the cache has them now.

@@ -1,0 +1,124 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provision
+
+import (
+	"context"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// withAffinityPartners returns the batch with the pending pods of ours that a required pod-affinity term ties to
+// one of its pods, in either direction, and to those in turn: pods the scheduler has not tried yet (it tries a
+// burst's pods one at a time) and that no plan holds. Planned apart, the pod planned first may land where its
+// partner cannot follow (a node of a NodePool whose taint the partner does not tolerate, a zone the partner's
+// node affinity excludes), and the partner stays Pending; planned in one solve, they go where all of them can.
+func (p *Provisioner) withAffinityPartners(ctx context.Context, batch []*corev1.Pod) []*corev1.Pod {
+	all, err := p.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return batch
+	}
+	in := make(map[types.UID]bool, len(batch))
+	for _, pod := range batch {
+		in[pod.UID] = true
+	}
+	var candidates []*corev1.Pod
+	for _, pod := range all {
+		if !in[pod.UID] && p.unplannedPending(pod) {
+			candidates = append(candidates, pod)
+		}
+	}
+	if len(candidates) == 0 || (!anyRequiredAffinity(batch) && !anyRequiredAffinity(candidates)) {
+		return batch
+	}
+	// deterministic: the partners join in namespace/name order, whatever order the lister gave
+	sort.Slice(candidates, func(i, j int) bool {
+		if candidates[i].Namespace != candidates[j].Namespace {
+			return candidates[i].Namespace < candidates[j].Namespace
+		}
+		return candidates[i].Name < candidates[j].Name
+	})
+	out := append(batch[:len(batch):len(batch)], partnersOf(batch, candidates)...)
+	if added := len(out) - len(batch); added > 0 {
+		klog.FromContext(ctx).V(2).Info("Planning pods with the batch that a required pod affinity ties to it", "batch", len(batch), "partners", added)
+	}
+	return out
+}
+
+// partnersOf returns the candidates tied to the pods by a required pod-affinity term, either way, directly or
+// through other candidates, in the order they are found.
+func partnersOf(pods, candidates []*corev1.Pod) []*corev1.Pod {
+	terms := map[types.UID][]fwk.AffinityTerm{}
+	for _, group := range [][]*corev1.Pod{pods, candidates} {
+		for _, pod := range group {
+			if !hasRequiredAffinity(pod) {
+				continue
+			}
+			if pi, err := framework.NewPodInfo(pod); err == nil {
+				terms[pod.UID] = pi.GetRequiredAffinityTerms()
+			}
+		}
+	}
+	joined := map[types.UID]bool{}
+	var out []*corev1.Pod
+	queue := append([]*corev1.Pod(nil), pods...)
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, y := range candidates {
+			if joined[y.UID] || !tied(terms[x.UID], y) && !tied(terms[y.UID], x) {
+				continue
+			}
+			joined[y.UID] = true
+			out = append(out, y)
+			queue = append(queue, y)
+		}
+	}
+	return out
+}
+
+// unplannedPending reports whether a pod is ours, unbound, not gated, not headed to a node and held by no plan.
+func (p *Provisioner) unplannedPending(pod *corev1.Pod) bool {
+	if pod.Spec.SchedulerName != p.opts.SchedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
+		len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, planned := p.podClaim[pod.UID]
+	_, binding := p.binding[pod.UID]
+	return !planned && !binding && !p.solving[pod.UID]
+}
+
+func hasRequiredAffinity(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
+func anyRequiredAffinity(pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		if hasRequiredAffinity(pod) {
+			return true
+		}
+	}
+	return false
+}
+
+// tied reports whether one of the terms selects the pod. A term that selects namespaces by label is not
+// followed (the namespaces' labels are not read here): such partners are planned as they come, as before.
+func tied(terms []fwk.AffinityTerm, pod *corev1.Pod) bool {
+	for i := range terms {
+		if terms[i].Matches(pod, nil) {
+			return true
+		}
+	}
+	return false
+}
