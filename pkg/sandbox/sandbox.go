@@ -158,6 +158,8 @@ func Start(ctx context.Context, opts Options) (_ *Sandbox, err error) {
 			return nil, err
 		}
 		s.ownDir = true
+	} else if err = os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {

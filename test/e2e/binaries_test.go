@@ -85,8 +85,14 @@ func start(t *testing.T, env []string, onLine func(string), name string, args ..
 	}()
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.waited // a killed process: its exit error says so
+			// SIGTERM first, so that the process cleans up after itself; SIGKILL when it does not exit in time.
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.waited:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.waited // a killed process: its exit error says so
+			}
 		}
 		if t.Failed() {
 			p.mu.Lock()
@@ -160,13 +166,14 @@ func eventually(t *testing.T, what string, f func() error) {
 }
 
 // startSandbox runs `scheduler sandbox` without its scheduler, with files in dir and extra flags, waits until it
-// is ready and returns it with its admin kubeconfig and its --env-out file.
+// is ready and returns it with its admin kubeconfig and its --env-out file. The sandbox keeps its etcd under dir
+// too, so that the test's temporary directory takes it away even when the process is killed.
 func startSandbox(t *testing.T, scheduler, dir string, extra ...string) (*process, string, string) {
 	t.Helper()
 	kubeconfig, envFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "env")
 	ready := make(chan string, 1)
 	args := append([]string{"sandbox", "--with-scheduler=false", "--kubeconfig-out", kubeconfig, "--env-out", envFile,
-		"--log-file", filepath.Join(dir, "sandbox.log")}, extra...)
+		"--log-file", filepath.Join(dir, "sandbox.log"), "--dir", filepath.Join(dir, "sandbox")}, extra...)
 	p := start(t, nil, func(line string) {
 		if strings.Contains(line, "sandbox ready") {
 			select {
