@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -128,3 +129,32 @@ func eventsByReason(b *testing.B, sb *sandbox.Sandbox, top int) string {
 	}
 	return largest(counts, top)
 }
+
+// failedSchedulingNotes counts the scheduler's FailedScheduling events by their note, names and numbers replaced, and
+// returns the top most frequent: why attempts failed. The event recorder merges and rate-limits repeated events,
+// so these are counts of events, not of attempts (scheduler_schedule_attempts_total counts those).
+func failedSchedulingNotes(b *testing.B, sb *sandbox.Sandbox, top int) string {
+	list, err := sb.Kube.EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Logf("listing events: %v", err)
+		return ""
+	}
+	counts := map[string]float64{}
+	for _, e := range list.Items {
+		if e.Reason != "FailedScheduling" {
+			continue
+		}
+		n := float64(1)
+		if e.Series != nil {
+			n = float64(e.Series.Count)
+		}
+		counts[digits.ReplaceAllString(names.ReplaceAllString(e.Note, "NAME"), "N")] += n
+	}
+	return largest(counts, top)
+}
+
+var (
+	digits = regexp.MustCompile(`[0-9]+`)
+	// names of nodes (ip-10-0-1-2.ec2.internal) and NodeClaims (scaleout-abcde)
+	names = regexp.MustCompile(`\b(ip-[0-9-]+\.[a-z0-9.-]+|[a-z0-9]+-[a-z0-9]{5})\b`)
+)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -203,15 +205,42 @@ func scaleOut(b *testing.B, n int) {
 	b.ReportMetric(writes/float64(n), "API-writes/pod")
 	b.Logf("API writes while the pods bound: %.0f; largest: %s", writes, largest)
 	b.Logf("events by reporting controller and reason: %s", eventsByReason(b, sb, 12))
+	b.Logf("FailedScheduling events by note: %s", failedSchedulingNotes(b, sb, 4))
+	b.Logf("seconds from the first pod's creation (first, median, last): %s", claimTimeline(start, claims))
 	b.Logf("scheduler counters: %s", schedulerCounters(b, port, "stevedore_pods_woken_total", "stevedore_nodeclaims_created_total",
 		"stevedore_provisioning_unschedulable_pods_total", "stevedore_deletion_cost_pod_patches_total",
-		"scheduler_schedule_attempts_total", "scheduler_queue_incoming_pods_total"))
+		"scheduler_schedule_attempts_total", "scheduler_queue_incoming_pods_total", "scheduler_queueing_hint_execution_duration_seconds_count"))
 	if err := <-profiled; err != nil {
 		b.Errorf("profiling the scheduler: %v", err)
 	}
 	b.Logf("%d pods created in %s, all bound %s after creation began (%s after the last was created) on %d nodes, $%.4f/h (lower bound $%.4f/h, offline plan $%.4f/h); "+
 		"scheduler process: peak RSS %.0f MiB, %.1f CPU s; sandbox and benchmark driver process: peak RSS %.0f MiB, %.1f CPU s",
 		n, created.Round(100*time.Millisecond), took.Round(100*time.Millisecond), (took - created).Round(100*time.Millisecond), len(claims), cost, lower, plan, rss/(1<<20), cpu, selfRSS/(1<<20), selfCPU)
+}
+
+// claimTimeline says when, counted from start, the NodeClaims were created, launched, registered and initialized:
+// the first, the median and the last of each (the conditions' times are to the second).
+func claimTimeline(start time.Time, claims []stevedorev1.NodeClaim) string {
+	var out []string
+	for _, step := range []string{"Created", stevedorev1.ConditionLaunched, stevedorev1.ConditionRegistered, stevedorev1.ConditionInitialized} {
+		var at []float64
+		for i := range claims {
+			c := &claims[i]
+			if step == "Created" {
+				at = append(at, c.CreationTimestamp.Sub(start).Seconds())
+				continue
+			}
+			if cond := meta.FindStatusCondition(c.Status.Conditions, step); cond != nil && cond.Status == metav1.ConditionTrue {
+				at = append(at, cond.LastTransitionTime.Sub(start).Seconds())
+			}
+		}
+		if len(at) == 0 {
+			continue
+		}
+		sort.Float64s(at)
+		out = append(out, fmt.Sprintf("%s %d: %.0f, %.0f, %.0f", step, len(at), at[0], at[len(at)/2], at[len(at)-1]))
+	}
+	return strings.Join(out, "; ")
 }
 
 // podBounds returns the fractional lower bound of the pods' hourly cost on the NodePool's types and the cost of
