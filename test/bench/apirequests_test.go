@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -112,43 +113,40 @@ func schedulerCounters(b *testing.B, port int, prefixes ...string) string {
 // eventsByReason counts the sandbox's events (events.k8s.io, every namespace) by reporting controller and reason,
 // largest first, the top of them: who wrote the events of a run.
 func eventsByReason(b *testing.B, sb *sandbox.Sandbox, top int) string {
-	list, err := sb.Kube.EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		b.Logf("listing events: %v", err)
-		return ""
-	}
-	counts := map[string]float64{}
-	for _, e := range list.Items {
-		n := float64(1)
-		if e.Series != nil {
-			n = float64(e.Series.Count)
-		} else if e.DeprecatedCount > 1 {
-			n = float64(e.DeprecatedCount)
-		}
-		counts[e.ReportingController+" "+e.Reason] += n
-	}
-	return largest(counts, top)
+	return countEvents(b, sb, top, func(e *eventsv1.Event) (string, bool) { return e.ReportingController + " " + e.Reason, true })
 }
 
 // failedSchedulingNotes counts the scheduler's FailedScheduling events by their note, names and numbers replaced, and
 // returns the top most frequent: why attempts failed. The event recorder merges and rate-limits repeated events,
 // so these are counts of events, not of attempts (scheduler_schedule_attempts_total counts those).
 func failedSchedulingNotes(b *testing.B, sb *sandbox.Sandbox, top int) string {
+	return countEvents(b, sb, top, func(e *eventsv1.Event) (string, bool) {
+		return digits.ReplaceAllString(names.ReplaceAllString(e.Note, "NAME"), "N"), e.Reason == "FailedScheduling"
+	})
+}
+
+// countEvents counts the sandbox's events (events.k8s.io, every namespace; a series as its count) by the key key
+// gives those it keeps, and returns the top keys, largest first.
+func countEvents(b *testing.B, sb *sandbox.Sandbox, top int, key func(*eventsv1.Event) (string, bool)) string {
 	list, err := sb.Kube.EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		b.Logf("listing events: %v", err)
 		return ""
 	}
 	counts := map[string]float64{}
-	for _, e := range list.Items {
-		if e.Reason != "FailedScheduling" {
+	for i := range list.Items {
+		e := &list.Items[i]
+		k, ok := key(e)
+		if !ok {
 			continue
 		}
 		n := float64(1)
 		if e.Series != nil {
 			n = float64(e.Series.Count)
+		} else if e.DeprecatedCount > 1 {
+			n = float64(e.DeprecatedCount)
 		}
-		counts[digits.ReplaceAllString(names.ReplaceAllString(e.Note, "NAME"), "N")] += n
+		counts[k] += n
 	}
 	return largest(counts, top)
 }
