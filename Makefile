@@ -13,7 +13,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration soak demo bench generate verify verify-generated verify-catalog lint tools clean image catalog release publish figures verify-figures kube-binaries test-versions
+.PHONY: all build test unit integration soak demo bench generate verify verify-deadcode verify-generated verify-catalog lint tools clean image catalog release publish figures verify-figures kube-binaries test-versions
 
 all: build
 
@@ -27,6 +27,10 @@ $(BIN)/kubectl: go.mod
 # golangci-lint (make lint), pinned in hack/lint/go.mod
 $(BIN)/golangci-lint: hack/lint/go.mod
 	cd hack/lint && $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# deadcode (make verify: no function that neither the binary nor a test reaches), pinned in hack/lint/go.mod
+$(BIN)/deadcode: hack/lint/go.mod
+	cd hack/lint && $(GO) build -o $(BIN)/deadcode golang.org/x/tools/cmd/deadcode
 
 # helm (lint and template of charts/stevedore in the tests), pinned in hack/helm/go.mod
 $(BIN)/helm: hack/helm/go.mod
@@ -106,8 +110,12 @@ verify-catalog: catalog
 	@git diff --exit-code -- pkg/cloud/catalog/default.json || \
 	  (echo "the embedded catalog is stale: run make catalog and commit" >&2; exit 1)
 
-## verify: lint, generated files, the embedded catalog and the benchmark figures
-verify: lint verify-generated verify-catalog verify-figures
+## verify: lint, dead code, generated files, the embedded catalog and the benchmark figures
+verify: lint verify-deadcode verify-generated verify-catalog verify-figures
+
+## verify-deadcode: fail if a function is reached neither from the binary nor from a test (golang.org/x/tools deadcode)
+verify-deadcode: $(BIN)/deadcode
+	@out="$$($(BIN)/deadcode -test ./...)"; if [ -n "$$out" ]; then echo "$$out"; echo "unreachable functions: remove them" >&2; exit 1; fi
 
 ## figures: the SVG figures of docs/benchmarks.md, drawn from docs/benchmarks-raw.md (hack/benchplot, gonum/plot)
 figures:

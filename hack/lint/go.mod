@@ -2,7 +2,10 @@ module github.com/stevedore-dev/stevedore/hack/lint
 
 go 1.26.0
 
-require github.com/golangci/golangci-lint/v2 v2.15.0
+require (
+	github.com/golangci/golangci-lint/v2 v2.15.0
+	golang.org/x/tools v0.52.0
+)
 
 require (
 	4d63.com/gocheckcompilerdirectives v1.4.0 // indirect
@@ -206,8 +209,8 @@ require (
 	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/telemetry v0.0.0-20261009151841-97e8ea77aa2a // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/tools v0.52.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect

@@ -15,6 +15,8 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 // The keys the policy reads and writes.
@@ -45,10 +47,8 @@ func Patch(pod *corev1.Pod, namespaceLabels map[string]string, schedulerName str
 	if pod.Spec.NodeName != "" {
 		return nil
 	}
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" || o.Kind == "Node" {
-			return nil
-		}
+	if podutil.IsDaemonSetPod(pod) || podutil.IsMirrorPod(pod) {
+		return nil
 	}
 	name := pod.Spec.SchedulerName
 	optedIn := (name == "" || name == corev1.DefaultSchedulerName) && namespaceLabels[NamespaceOptInLabel] == NamespaceOptInValue

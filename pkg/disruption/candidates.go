@@ -30,13 +30,13 @@ type Candidate struct {
 	// Pods are the node's reschedulable pods (not DaemonSet or mirror pods, not finished).
 	Pods  []*corev1.Pod
 	Price float64
-	// Cost of disrupting the node: the eviction cost of its pods.
-	Cost float64
+	// EvictionCost is what evicting the node's pods costs: the sum of their eviction costs.
+	EvictionCost float64
 	// DisruptionCost is the node's disruption cost as the Balanced policy weighs it: one for the node, plus each
 	// pod's eviction cost where positive.
 	DisruptionCost float64
-	// Blocked says why voluntary disruption must leave the node alone ("" if it may not).
-	Blocked string
+	// BlockedBecause says why voluntary disruption must leave the node alone ("" when it may disrupt it).
+	BlockedBecause string
 }
 
 func (c *Candidate) String() string {
@@ -136,7 +136,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		}
 		cand := newCandidate(node, claim, ps.pool, prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)), byNode[node.Name])
 		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
-			cand.Blocked = why.message
+			cand.BlockedBecause = why.message
 			v.leave(cand, why)
 		}
 		ps.cost += cand.Price
@@ -146,8 +146,8 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 	// cheapest to disrupt first; ties by name, so passes are deterministic
 	sort.SliceStable(v.candidates, func(i, j int) bool {
 		a, b := v.candidates[i], v.candidates[j]
-		if a.Cost != b.Cost {
-			return a.Cost < b.Cost
+		if a.EvictionCost != b.EvictionCost {
+			return a.EvictionCost < b.EvictionCost
 		}
 		return a.Node.Name < b.Node.Name
 	})
@@ -161,7 +161,7 @@ func (c *Controller) countClaim(ps *poolState, claim *stevedorev1.NodeClaim) *co
 	node, _ := c.opts.Nodes.Get(claim.Status.NodeName)
 	if claim.DeletionTimestamp != nil || node != nil && (node.DeletionTimestamp != nil || stevedorev1.IsDisrupted(node)) {
 		ps.disrupting++
-		if claim.Status.DisruptionReason == ReasonUnhealthy {
+		if claim.Status.DisruptionReason == string(ReasonUnhealthy) {
 			ps.repairing++
 		}
 		return nil
@@ -193,7 +193,7 @@ func newCandidate(node *corev1.Node, claim *stevedorev1.NodeClaim, pool *stevedo
 		if podutil.Reschedulable(pod) {
 			cand.Pods = append(cand.Pods, pod)
 			cost := evictionCost(pod)
-			cand.Cost += cost
+			cand.EvictionCost += cost
 			cand.DisruptionCost += max(0, cost)
 		}
 	}

@@ -143,8 +143,8 @@ func TestViewCandidateFields(t *testing.T) {
 	if c.NodePool.Spec.Disruption.ConsolidationPolicy != stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized {
 		t.Errorf("policy = %s, want it normalised", c.NodePool.Spec.Disruption.ConsolidationPolicy)
 	}
-	if !c.Empty() || c.Cost != 0 {
-		t.Errorf("empty = %v, cost = %v, want an empty node of cost 0", c.Empty(), c.Cost)
+	if !c.Empty() || c.EvictionCost != 0 {
+		t.Errorf("empty = %v, cost = %v, want an empty node of cost 0", c.Empty(), c.EvictionCost)
 	}
 }
 
@@ -184,8 +184,8 @@ func TestCandidatePods(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("pods = %v, want %v", got, want)
 			}
-			if c.Cost != wantCost || c.Empty() != !tc.counted {
-				t.Errorf("cost = %v, empty = %v; want %v, %v", c.Cost, c.Empty(), wantCost, !tc.counted)
+			if c.EvictionCost != wantCost || c.Empty() != !tc.counted {
+				t.Errorf("cost = %v, empty = %v; want %v, %v", c.EvictionCost, c.Empty(), wantCost, !tc.counted)
 			}
 		})
 	}
@@ -371,10 +371,10 @@ func TestBlocked(t *testing.T) {
 			if c == nil {
 				t.Fatal("node a is no candidate")
 			}
-			if c.Blocked != tc.want {
-				t.Errorf("blocked = %q, want %q", c.Blocked, tc.want)
+			if c.BlockedBecause != tc.want {
+				t.Errorf("blocked = %q, want %q", c.BlockedBecause, tc.want)
 			}
-			if b := v.candidate("b"); b == nil || b.Blocked != "" {
+			if b := v.candidate("b"); b == nil || b.BlockedBecause != "" {
 				t.Errorf("node b: %+v, want an unblocked candidate", b)
 			}
 			// a protection is dropped once the replacement got pods or it lapsed

@@ -52,8 +52,8 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 		case cand == nil:
 			logger.V(1).Info("Disruption command abandoned: the node is no longer a candidate", "method", cmd.Method, "node", old.Node.Name)
 			return false, nil
-		case cand.Blocked != "":
-			logger.V(1).Info("Disruption command abandoned", "method", cmd.Method, "node", old.Node.Name, "blocked", cand.Blocked)
+		case cand.BlockedBecause != "":
+			logger.V(1).Info("Disruption command abandoned", "method", cmd.Method, "node", old.Node.Name, "blocked", cand.BlockedBecause)
 			return false, nil
 		case !m.StillHolds(cand, v.now):
 			logger.V(1).Info("Disruption command abandoned: pods arrived on or left the node", "method", cmd.Method, "node", old.Node.Name)

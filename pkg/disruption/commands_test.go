@@ -142,8 +142,8 @@ func TestValidate(t *testing.T) {
 					t.Errorf("validated candidates %v, want %v", got, tc.found)
 				}
 				for _, c := range cmd.Candidates {
-					if c.Blocked != "" {
-						t.Errorf("validated candidate %s is blocked: %s", c.Node.Name, c.Blocked)
+					if c.BlockedBecause != "" {
+						t.Errorf("validated candidate %s is blocked: %s", c.Node.Name, c.BlockedBecause)
 					}
 				}
 			}

@@ -47,7 +47,7 @@ func (m *consolidation) consolidationCandidates(ctx context.Context, v *clusterV
 		if len(out) == limit {
 			break
 		}
-		if cand.Empty() || cand.Blocked != "" {
+		if cand.Empty() || cand.BlockedBecause != "" {
 			continue
 		}
 		if why := m.activity.unconsolidatable(cand, v.now); why != nil {

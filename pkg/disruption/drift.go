@@ -37,7 +37,7 @@ func (m *drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
 	b := newBudgets(ctx, v, stevedorev1.DisruptionReasonDrifted)
 	var drifted []*Candidate
 	for _, cand := range v.candidates {
-		if cand.Blocked != "" {
+		if cand.BlockedBecause != "" {
 			continue
 		}
 		why, err := m.reason(ctx, cand)

@@ -34,7 +34,7 @@ func (m *emptiness) Find(ctx context.Context, v *clusterView) (*Command, error) 
 	b := newBudgets(ctx, v, stevedorev1.DisruptionReasonEmpty)
 	cmd := &Command{Reason: stevedorev1.DisruptionReasonEmpty}
 	for _, cand := range v.candidates {
-		if !cand.Empty() || cand.Blocked != "" {
+		if !cand.Empty() || cand.BlockedBecause != "" {
 			continue
 		}
 		if why := m.activity.unconsolidatable(cand, v.now); why != nil {

@@ -60,8 +60,8 @@ func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error 
 		return c.interruptNonCandidate(ctx, req)
 	}
 	if !req.Forceful {
-		if cand.Blocked != "" {
-			return fmt.Errorf("%w: %s", ErrBlocked, cand.Blocked)
+		if cand.BlockedBecause != "" {
+			return fmt.Errorf("%w: %s", ErrBlocked, cand.BlockedBecause)
 		}
 		if !newBudgets(ctx, v, "").take(cand) {
 			return ErrBudget

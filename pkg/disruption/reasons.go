@@ -4,6 +4,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 
 package disruption
 
+import stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+
 // The names of disruption's methods, the reasons it records on NodeClaims, and the reasons of its events: every
 // word a user reads in a log line, an event, a condition or a metric label comes from here.
 
@@ -21,12 +23,14 @@ const (
 // MethodRepair replaces nodes that stay unhealthy (a pass's first method when repair is on).
 const MethodRepair = "repair"
 
-// ReasonExpired is the disruption reason of expiry (not a budget reason: expiry is not budgeted).
-const ReasonExpired = "Expired"
-
-// ReasonUnhealthy is the disruption reason of repair (not a budget reason: repair is bounded by
-// RepairOptions.MaxUnhealthyPercent instead).
-const ReasonUnhealthy = "Unhealthy"
+// Disruption reasons of the forceful methods, beside the budget reasons of stevedorev1 (Empty, Underutilized,
+// Drifted): none of them is budgeted.
+const (
+	// ReasonExpired is the disruption reason of expiry.
+	ReasonExpired stevedorev1.DisruptionReason = "Expired"
+	// ReasonUnhealthy is the disruption reason of repair (bounded by RepairOptions.MaxUnhealthyPercent instead).
+	ReasonUnhealthy stevedorev1.DisruptionReason = "Unhealthy"
+)
 
 // Event reasons of disruption.
 const (

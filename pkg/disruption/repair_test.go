@@ -80,7 +80,7 @@ func TestRepairPolicies(t *testing.T) {
 		healthy(m)
 		m.claim = func(w *test.NodeClaimWrapper) {
 			w.Deleting(t0.Add(-time.Minute))
-			w.Status.DisruptionReason = ReasonUnhealthy
+			w.Status.DisruptionReason = string(ReasonUnhealthy)
 		}
 	}
 	rebooted := func(ago time.Duration) func(*machine) {

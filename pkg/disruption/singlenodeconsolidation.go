@@ -29,7 +29,7 @@ func (m *singleNodeConsolidation) find(ctx context.Context, v *clusterView, exha
 	cands, _ := m.consolidationCandidates(ctx, v, len(v.candidates), true)
 	var best *Command
 	for _, cand := range cands {
-		if best != nil && !exhaustive && cand.Cost > best.Candidates[0].Cost+savingsEpsilon {
+		if best != nil && !exhaustive && cand.EvictionCost > best.Candidates[0].EvictionCost+savingsEpsilon {
 			break
 		}
 		if why := bestCaseScore(v, cand); why != nil {
@@ -47,7 +47,7 @@ func (m *singleNodeConsolidation) find(ctx context.Context, v *clusterView, exha
 		switch {
 		case best == nil:
 			best = cmd
-		case cand.Cost <= best.Candidates[0].Cost+savingsEpsilon && cmd.Savings() > best.Savings()+savingsEpsilon:
+		case cand.EvictionCost <= best.Candidates[0].EvictionCost+savingsEpsilon && cmd.Savings() > best.Savings()+savingsEpsilon:
 			v.leave(best.Candidates[0], dominated(best, cmd))
 			best = cmd
 		default:

@@ -121,7 +121,7 @@ func (c *Controller) report(ctx context.Context, v *clusterView, skip map[string
 func (c *Controller) clearBlocked(cand *Candidate) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prev, had := c.reported[cand.Node.Name]; had && prev.blocks() && cand.Blocked == "" {
+	if prev, had := c.reported[cand.Node.Name]; had && prev.blocks() && cand.BlockedBecause == "" {
 		delete(c.reported, cand.Node.Name)
 	}
 }

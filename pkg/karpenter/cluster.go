@@ -16,6 +16,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 // Pricer prices an offering (instance type, zone, capacity type) per hour; 0 when it does not know it.
@@ -76,7 +77,7 @@ func (p *Preview) read(obj runtime.Object, replaced map[string]*ReplacedNode) (o
 		if r == nil {
 			return obj, true
 		}
-		if !movable(o) {
+		if !podutil.Reschedulable(o) { // a pod on one of Karpenter's nodes is planned anew
 			return nil, false
 		}
 		r.Pods++
@@ -94,17 +95,6 @@ func (p *Preview) read(obj runtime.Object, replaced map[string]*ReplacedNode) (o
 		}
 	}
 	return obj, true
-}
-
-// movable reports whether a pod on one of Karpenter's nodes is planned anew: not a DaemonSet's or mirror pod, not
-// finished, not being deleted.
-func movable(pod *corev1.Pod) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" || o.Kind == "Node" {
-			return false
-		}
-	}
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
 // unbound is a copy of a pod as it was before it was scheduled: no node, pending.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
@@ -23,18 +24,31 @@ func Reschedulable(pod *corev1.Pod) bool {
 
 // IsDaemonSetPod reports whether a DaemonSet owns the pod.
 func IsDaemonSetPod(pod *corev1.Pod) bool {
+	return DaemonSetOwner(pod) != nil
+}
+
+// DaemonSetOwner returns the pod's owner reference to its DaemonSet, nil when no DaemonSet owns it.
+func DaemonSetOwner(pod *corev1.Pod) *metav1.OwnerReference {
+	for i := range pod.OwnerReferences {
+		if pod.OwnerReferences[i].Kind == "DaemonSet" {
+			return &pod.OwnerReferences[i]
+		}
+	}
+	return nil
+}
+
+// IsMirrorPod reports whether the pod is the API server's mirror of a static pod: it carries the mirror
+// annotation, or its Node owns it (what the scheduling admission policy reads).
+func IsMirrorPod(pod *corev1.Pod) bool {
+	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
 	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
+		if o.Kind == "Node" {
 			return true
 		}
 	}
 	return false
-}
-
-// IsMirrorPod reports whether the pod is the API server's mirror of a static pod.
-func IsMirrorPod(pod *corev1.Pod) bool {
-	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
-	return ok
 }
 
 // DoNotDisrupt reads the do-not-disrupt annotation (Stevedore's or Karpenter's): "true", or a duration counted

@@ -24,12 +24,34 @@ func TestReschedulable(t *testing.T) {
 		{"a running ReplicaSet pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet"}}}}, true},
 		{"a DaemonSet pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet"}}}}, false},
 		{"a mirror pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}}}, false},
+		{"a pod its Node owns", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "Node"}}}}, false},
 		{"a finished pod", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, false},
 		{"a failed pod", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, false},
 		{"a pod being deleted", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, false},
 	} {
 		if got := Reschedulable(&tc.pod); got != tc.want {
 			t.Errorf("%s: Reschedulable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDaemonSetOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		{"no owner", nil, ""},
+		{"a ReplicaSet", []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs"}}, ""},
+		{"a DaemonSet after another owner", []metav1.OwnerReference{{Kind: "Node", Name: "n"}, {Kind: "DaemonSet", Name: "ds"}}, "ds"},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: tc.owners}}
+		got := ""
+		if o := DaemonSetOwner(pod); o != nil {
+			got = o.Name
+		}
+		if got != tc.want || IsDaemonSetPod(pod) != (tc.want != "") {
+			t.Errorf("%s: DaemonSetOwner = %q, IsDaemonSetPod = %v; want %q", tc.name, got, IsDaemonSetPod(pod), tc.want)
 		}
 	}
 }

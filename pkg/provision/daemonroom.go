@@ -18,6 +18,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -102,10 +103,8 @@ func (r *daemonRoom) unbound(ni fwk.NodeInfo) (int64, int64, int64, []string) {
 	}
 	present := map[types.UID]bool{}
 	for _, pi := range ni.GetPods() {
-		for _, o := range pi.GetPod().OwnerReferences {
-			if o.Kind == "DaemonSet" {
-				present[o.UID] = true
-			}
+		if owner := podutil.DaemonSetOwner(pi.GetPod()); owner != nil {
+			present[owner.UID] = true
 		}
 	}
 	var cpu, mem, count int64

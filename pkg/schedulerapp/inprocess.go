@@ -63,9 +63,6 @@ func Start(ctx context.Context, args []string, deps Deps) (*Instance, error) {
 	return i, nil
 }
 
-// Stopped is closed when the scheduler has stopped, by Stop or by itself.
-func (i *Instance) Stopped() <-chan struct{} { return i.stopped }
-
 // Stop stops the scheduler and waits for it. It returns the error the scheduler stopped with, if it was not
 // the expected end of a run without leader election.
 func (i *Instance) Stop() error {

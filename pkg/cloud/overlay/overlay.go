@@ -182,9 +182,6 @@ func (s *Set) conflict(o *Overlay) string {
 // Empty reports whether no overlay is in force.
 func (s *Set) Empty() bool { return len(s.overlays) == 0 }
 
-// Overlays returns the overlays in force, in the order they decide.
-func (s *Set) Overlays() []*Overlay { return s.overlays }
-
 // Apply returns the NodePool's instance types with the overlays applied: copies where something changed, the
 // types themselves where nothing did. An offering's price is decided by the first overlay that selects it and
 // sets a price; each extended resource by the first that selects the type (one of its offerings) and sets it.

@@ -38,8 +38,8 @@ func TestQueueingHintsRequeueOnlyForEventsThatMayHelp(t *testing.T) {
 	}{
 		{"a node Stevedore launched", (&Provisioner{}).onStevedoreNode, nil, ours, fwk.Queue},
 		{"another node", (&Provisioner{}).onStevedoreNode, nil, theirs, fwk.QueueSkip},
-		{"a bound pod leaving", fromStevedoreNode, bound, nil, fwk.Queue},
-		{"an unbound pod leaving", fromStevedoreNode, unbound, nil, fwk.QueueSkip},
+		{"a bound pod leaving", boundPodDeleted, bound, nil, fwk.Queue},
+		{"an unbound pod leaving", boundPodDeleted, unbound, nil, fwk.QueueSkip},
 	} {
 		got, err := tc.fn(klog.Background(), pending, tc.old, tc.new)
 		if err != nil || got != tc.want {

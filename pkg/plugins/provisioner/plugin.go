@@ -29,6 +29,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/decision"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -201,7 +202,7 @@ func (p *Provisioner) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.
 // is planned; the next solve plans pods into what is left). Without it, a burst's scheduling cycles run the
 // filters, with each node's nominated pods added, on hundreds of nodes that cannot take the pod.
 func (p *Provisioner) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if isDaemonSetPod(pod) {
+	if podutil.IsDaemonSetPod(pod) {
 		return nil, nil
 	}
 	if p.shared.prov.PlannedClaim(pod.UID) == "" {
@@ -222,7 +223,7 @@ func (p *Provisioner) PreFilter(_ context.Context, state fwk.CycleState, pod *v1
 // workload planned on the same NodeClaim, and differently for others. Without a signature from every filtering
 // plugin, the scheduler turns off opportunistic batching for the whole profile.
 func (p *Provisioner) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if isDaemonSetPod(pod) {
+	if podutil.IsDaemonSetPod(pod) {
 		return []fwk.SignFragment{{Key: Name, Value: "daemonset"}}, nil
 	}
 	return []fwk.SignFragment{{Key: Name, Value: "planned:" + p.shared.prov.PlannedClaim(pod.UID)}}, nil
@@ -246,7 +247,7 @@ func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil
 // room) and the planned pods the scheduler does not count as nominated there; and keeps a pod planned on a node
 // still coming off the nodes planned for others.
 func (p *Provisioner) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	if isDaemonSetPod(pod) {
+	if podutil.IsDaemonSetPod(pod) {
 		return nil
 	}
 	_, err := state.Read(roomCheckedKey)
@@ -254,15 +255,6 @@ func (p *Provisioner) Filter(_ context.Context, state fwk.CycleState, pod *v1.Po
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil
-}
-
-func isDaemonSetPod(pod *v1.Pod) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // Reserve records the node the pod is binding to: until it is bound, provisioning counts it there. The slot planned
@@ -301,7 +293,7 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 func (p *Provisioner) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: p.onStevedoreNode},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: fromStevedoreNode},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: boundPodDeleted},
 	}, nil
 }
 
@@ -323,8 +315,8 @@ func (p *Provisioner) onStevedoreNode(_ klog.Logger, pod *v1.Pod, _, newObj any)
 	return fwk.Queue, nil
 }
 
-// fromStevedoreNode queues the pod when a pod bound to a node is deleted (its room is free now).
-func fromStevedoreNode(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+// boundPodDeleted queues the pod when a pod bound to a node is deleted (its room is free now).
+func boundPodDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	gone, ok := oldObj.(*v1.Pod)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", oldObj)
