@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/disruption/dryrun"
@@ -23,7 +24,7 @@ import (
 type disruptInput struct {
 	catalog                 *catalog.File
 	vmMemoryOverheadPercent float64
-	minValuesBestEffort     bool
+	minValuesPolicy         string
 	spotToSpot              bool
 	output                  string
 }
@@ -71,8 +72,8 @@ type disruptNode struct {
 
 // dryRunDisruption runs one disruption pass offline over the objects and prints it.
 func dryRunDisruption(ctx context.Context, w io.Writer, objs []runtime.Object, in disruptInput) error {
-	res, err := dryrun.Run(ctx, objs, dryrun.Options{Catalog: in.catalog, VMMemoryOverheadPercent: in.vmMemoryOverheadPercent,
-		MinValuesBestEffort: in.minValuesBestEffort, SpotToSpot: in.spotToSpot})
+	res, err := dryrun.Run(ctx, objs, dryrun.Options{Catalog: in.catalog, Args: config.ProvisionerArgs{
+		VMMemoryOverheadPercent: &in.vmMemoryOverheadPercent, MinValuesPolicy: in.minValuesPolicy, SpotToSpotConsolidation: in.spotToSpot}})
 	if err != nil {
 		return err
 	}

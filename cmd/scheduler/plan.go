@@ -169,7 +169,7 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 				}
 				warn(cmd.ErrOrStderr(), in.ignored, problems)
 				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: in.catalog, vmMemoryOverheadPercent: vmOverhead,
-					minValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort, spotToSpot: spotToSpot, output: output})
+					minValuesPolicy: minValuesPolicy, spotToSpot: spotToSpot, output: output})
 			}
 			return solvePlan(ctx, cmd, in, planSettings{budget: budget, vmOverhead: vmOverhead,
 				minValuesBestEffort: minValuesPolicy == config.MinValuesBestEffort, output: output})

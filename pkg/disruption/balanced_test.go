@@ -134,7 +134,7 @@ func TestBalancedConsolidation(t *testing.T) {
 			why: map[string]RetainReason{"a": RetainBalancedScore},
 			check: func(t *testing.T, h *harness, _ *Command) {
 				v := h.view()
-				if _, err := h.c.single.Find(h.ctx, v); err != nil {
+				if _, err := h.c.single.Find(h.Ctx, v); err != nil {
 					t.Fatal(err)
 				}
 				if msg := v.verdicts["a"].message; !strings.Contains(msg, "Balanced score 0.43 < 0.50 for NodePool default") {

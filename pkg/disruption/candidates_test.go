@@ -395,14 +395,14 @@ func TestBlockedIsReportedOncePerReason(t *testing.T) {
 		var out []string
 		for {
 			select {
-			case e := <-h.recorder.Events:
+			case e := <-h.Recorder.Events:
 				out = append(out, e)
 			default:
 				return out
 			}
 		}
 	}
-	h.c.report(h.ctx, h.view(), nil)
+	h.c.report(h.Ctx, h.view(), nil)
 	got := drain()
 	// one event on the NodeClaim and one on the Node of a; none for b (nominated pods are a passing reason)
 	if len(got) != 2 {
@@ -413,7 +413,7 @@ func TestBlockedIsReportedOncePerReason(t *testing.T) {
 			t.Errorf("event %q", e)
 		}
 	}
-	h.c.report(h.ctx, h.view(), nil)
+	h.c.report(h.Ctx, h.view(), nil)
 	if got := drain(); len(got) != 0 {
 		t.Errorf("events on an unchanged reason = %q, want none", got)
 	}
@@ -469,14 +469,14 @@ func TestCandidatesArePricedUnderNodeOverlays(t *testing.T) {
 func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 	drain := func(h *harness) []string {
 		var out []string
-		for len(h.recorder.Events) > 0 {
-			out = append(out, <-h.recorder.Events)
+		for len(h.Recorder.Events) > 0 {
+			out = append(out, <-h.Recorder.Events)
 		}
 		return out
 	}
 	pass := func(t *testing.T, h *harness) {
 		t.Helper()
-		if acted, err := h.c.pass(h.ctx); err != nil || acted {
+		if acted, err := h.c.pass(h.Ctx); err != nil || acted {
 			t.Fatalf("pass acted %v, err %v; want nothing done", acted, err)
 		}
 	}
@@ -509,7 +509,7 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 	expect(t, h, 0, "", RetainPodsFitNowhere)
 
 	block := pdb("local", "local", 0)
-	if err := h.listers.Add(block); err != nil {
+	if err := h.Listers.Add(block); err != nil {
 		t.Fatal(err)
 	}
 	pass(t, h)
@@ -517,7 +517,7 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 	pass(t, h)
 	expect(t, h, 0, "", RetainPodDisruptionBudget)
 
-	if err := h.listers.Delete(block); err != nil {
+	if err := h.Listers.Delete(block); err != nil {
 		t.Fatal(err)
 	}
 	pass(t, h)

@@ -25,7 +25,7 @@ import (
 // AnnotationReplaces on a replacement NodeClaim names the nodes it replaces.
 const AnnotationReplaces = "stevedore.dev/replaces"
 
-// validate waits ValidationDelay, reads the cluster again and checks the command still holds: the same nodes are
+// validate waits disruptionValidationDelay, reads the cluster again and checks the command still holds: the same nodes are
 // still candidates (no pod arrived, nothing now blocks them, budgets still allow) and, for consolidation, removing
 // them still saves money; the replacements are re-planned from the fresh view. It reports whether to go ahead.
 func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool, error) {
@@ -33,7 +33,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 	select {
 	case <-ctx.Done():
 		return false, ctx.Err()
-	case <-c.opts.Clock.After(c.opts.ValidationDelay):
+	case <-c.opts.Clock.After(c.opts.Args.DisruptionValidationDelay.Duration):
 	}
 	c.removals.reset()
 	v, err := c.view(ctx)
@@ -130,7 +130,7 @@ func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, 
 	for _, cl := range claims {
 		s.created = append(s.created, cl.Name)
 	}
-	c.activity.protect(s.created, c.opts.Clock.Now().Add(c.opts.ReplacementTimeout+time.Minute))
+	c.activity.protect(s.created, c.opts.Clock.Now().Add(c.opts.Args.RegistrationTimeout.Duration+time.Minute))
 	if len(claims) < len(cmd.Replacements) {
 		err := fmt.Errorf("creating %d replacement NodeClaims: only %d created", len(cmd.Replacements), len(claims))
 		if !cmd.Forceful {
@@ -142,7 +142,7 @@ func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, 
 		s.short = err
 		return s, nil
 	}
-	s.wait = c.opts.ReplacementTimeout
+	s.wait = c.opts.Args.RegistrationTimeout.Duration
 	if cmd.ReplacementWait != nil {
 		s.wait = max(0, *cmd.ReplacementWait)
 	}
@@ -169,7 +169,7 @@ func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
 		case failure == nil:
 			klog.FromContext(ctx).Info("Replacements ready", "method", cmd.Method, "nodeclaims", s.created, "replacing", sortedNames(cmd.Candidates))
 			// keep them from being taken for empty nodes until the evicted pods arrive
-			c.activity.protect(s.created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.ValidationDelay))
+			c.activity.protect(s.created, c.opts.Clock.Now().Add(2*time.Minute+c.opts.Args.DisruptionValidationDelay.Duration))
 		}
 	}
 	if failure != nil {

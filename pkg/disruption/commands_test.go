@@ -24,16 +24,16 @@ func TestValidate(t *testing.T) {
 	// a change made between Find and validation
 	addPod := func(p *test.PodWrapper) func(*harness) {
 		return func(h *harness) {
-			if err := h.listers.Add(p.Obj()); err != nil {
-				h.t.Fatal(err)
+			if err := h.Listers.Add(p.Obj()); err != nil {
+				h.T.Fatal(err)
 			}
 		}
 	}
 	replaceNode := func(m machine) func(*harness) {
 		return func(h *harness) {
 			for _, o := range m.objs() {
-				if err := h.listers.Add(o); err != nil {
-					h.t.Fatal(err)
+				if err := h.Listers.Add(o); err != nil {
+					h.T.Fatal(err)
 				}
 			}
 		}
@@ -41,8 +41,8 @@ func TestValidate(t *testing.T) {
 	removeMachine := func(name string) func(*harness) {
 		return func(h *harness) {
 			for _, o := range node(name, "m5.xlarge").objs() {
-				if err := h.listers.Delete(o); err != nil {
-					h.t.Fatal(err)
+				if err := h.Listers.Delete(o); err != nil {
+					h.T.Fatal(err)
 				}
 			}
 		}
@@ -67,7 +67,7 @@ func TestValidate(t *testing.T) {
 			found: []string{"e1", "e2"}, change: addPod(pod("web", "e2", "100m", "64Mi"))},
 		{name: "emptiness, a pod came and went within consolidateAfter", method: MethodEmptiness,
 			objs: objects(quiet, node("e1", "m5.large"), node("e2", "m5.large")), found: []string{"e1", "e2"},
-			change: func(h *harness) { h.c.activity.lastPodEvent["e1"] = h.clock.Now() }},
+			change: func(h *harness) { h.c.activity.lastPodEvent["e1"] = h.Clock.Now() }},
 		{name: "emptiness, the node got annotated do-not-disrupt", method: MethodEmptiness,
 			objs: objects(pool(), node("e1", "m5.large"), node("e2", "m5.large")), found: []string{"e1", "e2"},
 			change: replaceNode(withAnnotation("e1"))},
@@ -110,8 +110,8 @@ func TestValidate(t *testing.T) {
 			objs: objects(onDemandPool(), node("a", "m5.large"), node("b", "m5.large"), node("c", "m5.2xlarge"),
 				pod("web1", "a", "500m", "512Mi"), pod("web2", "b", "500m", "512Mi"), pinned("local", "c")),
 			found: []string{"a", "b"}, change: func(h *harness) {
-				if err := h.listers.Add(pdb("web2", "web2", 0)); err != nil {
-					h.t.Fatal(err)
+				if err := h.Listers.Add(pdb("web2", "web2", 0)); err != nil {
+					h.T.Fatal(err)
 				}
 			}},
 	}
@@ -127,15 +127,15 @@ func TestValidate(t *testing.T) {
 			if tc.change != nil {
 				tc.change(h)
 			}
-			ok, err := h.c.validate(h.ctx, cmd, m)
+			ok, err := h.c.validate(h.Ctx, cmd, m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ok != tc.ok {
 				t.Fatalf("validate = %v, want %v", ok, tc.ok)
 			}
-			if want := t0.Add(h.c.opts.ValidationDelay); !h.clock.Now().Equal(want) {
-				t.Errorf("validated at %s, want %s", h.clock.Now(), want)
+			if want := t0.Add(h.c.opts.Args.DisruptionValidationDelay.Duration); !h.Clock.Now().Equal(want) {
+				t.Errorf("validated at %s, want %s", h.Clock.Now(), want)
 			}
 			if ok {
 				if got := commandNames(cmd); !slices.Equal(got, tc.found) {
@@ -169,11 +169,11 @@ func TestPass(t *testing.T) {
 		{name: "empty nodes are deleted after validation", objs: objects(pool(), node("a", "m5.large"), node("b", "m5.large"),
 			pinned("local", "b")),
 			acted: true, deleted: []string{"claim-a"}, tainted: []string{"a"}, eventNote: "emptiness (Empty): delete"},
-		{name: "expiry runs when voluntary disruption is off", cfg: harnessConfig{opts: func(o *Options) { o.Voluntary = false }},
+		{name: "expiry runs when voluntary disruption is off", cfg: harnessConfig{opts: func(o *Options) { o.Args.DisableDisruption = true }},
 			objs: objects(pool(), node("e", "m5.large"), machine{name: "x", pool: "default", typ: "m5.large", created: t0.Add(-2 * time.Hour),
 				claim: func(w *test.NodeClaimWrapper) { w.ExpireAfter(time.Hour) }}),
 			acted: true, deleted: []string{"claim-x"}, tainted: []string{"x"}, eventNote: "expiration (Expired): delete"},
-		{name: "voluntary disruption off leaves empty nodes", cfg: harnessConfig{opts: func(o *Options) { o.Voluntary = false }},
+		{name: "voluntary disruption off leaves empty nodes", cfg: harnessConfig{opts: func(o *Options) { o.Args.DisableDisruption = true }},
 			objs: objects(pool(), node("a", "m5.large"))},
 		{name: "expiry goes before emptiness", objs: objects(pool(), node("e", "m5.large"),
 			machine{name: "x", pool: "default", typ: "m5.large", created: t0.Add(-2 * time.Hour),
@@ -188,20 +188,20 @@ func TestPass(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.cfg, tc.objs...)
-			acted, err := h.c.pass(h.ctx)
+			acted, err := h.c.pass(h.Ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if acted != tc.acted {
 				t.Fatalf("acted = %v, want %v", acted, tc.acted)
 			}
-			claims, err := h.client.StevedoreV1().NodeClaims().List(h.ctx, metav1.ListOptions{})
+			claims, err := h.Stevedore.StevedoreV1().NodeClaims().List(h.Ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			live := map[string]bool{}
 			for _, c := range claims.Items {
-				live[c.Name] = true
+				live[c.Name] = c.DeletionTimestamp == nil // deleted: its finalizer waits for termination
 			}
 			for _, o := range tc.objs {
 				if cl, ok := o.(*stevedorev1.NodeClaim); ok {
@@ -210,7 +210,7 @@ func TestPass(t *testing.T) {
 					}
 				}
 			}
-			nodes, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
+			nodes, err := h.Kube.CoreV1().Nodes().List(h.Ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,8 +220,8 @@ func TestPass(t *testing.T) {
 				}
 			}
 			var events []string
-			for len(h.recorder.Events) > 0 {
-				events = append(events, <-h.recorder.Events)
+			for len(h.Recorder.Events) > 0 {
+				events = append(events, <-h.Recorder.Events)
 			}
 			if tc.eventNote != "" && !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, tc.eventNote) }) {
 				t.Errorf("events %q, want one with %q", events, tc.eventNote)
@@ -237,16 +237,16 @@ func TestExecuteRecordsTheReasonAndRollsBack(t *testing.T) {
 	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"))...)
 	cand := h.view().candidate("a")
 	cmd := &Command{Method: MethodEmptiness, Reason: stevedorev1.DisruptionReasonEmpty, Candidates: []*Candidate{cand}}
-	if err := h.c.markDisrupting(h.ctx, cand, string(cmd.Reason)); err != nil {
+	if err := h.c.markDisrupting(h.Ctx, cand, string(cmd.Reason)); err != nil {
 		t.Fatal(err)
 	}
 	cl := h.claim("claim-a")
 	if cl.Status.DisruptionReason != "Empty" || !conditionTrue(cl, stevedorev1.ConditionDisrupting) {
 		t.Errorf("status = %+v, want disruption reason Empty and Disrupting true", cl.Status)
 	}
-	h.c.rollback(h.ctx, cmd, nil)
+	h.c.rollback(h.Ctx, cmd, nil)
 	cl = h.claim("claim-a")
-	n, err := h.kube.CoreV1().Nodes().Get(h.ctx, "a", metav1.GetOptions{})
+	n, err := h.Kube.CoreV1().Nodes().Get(h.Ctx, "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +254,11 @@ func TestExecuteRecordsTheReasonAndRollsBack(t *testing.T) {
 		t.Errorf("after rollback: status %+v, taints %v", cl.Status, n.Spec.Taints)
 	}
 	// a NodeClaim gone meanwhile is not an error
-	if err := h.client.StevedoreV1().NodeClaims().Delete(h.ctx, "claim-a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.c.w.updateStatus(h.ctx, "claim-a", func(*stevedorev1.NodeClaimStatus) {}); err != nil {
+	h.deleteNow("claim-a")
+	if err := h.c.w.updateStatus(h.Ctx, "claim-a", func(*stevedorev1.NodeClaimStatus) {}); err != nil {
 		t.Errorf("updating a deleted NodeClaim: %v", err)
 	}
-	if _, err := h.client.StevedoreV1().NodeClaims().Get(h.ctx, "claim-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := h.Stevedore.StevedoreV1().NodeClaims().Get(h.Ctx, "claim-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get = %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -48,23 +47,12 @@ type Options struct {
 	Clock     clock.Clock
 	Metrics   *Metrics
 
-	// PollInterval separates passes that found nothing to do. Default DefaultPollInterval.
-	PollInterval time.Duration
-	// ValidationDelay is how long a consolidation or emptiness decision waits before it is checked again and
-	// carried out (pods move in the meantime). Default 15s.
-	ValidationDelay time.Duration
-	// ReplacementTimeout bounds how long a replacement may take to become ready before the command is rolled
-	// back. Default 15m.
-	ReplacementTimeout time.Duration
-	// SpotToSpot allows consolidation to replace a spot node by a cheaper spot node (with at least
-	// minSpotToSpotTypes cheaper types to choose from). Default off, as in Karpenter.
-	SpotToSpot bool
-	// Voluntary turns on emptiness, drift and consolidation; expiry and garbage collection always run.
-	Voluntary bool
-	// GCInterval separates garbage collection runs. Default 1m.
-	GCInterval time.Duration
-	// Repair turns node auto-repair on (nil: off).
-	Repair *RepairOptions
+	// Args are the plugin's arguments; disruption reads, by their names: disruptionPollInterval,
+	// disruptionValidationDelay, registrationTimeout (how long replacements may take to become ready before a
+	// command is rolled back), spotToSpotConsolidation, disableDisruption (emptiness, drift and consolidation off;
+	// expiry and garbage collection always run), garbageCollectionInterval and nodeRepair. New defaults what is
+	// unset, so the zero value is every default.
+	Args config.ProvisionerArgs
 	// OverlaidTypes returns a NodePool's instance types priced under the NodeOverlays in force, and false when no
 	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
 	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
@@ -91,48 +79,26 @@ type Controller struct {
 	reported map[string]*verdict
 }
 
-// Defaults of Options, used by New for unset fields and by the plugin's arguments.
-const (
-	DefaultPollInterval       = config.DefaultDisruptionPollInterval
-	DefaultValidationDelay    = config.DefaultDisruptionValidationDelay
-	DefaultReplacementTimeout = config.DefaultRegistrationTimeout
-	DefaultGCInterval         = config.DefaultGarbageCollectionInterval
-)
-
 // New returns a disruption controller.
 func New(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.PollInterval == 0 {
-		opts.PollInterval = DefaultPollInterval
-	}
-	if opts.ValidationDelay == 0 {
-		opts.ValidationDelay = DefaultValidationDelay
-	}
-	if opts.ReplacementTimeout == 0 {
-		opts.ReplacementTimeout = DefaultReplacementTimeout
-	}
-	if opts.GCInterval == 0 {
-		opts.GCInterval = DefaultGCInterval
-	}
+	opts.Args = opts.Args.Defaults(nil)
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
 	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator},
 		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}, reported: map[string]*verdict{}, queue: newCommandQueue()}
 	static := &staticReplacement{provisioner: opts.Provisioner}
-	if opts.Repair != nil {
-		r := *opts.Repair
-		r.defaults()
-		c.opts.Repair = &r
-		c.methods = append(c.methods, &repair{opts: &r, removals: c.removals, cloud: opts.Cloud, w: c.w, clock: opts.Clock,
+	if r := repairOptions(opts.Args.NodeRepair); r != nil {
+		c.methods = append(c.methods, &repair{opts: r, removals: c.removals, cloud: opts.Cloud, w: c.w, clock: opts.Clock,
 			blocked: map[string]bool{}})
 	}
 	c.methods = append(c.methods, &expiration{removals: c.removals, static: static})
-	cons := &consolidation{removals: c.removals, activity: c.activity, spotToSpot: opts.SpotToSpot}
+	cons := &consolidation{removals: c.removals, activity: c.activity, spotToSpot: opts.Args.SpotToSpotConsolidation}
 	c.single = &singleNodeConsolidation{cons}
-	if opts.Voluntary {
+	if !opts.Args.DisableDisruption {
 		c.methods = append(c.methods,
 			&emptiness{activity: c.activity, removals: c.removals, provisioner: opts.Provisioner},
 			&drift{removals: c.removals, cloud: opts.Cloud, static: static, w: c.w, dryRun: opts.DryRun},
@@ -166,7 +132,7 @@ func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 }
 
 // Run runs passes until ctx ends: one command per pass, the next pass at once after a command, else after
-// PollInterval. A command waiting for its replacements finishes in the background (queue.go) while the passes go
+// disruptionPollInterval. A command waiting for its replacements finishes in the background (queue.go) while the passes go
 // on. Garbage collection runs beside it. Disruption marks left by a process that stopped mid-command are cleared
 // first.
 func (c *Controller) Run(ctx context.Context) {
@@ -186,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-c.opts.Clock.After(c.opts.PollInterval):
+		case <-c.opts.Clock.After(c.opts.Args.DisruptionPollInterval.Duration):
 		}
 	}
 }
@@ -200,7 +166,7 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	cmd, m, err := c.find(ctx, v)
-	if c.opts.Voluntary {
+	if !c.opts.Args.DisableDisruption {
 		c.report(ctx, v, cmd.nodes())
 	}
 	if err != nil || cmd == nil {

@@ -22,7 +22,7 @@ import (
 // launch to record its instance on the NodeClaim, or for a restarted process to adopt it.
 const orphanGracePeriod = 30 * time.Second
 
-// runGC collects garbage every GCInterval until ctx ends.
+// runGC collects garbage every garbageCollectionInterval until ctx ends.
 func (c *Controller) runGC(ctx context.Context) {
 	for {
 		if err := c.collectGarbage(ctx); err != nil && ctx.Err() == nil {
@@ -31,7 +31,7 @@ func (c *Controller) runGC(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.opts.Clock.After(c.opts.GCInterval):
+		case <-c.opts.Clock.After(c.opts.Args.GarbageCollectionInterval.Duration):
 		}
 	}
 }

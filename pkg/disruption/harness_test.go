@@ -14,18 +14,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
-	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -57,18 +56,11 @@ const (
 	spot     = stevedorev1.CapacityTypeSpot
 )
 
-// harness is a disruption controller over a fixed cluster: listers over the objects, fake clientsets holding the
-// same objects (for the status and taint updates the controller writes), a fake cloud and a fake clock.
+// harness is a disruption controller over a test environment: listers over the objects, fake clientsets holding
+// the same objects (for the status and taint updates the controller writes), a fake cloud and a fake clock.
 type harness struct {
-	t        testing.TB
-	ctx      context.Context
-	clock    *clocktesting.FakeClock
-	cloud    *fake.Provider
-	listers  *test.Listers
-	kube     *kubefake.Clientset
-	client   *stevedorefake.Clientset
-	recorder *events.FakeRecorder
-	c        *Controller
+	*test.Env
+	c *Controller
 }
 
 // harnessConfig changes the harness before the controller is built.
@@ -85,7 +77,6 @@ type harnessConfig struct {
 // newHarness builds a voluntary disruption controller over objs.
 func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harness {
 	t.Helper()
-	ctx := context.Background()
 	types := cfg.types
 	if types == nil && !cfg.allTypes {
 		types = testTypes
@@ -97,23 +88,8 @@ func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harnes
 	if cfg.cloud != nil {
 		cfg.cloud(cp)
 	}
-	l, err := test.NewListers(objs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kubeObjs, stevedoreObjs []runtime.Object
-	for _, o := range objs {
-		switch o.(type) {
-		case *stevedorev1.NodeClaim, *stevedorev1.NodePool:
-			stevedoreObjs = append(stevedoreObjs, o.DeepCopyObject())
-		default:
-			kubeObjs = append(kubeObjs, o.DeepCopyObject())
-		}
-	}
-	clk := clocktesting.NewFakeClock(t0)
-	cp.SetClock(clk.Now)
-	kube := kubefake.NewClientset(kubeObjs...)
-	client := stevedorefake.NewSimpleClientset(stevedoreObjs...)
+	env := test.NewEnv(t, t0, cp, objs...)
+	l, kube, client, clk := env.Listers, env.Kube, env.Stevedore, env.Clock
 	generated := 0
 	client.PrependReactor("create", "nodeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		// the API server names an object by its generateName; the fake clientset does not
@@ -123,25 +99,23 @@ func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harnes
 		}
 		return false, nil, nil
 	})
-	provSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	provSim, err := simulation.New(env.Ctx, simulation.NewSnapshot(), simulation.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	disSim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+	disSim, err := simulation.New(env.Ctx, simulation.NewSnapshot(), simulation.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov := provision.New(provision.Options{ClusterName: "test", Region: testRegion, SchedulerName: "stevedore",
+	prov := provision.New(provision.Options{Args: config.ProvisionerArgs{Region: testRegion}, SchedulerName: "stevedore",
 		Kube: kube, Stevedore: client, Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims,
 		NodePools: l.NodePools, Cloud: cp, Simulator: provSim, Clock: clk})
-	rec := events.NewFakeRecorder(1000)
 	opts := Options{Kube: kube, Stevedore: client, Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims,
-		NodePools: l.NodePools, Provisioner: prov, Cloud: cp, Simulator: disSim, Recorder: rec, Clock: steppingClock{clk},
-		Voluntary: true}
+		NodePools: l.NodePools, Provisioner: prov, Cloud: cp, Simulator: disSim, Recorder: env.Recorder, Clock: steppingClock{clk}}
 	if cfg.opts != nil {
 		cfg.opts(&opts)
 	}
-	return &harness{t: t, ctx: ctx, clock: clk, cloud: cp, listers: l, kube: kube, client: client, recorder: rec, c: New(opts)}
+	return &harness{Env: env, c: New(opts)}
 }
 
 // steppingClock is the fake clock, except that a wait ends at once, moving the time on by its length: a pass's
@@ -157,43 +131,63 @@ func (c steppingClock) After(d time.Duration) <-chan time.Time {
 
 // view reads the cluster as a pass would, failing the test on error.
 func (h *harness) view() *clusterView {
-	h.t.Helper()
+	h.T.Helper()
 	h.c.removals.reset()
 	v, err := h.c.view(context.Background())
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	return v
 }
 
 // find runs one method over a fresh view.
 func (h *harness) find(m Method) *Command {
-	h.t.Helper()
-	cmd, err := m.Find(h.ctx, h.view())
+	h.T.Helper()
+	cmd, err := m.Find(h.Ctx, h.view())
 	if err != nil {
-		h.t.Fatalf("%s: %v", m.Name(), err)
+		h.T.Fatalf("%s: %v", m.Name(), err)
 	}
 	return cmd
 }
 
 // method returns the controller's method of that name.
 func (h *harness) method(name string) Method {
-	h.t.Helper()
+	h.T.Helper()
 	for _, m := range h.c.methods {
 		if m.Name() == name {
 			return m
 		}
 	}
-	h.t.Fatalf("no method %s (voluntary %v)", name, h.c.opts.Voluntary)
+	h.T.Fatalf("no method %s (disruption off %v)", name, h.c.opts.Args.DisableDisruption)
 	return nil
+}
+
+// deleteNow deletes a NodeClaim from the fake API server at once, its finalizers removed as termination would.
+func (h *harness) deleteNow(name string) {
+	h.T.Helper()
+	claims := h.Stevedore.StevedoreV1().NodeClaims()
+	if err := claims.Delete(h.Ctx, name, metav1.DeleteOptions{}); err != nil {
+		h.T.Fatal(err)
+	}
+	cl, err := claims.Get(h.Ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	cl.Finalizers = nil
+	if _, err := claims.Update(h.Ctx, cl, metav1.UpdateOptions{}); err != nil {
+		h.T.Fatal(err)
+	}
 }
 
 // claim reads a NodeClaim back from the fake API server.
 func (h *harness) claim(name string) *stevedorev1.NodeClaim {
-	h.t.Helper()
-	cl, err := h.client.StevedoreV1().NodeClaims().Get(h.ctx, name, metav1.GetOptions{})
+	h.T.Helper()
+	cl, err := h.Stevedore.StevedoreV1().NodeClaims().Get(h.Ctx, name, metav1.GetOptions{})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	return cl
 }

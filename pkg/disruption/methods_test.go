@@ -77,7 +77,7 @@ func runMethodCases(t *testing.T, method string, cases []methodCase) {
 				tc.setup(h)
 			}
 			v := h.view()
-			cmd, err := h.method(method).Find(h.ctx, v)
+			cmd, err := h.method(method).Find(h.Ctx, v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func wantReplacement(typ, capacityType string) func(t *testing.T, h *harness, cm
 
 func TestMethodsOfAPass(t *testing.T) {
 	for _, voluntary := range []bool{false, true} {
-		h := newHarness(t, harnessConfig{opts: func(o *Options) { o.Voluntary = voluntary }})
+		h := newHarness(t, harnessConfig{opts: func(o *Options) { o.Args.DisableDisruption = !voluntary }})
 		var got []string
 		for _, m := range h.c.methods {
 			got = append(got, m.Name())
@@ -150,7 +150,7 @@ func TestMethodsOfAPass(t *testing.T) {
 			t.Errorf("voluntary %v: methods = %v, want %v", voluntary, got, want)
 		}
 	}
-	h := newHarness(t, repairOn(harnessConfig{opts: func(o *Options) { o.Voluntary = false }}))
+	h := newHarness(t, repairOn(harnessConfig{opts: func(o *Options) { o.Args.DisableDisruption = true }}))
 	if got := h.c.methods; len(got) != 2 || got[0].Name() != MethodRepair || got[1].Name() != MethodExpiration {
 		t.Errorf("with repair on, methods start %v; want repair, then expiration", got)
 	}
@@ -431,7 +431,7 @@ func TestDrift(t *testing.T) {
 	recorded := func(reason string, claims ...string) func(*testing.T, *harness, *Command) {
 		return func(t *testing.T, h *harness, _ *Command) {
 			t.Helper()
-			list, err := h.client.StevedoreV1().NodeClaims().List(h.ctx, metav1.ListOptions{})
+			list, err := h.Stevedore.StevedoreV1().NodeClaims().List(h.Ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +480,7 @@ func TestDrift(t *testing.T) {
 			objs: objects(pool(), machine{name: "a", pool: "default", typ: "m5.large",
 				node: func(w *test.NodeWrapper) { w.Annotations(stevedorev1.DoNotDisruptKey, "true") }}),
 			check: func(t *testing.T, h *harness, _ *Command) {
-				if calls := h.cloud.Calls(); slices.Contains(calls, fake.CallIsDrifted+" claim-a") {
+				if calls := h.Cloud.Calls(); slices.Contains(calls, fake.CallIsDrifted+" claim-a") {
 					t.Errorf("blocked node checked for drift: %v", calls)
 				}
 				recorded("")(t, h, nil)
@@ -567,7 +567,7 @@ func checkPods(t *testing.T, cmd *Command, n int) {
 }
 
 func TestSingleNodeConsolidation(t *testing.T) {
-	spotToSpot := func(o *Options) { o.SpotToSpot = true }
+	spotToSpot := func(o *Options) { o.Args.SpotToSpotConsolidation = true }
 	spotPool := func() *test.NodePoolWrapper {
 		return pool().Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, spot)
 	}

@@ -107,7 +107,7 @@ func (c *benchCluster) podOf(size int) *corev1.Pod {
 // provision places pending pods as the provisioner would: onto the nodes with room, then onto new nodes.
 func (c *benchCluster) provision(pending []*corev1.Pod) {
 	objs := []runtime.Object{c.pool.DeepCopy()}
-	nodes, err := c.h.listers.Nodes.List(labels.Everything())
+	nodes, err := c.h.Listers.Nodes.List(labels.Everything())
 	if err != nil {
 		c.b.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func (c *benchCluster) launch(typ string) string {
 	c.serial++
 	name := fmt.Sprintf("node-%05d", c.serial)
 	for _, o := range (machine{name: name, pool: "bench", typ: typ, created: t0.Add(-time.Hour)}).objs() {
-		if err := c.h.listers.Add(o); err != nil {
+		if err := c.h.Listers.Add(o); err != nil {
 			c.b.Fatal(err)
 		}
 	}
@@ -161,7 +161,7 @@ func (c *benchCluster) bind(node string, pods []*corev1.Pod) {
 		p = p.DeepCopy()
 		p.Spec.NodeName = node
 		c.pods[p.Name] = p
-		if err := c.h.listers.Add(p); err != nil {
+		if err := c.h.Listers.Add(p); err != nil {
 			c.b.Fatal(err)
 		}
 	}
@@ -169,14 +169,14 @@ func (c *benchCluster) bind(node string, pods []*corev1.Pod) {
 
 func (c *benchCluster) deletePod(p *corev1.Pod) {
 	delete(c.pods, p.Name)
-	if err := c.h.listers.Delete(p); err != nil {
+	if err := c.h.Listers.Delete(p); err != nil {
 		c.b.Fatal(err)
 	}
 }
 
 // cost is the fleet's hourly price.
 func (c *benchCluster) cost() float64 {
-	claims, err := c.h.listers.NodeClaims.List(labels.Everything())
+	claims, err := c.h.Listers.NodeClaims.List(labels.Everything())
 	if err != nil {
 		c.b.Fatal(err)
 	}
@@ -218,10 +218,10 @@ func (c *benchCluster) consolidate() (evicted, commands int) {
 			for _, p := range cand.Pods {
 				c.deletePod(p)
 			}
-			if err := c.h.listers.Delete(cand.Node); err != nil {
+			if err := c.h.Listers.Delete(cand.Node); err != nil {
 				c.b.Fatal(err)
 			}
-			if err := c.h.listers.Delete(cand.NodeClaim); err != nil {
+			if err := c.h.Listers.Delete(cand.NodeClaim); err != nil {
 				c.b.Fatal(err)
 			}
 			delete(c.nodes, cand.Node.Name)

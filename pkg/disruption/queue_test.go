@@ -36,33 +36,33 @@ func twoPools() []runtime.Object {
 
 // catchUp shows the listers what the fake API server holds (nodes and NodeClaims), as informers would.
 func (h *harness) catchUp() {
-	h.t.Helper()
-	nodes, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
+	h.T.Helper()
+	nodes, err := h.Kube.CoreV1().Nodes().List(h.Ctx, metav1.ListOptions{})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	for i := range nodes.Items {
-		if err := h.listers.Add(&nodes.Items[i]); err != nil {
-			h.t.Fatal(err)
+		if err := h.Listers.Add(&nodes.Items[i]); err != nil {
+			h.T.Fatal(err)
 		}
 	}
-	claims, err := h.client.StevedoreV1().NodeClaims().List(h.ctx, metav1.ListOptions{})
+	claims, err := h.Stevedore.StevedoreV1().NodeClaims().List(h.Ctx, metav1.ListOptions{})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	for i := range claims.Items {
-		if err := h.listers.Add(&claims.Items[i]); err != nil {
-			h.t.Fatal(err)
+		if err := h.Listers.Add(&claims.Items[i]); err != nil {
+			h.T.Fatal(err)
 		}
 	}
 }
 
 // replacements lists the replacement NodeClaims the fake API server holds, by name.
 func (h *harness) replacements() []*stevedorev1.NodeClaim {
-	h.t.Helper()
-	claims, err := h.client.StevedoreV1().NodeClaims().List(h.ctx, metav1.ListOptions{})
+	h.T.Helper()
+	claims, err := h.Stevedore.StevedoreV1().NodeClaims().List(h.Ctx, metav1.ListOptions{})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	var out []*stevedorev1.NodeClaim
 	for i := range claims.Items {
@@ -74,26 +74,27 @@ func (h *harness) replacements() []*stevedorev1.NodeClaim {
 	return out
 }
 
-// gone reports whether a NodeClaim is deleted from the fake API server.
+// gone reports whether a NodeClaim is deleted from the fake API server, or being deleted (its termination
+// finalizer waits for a terminator the harness does not run).
 func (h *harness) gone(name string) bool {
-	h.t.Helper()
-	_, err := h.client.StevedoreV1().NodeClaims().Get(h.ctx, name, metav1.GetOptions{})
+	h.T.Helper()
+	cl, err := h.Stevedore.StevedoreV1().NodeClaims().Get(h.Ctx, name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	return apierrors.IsNotFound(err)
+	return apierrors.IsNotFound(err) || cl.DeletionTimestamp != nil
 }
 
 // TestPassesGoOnWhileReplacementsComeUp: a command waiting for its replacement is finished by the queue, and the
 // next pass takes another node meanwhile; each node goes once its replacement is ready.
 func TestPassesGoOnWhileReplacementsComeUp(t *testing.T) {
 	// a command that held the pass until its replacement is ready would fail the pass after 30s
-	h := newHarness(t, harnessConfig{opts: func(o *Options) { o.ReplacementTimeout = 30 * time.Second }}, twoPools()...)
-	h.ctx = t.Context() // the commands finishing in the background end with the test
+	h := newHarness(t, harnessConfig{opts: func(o *Options) { o.Args.RegistrationTimeout.Duration = 30 * time.Second }}, twoPools()...)
+	h.Ctx = t.Context() // the commands finishing in the background end with the test
 	t.Cleanup(h.c.queue.wait)
 
 	for i, want := range []string{"big-a", "big-b"} {
-		acted, err := h.c.pass(h.ctx)
+		acted, err := h.c.pass(h.Ctx)
 		if err != nil || !acted {
 			t.Fatalf("pass %d = %v, %v; want a command", i+1, acted, err)
 		}
@@ -108,7 +109,7 @@ func TestPassesGoOnWhileReplacementsComeUp(t *testing.T) {
 	if got := h.c.queue.nodes(); !slices.Equal(got, []string{"big-a", "big-b"}) {
 		t.Fatalf("queue holds %q, want both nodes under way", got)
 	}
-	if acted, err := h.c.pass(h.ctx); err != nil || acted {
+	if acted, err := h.c.pass(h.Ctx); err != nil || acted {
 		t.Fatalf("third pass = %v, %v; want nothing left to do", acted, err)
 	}
 	repl := h.replacements()
@@ -130,7 +131,7 @@ func TestPassesGoOnWhileReplacementsComeUp(t *testing.T) {
 	}
 	ready := func(cl *stevedorev1.NodeClaim) {
 		t.Helper()
-		if err := h.listers.Add(test.NodeClaimFrom(cl).Initialized().Obj()); err != nil {
+		if err := h.Listers.Add(test.NodeClaimFrom(cl).Initialized().Obj()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,9 +149,9 @@ func TestPassesGoOnWhileReplacementsComeUp(t *testing.T) {
 // the voluntary command back: the node is untainted and stays, the queue lets it go.
 func TestAReplacementDeletedRollsTheQueuedCommandBack(t *testing.T) {
 	h := newHarness(t, harnessConfig{}, twoPools()[:4]...) // pool-a only
-	h.ctx = t.Context()                                    // the commands finishing in the background end with the test
+	h.Ctx = t.Context()                                    // the commands finishing in the background end with the test
 	t.Cleanup(h.c.queue.wait)
-	if acted, err := h.c.pass(h.ctx); err != nil || !acted {
+	if acted, err := h.c.pass(h.Ctx); err != nil || !acted {
 		t.Fatalf("pass = %v, %v; want a command", acted, err)
 	}
 	repl := h.replacements()
@@ -158,11 +159,11 @@ func TestAReplacementDeletedRollsTheQueuedCommandBack(t *testing.T) {
 		t.Fatalf("%d replacements, want 1", len(repl))
 	}
 	deleting := test.NodeClaimFrom(repl[0]).Deleting(t0).Obj()
-	if err := h.listers.Add(deleting); err != nil {
+	if err := h.Listers.Add(deleting); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the command rolled back", func() bool { return len(h.c.queue.nodes()) == 0 })
-	n, err := h.kube.CoreV1().Nodes().Get(h.ctx, "big-a", metav1.GetOptions{})
+	n, err := h.Kube.CoreV1().Nodes().Get(h.Ctx, "big-a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +192,9 @@ func TestStartClearsMarksAStoppedCommandLeft(t *testing.T) {
 		marked("held", nil),
 		node("plain", "m5.large"))...)
 	h.c.queue.hold(&Command{Candidates: []*Candidate{h.view().candidate("plain"), {Node: test.Node("held").Obj()}}})
-	h.c.clearStaleMarks(h.ctx)
+	h.c.clearStaleMarks(h.Ctx)
 	for name, want := range map[string]bool{"stale": false, "going": true, "held": true, "plain": false} {
-		n, err := h.kube.CoreV1().Nodes().Get(h.ctx, name, metav1.GetOptions{})
+		n, err := h.Kube.CoreV1().Nodes().Get(h.Ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

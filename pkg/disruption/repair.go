@@ -36,9 +36,9 @@ type RepairPolicy struct {
 	Reboot bool
 }
 
-// RepairOptions turn node auto-repair on.
+// RepairOptions are the nodeRepair arguments as repair uses them.
 type RepairOptions struct {
-	// Policies, checked in order; DefaultRepairPolicies if empty.
+	// Policies, checked in order.
 	Policies []RepairPolicy
 	// MaxUnhealthyPercent of a NodePool's nodes (rounded down, at least one) may be repaired at once; when more
 	// are unhealthy, repair waits (a zone or network outage is not fixed by replacing nodes). Default 20.
@@ -49,13 +49,6 @@ type RepairOptions struct {
 	RebootWait time.Duration
 }
 
-// Defaults of RepairOptions.
-const (
-	DefaultMaxUnhealthyPercent = config.DefaultMaxUnhealthyPercent
-	DefaultRepairDrainTimeout  = config.DefaultRepairDrainTimeout
-	DefaultRebootWait          = config.DefaultRebootWait
-)
-
 // Node conditions of the EKS node monitoring agent (node-problem-detector style) that repair acts on.
 const (
 	ConditionAcceleratedHardwareReady corev1.NodeConditionType = config.ConditionAcceleratedHardwareReady
@@ -65,30 +58,17 @@ const (
 	ConditionContainerRuntimeReady    corev1.NodeConditionType = config.ConditionContainerRuntimeReady
 )
 
-// DefaultRepairPolicies are the kubelet's Ready condition and the EKS node monitoring agent's conditions, with
-// the toleration windows AWS's Karpenter provider uses; kernel and container-runtime faults reboot first.
-func DefaultRepairPolicies() []RepairPolicy {
-	var out []RepairPolicy
-	for _, p := range config.DefaultRepairPolicies() {
-		out = append(out, RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType), Status: corev1.ConditionStatus(p.ConditionStatus),
-			Toleration: p.Toleration.Duration, Reboot: p.Reboot})
+// repairOptions are defaulted repair arguments in the form repair uses, nil when repair is off.
+func repairOptions(r *config.NodeRepairArgs) *RepairOptions {
+	if r == nil || r.Enabled == nil || !*r.Enabled {
+		return nil
+	}
+	out := &RepairOptions{MaxUnhealthyPercent: r.MaxUnhealthyPercent, DrainTimeout: r.DrainTimeout.Duration, RebootWait: r.RebootWait.Duration}
+	for _, p := range r.Policies {
+		out.Policies = append(out.Policies, RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType),
+			Status: corev1.ConditionStatus(p.ConditionStatus), Toleration: p.Toleration.Duration, Reboot: p.Reboot})
 	}
 	return out
-}
-
-func (o *RepairOptions) defaults() {
-	if len(o.Policies) == 0 {
-		o.Policies = DefaultRepairPolicies()
-	}
-	if o.MaxUnhealthyPercent == 0 {
-		o.MaxUnhealthyPercent = DefaultMaxUnhealthyPercent
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = DefaultRepairDrainTimeout
-	}
-	if o.RebootWait == 0 {
-		o.RebootWait = DefaultRebootWait
-	}
 }
 
 // unhealthy is a node's fault: the condition a policy matches and since when.

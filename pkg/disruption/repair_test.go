@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
@@ -52,7 +56,7 @@ func fleetOf(n int, faults map[int]func(*machine)) []machine {
 func repairOn(cfg harnessConfig) harnessConfig {
 	prev := cfg.opts
 	cfg.opts = func(o *Options) {
-		o.Repair = &RepairOptions{}
+		o.Args.NodeRepair = &config.NodeRepairArgs{Enabled: ptr.To(true)}
 		if prev != nil {
 			prev(o)
 		}
@@ -92,9 +96,9 @@ func TestRepairPolicies(t *testing.T) {
 		}
 	}
 	forceful := func(t *testing.T, _ *harness, cmd *Command) {
-		if !cmd.Forceful || cmd.Reason != ReasonUnhealthy || cmd.DrainTimeout != DefaultRepairDrainTimeout {
+		if !cmd.Forceful || cmd.Reason != ReasonUnhealthy || cmd.DrainTimeout != config.DefaultRepairDrainTimeout {
 			t.Errorf("forceful %v, reason %s, drain timeout %s; want a forceful %s command draining within %s",
-				cmd.Forceful, cmd.Reason, cmd.DrainTimeout, ReasonUnhealthy, DefaultRepairDrainTimeout)
+				cmd.Forceful, cmd.Reason, cmd.DrainTimeout, ReasonUnhealthy, config.DefaultRepairDrainTimeout)
 		}
 	}
 	noWait := func(want bool) func(*testing.T, *harness, *Command) {
@@ -108,7 +112,7 @@ func TestRepairPolicies(t *testing.T) {
 	reboots := func(want ...string) func(*testing.T, *harness, *Command) {
 		return func(t *testing.T, h *harness, _ *Command) {
 			var got []string
-			for _, c := range h.cloud.Calls() {
+			for _, c := range h.Cloud.Calls() {
 				if id, ok := strings.CutPrefix(c, fake.CallReboot+" "); ok {
 					got = append(got, id)
 				}
@@ -126,8 +130,8 @@ func TestRepairPolicies(t *testing.T) {
 	blockedEvent := func(want bool) func(*testing.T, *harness, *Command) {
 		return func(t *testing.T, h *harness, _ *Command) {
 			got := false
-			for len(h.recorder.Events) > 0 {
-				if e := <-h.recorder.Events; strings.Contains(e, ReasonNodeRepairBlocked) {
+			for len(h.Recorder.Events) > 0 {
+				if e := <-h.Recorder.Events; strings.Contains(e, ReasonNodeRepairBlocked) {
 					got = true
 				}
 			}
@@ -254,8 +258,7 @@ func TestRepairThreshold(t *testing.T) {
 }
 
 func TestRepairPolicyChoosesTheFaultDueFirst(t *testing.T) {
-	o := &RepairOptions{}
-	o.defaults()
+	o := repairOptions(config.ProvisionerArgs{NodeRepair: &config.NodeRepairArgs{Enabled: ptr.To(true)}}.Defaults(nil).NodeRepair)
 	node := test.Node("n").Obj()
 	node.Status.Conditions = []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
@@ -270,7 +273,43 @@ func TestRepairPolicyChoosesTheFaultDueFirst(t *testing.T) {
 	if f := o.fault(node); f != nil {
 		t.Errorf("a Ready node has fault %+v", f)
 	}
-	if got := fmt.Sprint(len(DefaultRepairPolicies())); got != "7" {
+	if got := fmt.Sprint(len(o.Policies)); got != "7" {
 		t.Errorf("%s default policies", got)
+	}
+}
+
+// TestRepairOptionsFromArguments: repair reads the nodeRepair arguments, defaulted, and is off unless enabled.
+func TestRepairOptionsFromArguments(t *testing.T) {
+	decode := func(raw string) *RepairOptions {
+		t.Helper()
+		a, err := config.Decode(&runtime.Unknown{Raw: []byte(raw)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return repairOptions(a.NodeRepair)
+	}
+	for _, tc := range []struct {
+		name string
+		args string
+		want *RepairOptions
+	}{
+		{name: "off by default", args: `{"clusterName": "c"}`},
+		{name: "off when disabled", args: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`},
+		{name: "on with the defaults", args: `{"clusterName": "c", "nodeRepair": {"enabled": true}}`,
+			want: &RepairOptions{Policies: repairOptions(config.ProvisionerArgs{NodeRepair: &config.NodeRepairArgs{Enabled: ptr.To(true)}}.Defaults(nil).NodeRepair).Policies,
+				MaxUnhealthyPercent: 20, DrainTimeout: 5 * time.Minute, RebootWait: 10 * time.Minute}},
+		{name: "policies of its own", args: `{"clusterName": "c", "nodeRepair": {"enabled": true, "maxUnhealthyPercent": 50, "policies": [` +
+			`{"conditionType": "Ready", "conditionStatus": "Unknown", "toleration": "2m"}, ` +
+			`{"conditionType": "KernelReady", "conditionStatus": "False", "toleration": "1m", "reboot": true}]}}`,
+			want: &RepairOptions{Policies: []RepairPolicy{
+				{ConditionType: corev1.NodeReady, Status: corev1.ConditionUnknown, Toleration: 2 * time.Minute},
+				{ConditionType: ConditionKernelReady, Status: corev1.ConditionFalse, Toleration: time.Minute, Reboot: true}},
+				MaxUnhealthyPercent: 50, DrainTimeout: 5 * time.Minute, RebootWait: 10 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, decode(tc.args)); diff != "" {
+				t.Errorf("repair options (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ type Method interface {
 	Name() string
 	// Find returns one command for the cluster as v shows it, or nil.
 	Find(ctx context.Context, v *clusterView) (*Command, error)
-	// Validated reports whether the command waits ValidationDelay and is checked again before it is carried out
+	// Validated reports whether the command waits disruptionValidationDelay and is checked again before it is carried out
 	// (pods move in the meantime).
 	Validated() bool
 	// StillHolds reports, at validation, whether a candidate of the command still qualifies.
@@ -58,7 +58,7 @@ type Command struct {
 	Replacements []*solver.PlannedNode
 	// Pods that move.
 	Pods int
-	// ReplacementWait overrides how long replacements may take to become ready (nil: ReplacementTimeout; zero or
+	// ReplacementWait overrides how long replacements may take to become ready (nil: registrationTimeout; zero or
 	// less: do not wait).
 	ReplacementWait *time.Duration
 	// DrainTimeout, when positive, bounds the drain of the command's nodes (their pods are deleted after it).

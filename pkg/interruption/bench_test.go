@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -48,7 +49,7 @@ func BenchmarkPollMessages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := New(Options{Queue: client, QueueURL: url, NodeClaims: l.NodeClaims, Interrupter: nopInterrupter{},
+	c := New(Options{Args: config.ProvisionerArgs{InterruptionQueue: url}, Queue: client, NodeClaims: l.NodeClaims, Interrupter: nopInterrupter{},
 		WaitTime: time.Second})
 	now := time.Now().UTC().Format(time.RFC3339)
 	for i := 0; i < b.N; i++ {

@@ -64,23 +64,20 @@ const (
 
 // Options configure the poller.
 type Options struct {
-	Queue Queue
-	// QueueURL is the queue's URL, or its name (resolved with GetQueueUrl).
-	QueueURL    string
+	// Args are the plugin's arguments; interruption reads, by their names: interruptionQueue (the queue's URL,
+	// or its name, resolved with GetQueueUrl), rebalanceAction, spotInterruptionNotice and registrationTimeout
+	// (the bound on the wait for the replacements of a node under scheduled maintenance). New defaults what is
+	// unset, so the zero value is every default.
+	Args        config.ProvisionerArgs
+	Queue       Queue
 	NodeClaims  listers.NodeClaimLister
 	Interrupter Interrupter
 	Offerings   Unavailability
 	Recorder    events.EventRecorder
 	Clock       clock.Clock
-	// Rebalance is RebalanceEvent (default) or RebalanceReplace.
-	Rebalance string
-	// SpotNotice is how long AWS gives between a spot interruption warning and the termination. Default 2m.
-	SpotNotice time.Duration
 	// DrainMargin is kept between the end of the wait for replacements and the termination, for the drain.
-	// Default a quarter of SpotNotice (30s of AWS's two minutes).
+	// Default a quarter of spotInterruptionNotice (30s of AWS's two minutes).
 	DrainMargin time.Duration
-	// ScheduledChangeWait bounds the wait for the replacements of a node under scheduled maintenance. Default 15m.
-	ScheduledChangeWait time.Duration
 	// WaitTime of a ReceiveMessage long poll. Default 20s (the SQS maximum).
 	WaitTime time.Duration
 	// Reservations tells when the Capacity Blocks nodes run in end (nil: Capacity Blocks are not watched).
@@ -99,30 +96,14 @@ type Controller struct {
 	wg     sync.WaitGroup
 }
 
-// Defaults of Options, used by New for unset fields and by the plugin's arguments.
-const (
-	// DefaultSpotNotice is AWS's notice before a spot instance is reclaimed.
-	DefaultSpotNotice = config.DefaultSpotInterruptionNotice
-	// DefaultScheduledChangeWait bounds the wait of a scheduled-change notice for its replacement.
-	DefaultScheduledChangeWait = 15 * time.Minute
-)
-
 // New returns a poller.
 func New(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Rebalance == "" {
-		opts.Rebalance = RebalanceEvent
-	}
-	if opts.SpotNotice == 0 {
-		opts.SpotNotice = DefaultSpotNotice
-	}
+	opts.Args = opts.Args.Defaults(nil)
 	if opts.DrainMargin == 0 {
-		opts.DrainMargin = opts.SpotNotice / 4
-	}
-	if opts.ScheduledChangeWait == 0 {
-		opts.ScheduledChangeWait = DefaultScheduledChangeWait
+		opts.DrainMargin = opts.Args.SpotInterruptionNotice.Duration / 4
 	}
 	if opts.WaitTime == 0 {
 		opts.WaitTime = 20 * time.Second
@@ -147,7 +128,7 @@ func (c *Controller) Run(ctx context.Context) {
 			u, err := c.resolve(ctx)
 			if err != nil {
 				logger.Error(err, "Interruption queue unavailable; spot interruptions and maintenance events are not handled until it is; retrying",
-					"queue", c.opts.QueueURL)
+					"queue", c.opts.Args.InterruptionQueue)
 				c.sleep(ctx, backoff.Step())
 				continue
 			}
@@ -175,7 +156,7 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) {
 
 // resolve returns the queue URL: the configured one, or the URL of the configured name.
 func (c *Controller) resolve(ctx context.Context) (string, error) {
-	q := c.opts.QueueURL
+	q := c.opts.Args.InterruptionQueue
 	if strings.HasPrefix(q, "https://") || strings.HasPrefix(q, "http://") {
 		return q, nil
 	}
@@ -278,26 +259,26 @@ func (c *Controller) request(msg Message, claim *stevedorev1.NodeClaim) (disrupt
 		if start.IsZero() || start.After(now) {
 			start = now
 		}
-		req.ReplacementWait = start.Add(c.opts.SpotNotice - c.opts.DrainMargin).Sub(now)
+		req.ReplacementWait = start.Add(c.opts.Args.SpotInterruptionNotice.Duration - c.opts.DrainMargin).Sub(now)
 	case KindStateChange:
 		// The instance is already going: drain now, replacements come up meanwhile.
 		req.Reason = ReasonInstanceStateChange
 		action = "drain"
 	case KindScheduledChange:
 		req.Reason = ReasonScheduledChange
-		req.ReplacementWait = c.opts.ScheduledChangeWait
+		req.ReplacementWait = c.opts.Args.RegistrationTimeout.Duration
 	case KindCapacityBlockExpiring:
 		// EC2 reclaims the block's instances from 30 minutes before its end (msg.Time): replacements until then,
 		// less the drain's margin
 		req.Reason = ReasonCapacityBlockExpiring
-		req.ReplacementWait = min(c.opts.ScheduledChangeWait, msg.Time.Add(-cloud.CapacityBlockReclaim-c.opts.DrainMargin).Sub(now))
+		req.ReplacementWait = min(c.opts.Args.RegistrationTimeout.Duration, msg.Time.Add(-cloud.CapacityBlockReclaim-c.opts.DrainMargin).Sub(now))
 	case KindRebalanceRecommendation:
 		req.Reason = ReasonRebalanceRecommended
-		if c.opts.Rebalance == RebalanceEvent {
+		if c.opts.Args.RebalanceAction == RebalanceEvent {
 			return req, ""
 		}
 		req.Forceful = false
-		req.ReplacementWait = c.opts.ScheduledChangeWait
+		req.ReplacementWait = c.opts.Args.RegistrationTimeout.Duration
 	}
 	if req.ReplacementWait < 0 {
 		req.ReplacementWait = 0

@@ -12,6 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -71,7 +72,7 @@ func TestHandle(t *testing.T) {
 			}
 			rec, marks := &recordingInterrupter{}, &recordingMarks{}
 			c := New(Options{NodeClaims: l.NodeClaims, Interrupter: rec, Offerings: marks,
-				Clock: clocktesting.NewFakeClock(now), Rebalance: tc.rebalance})
+				Clock: clocktesting.NewFakeClock(now), Args: config.ProvisionerArgs{RebalanceAction: tc.rebalance}})
 			c.Handle(context.Background(), tc.body)
 			c.Handle(context.Background(), tc.body) // a repeated notice while the first is handled, or after
 			c.wg.Wait()

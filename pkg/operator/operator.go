@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -54,65 +53,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/staticpool"
 )
 
-// Options configure the controllers (the plugin's arguments, defaulted and validated).
-type Options struct {
-	ClusterName, ClusterEndpoint, Region, InterruptionQueue string
-	BatchIdle, BatchMax, SolveTimeout                       time.Duration
-	// RegistrationTimeout bounds a launch: a node that has not registered by then is deleted. It also bounds how
-	// long disruption waits for replacements to initialize and how long a scheduled-change notice waits for its
-	// replacements: each waits for a launch to complete.
-	RegistrationTimeout     time.Duration
-	MaxInstanceTypes        int
-	EmbeddedCatalog         bool
-	VMMemoryOverheadPercent float64
-	MinValuesBestEffort     bool
-	// RebalanceAction is one of config.RebalanceActions.
-	RebalanceAction                                   string
-	SpotInterruptionNotice                            time.Duration
-	DisableDisruption, SpotToSpotConsolidation        bool
-	DisruptionPollInterval, DisruptionValidationDelay time.Duration
-	GarbageCollectionInterval                         time.Duration
-	// Repair turns node auto-repair on (nil: off).
-	Repair *disruption.RepairOptions
-	// PodDeletionCost steers scale-in to the nodes consolidation removes first.
-	PodDeletionCost bool
-	// KubernetesVersionInterval separates reads of the API server's version (the AMIs new nodes get follow it).
-	KubernetesVersionInterval time.Duration
-	// AdmissionWebhook, when set, is served by this replica whether it leads or not.
-	AdmissionWebhook *config.AdmissionWebhookArgs
-	// Env reads the process environment (AWS settings); nil means os.Getenv.
-	Env func(string) string
-}
-
-// OptionsFrom are the controllers' options from defaulted, validated plugin arguments.
-func OptionsFrom(a config.ProvisionerArgs, env func(string) string) Options {
-	return Options{
-		ClusterName: a.ClusterName, ClusterEndpoint: a.ClusterEndpoint, Region: a.Region, InterruptionQueue: a.InterruptionQueue,
-		BatchIdle: a.BatchIdleDuration.Duration, BatchMax: a.BatchMaxDuration.Duration, SolveTimeout: a.SolveTimeout.Duration,
-		RegistrationTimeout: a.RegistrationTimeout.Duration, MaxInstanceTypes: a.MaxInstanceTypes, EmbeddedCatalog: a.EmbeddedCatalog,
-		VMMemoryOverheadPercent: *a.VMMemoryOverheadPercent, MinValuesBestEffort: a.MinValuesPolicy == config.MinValuesBestEffort,
-		RebalanceAction: a.RebalanceAction, SpotInterruptionNotice: a.SpotInterruptionNotice.Duration,
-		DisableDisruption: a.DisableDisruption, SpotToSpotConsolidation: a.SpotToSpotConsolidation,
-		DisruptionPollInterval: a.DisruptionPollInterval.Duration, DisruptionValidationDelay: a.DisruptionValidationDelay.Duration,
-		GarbageCollectionInterval: a.GarbageCollectionInterval.Duration, Repair: repairOptions(a.NodeRepair), PodDeletionCost: *a.PodDeletionCost,
-		KubernetesVersionInterval: a.KubernetesVersionCheckInterval.Duration, AdmissionWebhook: a.AdmissionWebhook, Env: env,
-	}
-}
-
-// repairOptions converts defaulted, valid repair arguments (nil when repair is off).
-func repairOptions(r *config.NodeRepairArgs) *disruption.RepairOptions {
-	if r == nil || r.Enabled == nil || !*r.Enabled {
-		return nil
-	}
-	out := &disruption.RepairOptions{MaxUnhealthyPercent: r.MaxUnhealthyPercent, DrainTimeout: r.DrainTimeout.Duration,
-		RebootWait: r.RebootWait.Duration}
-	for _, p := range r.Policies {
-		out.Policies = append(out.Policies, disruption.RepairPolicy{ConditionType: corev1.NodeConditionType(p.ConditionType),
-			Status: corev1.ConditionStatus(p.ConditionStatus), Toleration: p.Toleration.Duration, Reboot: p.Reboot})
-	}
-	return out
-}
-
 // Host is what the process hosting the controllers gives them: its API access, its informer factory (started by
 // the host; the controllers register their informers on it before that), its event recorder and scheduler name,
 // and its leadership.
@@ -128,6 +68,8 @@ type Host struct {
 	// Queue is the scheduler's scheduling queue (the framework Handle): pods the provisioner held back are put
 	// back in it when what held them clears.
 	Queue provision.SchedulingQueue
+	// Env reads the process environment (AWS settings); nil means os.Getenv.
+	Env func(string) string
 }
 
 // Controllers are Stevedore's controllers, built and wired.
@@ -140,7 +82,8 @@ type Controllers struct {
 // New builds the controllers and registers the informers they need; they start once the host's leadership is won
 // (the informers of the host's factory must be started by the host). It runs in stages: clients and informers,
 // the cloud provider, the controllers (a flat list, each run by one Run(ctx)), and their start.
-func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
+// args are the plugin's arguments, defaulted and validated: each controller reads the ones it needs by their names.
+func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controllers, error) {
 	kube, err := client.NewKube(host.KubeConfig)
 	if err != nil {
 		return nil, err
@@ -150,23 +93,23 @@ func New(ctx context.Context, host Host, opts Options) (*Controllers, error) {
 		return nil, err
 	}
 	in := newInformers(host.Informers, stevedore)
-	if opts.AdmissionWebhook != nil {
-		if err := startWebhook(ctx, host, kube, *opts.AdmissionWebhook); err != nil {
+	if args.AdmissionWebhook != nil {
+		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
 		}
 	}
-	provider, err := newProvider(ctx, host, opts, in)
+	provider, err := newProvider(ctx, host, args, in)
 	if err != nil {
 		return nil, err
 	}
-	w := &wiring{ctx: ctx, host: host, opts: opts, kube: kube, stevedore: stevedore, in: in, provider: provider,
+	w := &wiring{ctx: ctx, host: host, args: args, kube: kube, stevedore: stevedore, in: in, provider: provider,
 		overlaid: overlay.NewProvider(provider, in.overlays.Lister())} // every decision prices types under the overlays in force
 	c, runs, err := w.controllers()
 	if err != nil {
 		return nil, err
 	}
 	in.sf.Start(ctx.Done())
-	go start(ctx, host.Leadership, in, opts, runs)
+	go start(ctx, host.Leadership, in, args, runs)
 	return c, nil
 }
 
@@ -214,24 +157,25 @@ func (in *informerSet) synced() []cache.InformerSynced {
 
 // newProvider builds the AWS provider from what EKS says new nodes need to join (never guessed; clusterEndpoint
 // overrides the endpoint EKS gives).
-func newProvider(ctx context.Context, host Host, opts Options, in *informerSet) (*awscloud.Provider, error) {
-	cluster, err := awscloud.DescribeCluster(ctx, opts.Region, opts.ClusterName, opts.Env)
+func newProvider(ctx context.Context, host Host, args config.ProvisionerArgs, in *informerSet) (*awscloud.Provider, error) {
+	cluster, err := awscloud.DescribeCluster(ctx, args.Region, args.ClusterName, host.Env)
 	if err != nil {
 		return nil, fmt.Errorf("the nodes Stevedore launches need the cluster's endpoint, certificate authority and "+
 			"Service range, which it reads from EKS: allow eks:DescribeCluster on cluster %q to the controller's role "+
-			"(deploy/iam) and check clusterName and region: %w", opts.ClusterName, err)
+			"(deploy/iam) and check clusterName and region: %w", args.ClusterName, err)
 	}
 	endpoint := cluster.Endpoint
-	if opts.ClusterEndpoint != "" {
-		endpoint = opts.ClusterEndpoint
+	if args.ClusterEndpoint != "" {
+		endpoint = args.ClusterEndpoint
 	}
-	klog.FromContext(ctx).Info("Cluster described by EKS", "cluster", opts.ClusterName, "endpoint", endpoint,
+	klog.FromContext(ctx).Info("Cluster described by EKS", "cluster", args.ClusterName, "endpoint", endpoint,
 		"serviceCIDR", cluster.ServiceCIDR, "ipFamily", cluster.IPFamily)
 	provider, err := awscloud.New(ctx, awscloud.Options{
-		ClusterName: opts.ClusterName, ClusterEndpoint: endpoint, CABundle: cluster.CABundle, ServiceCIDR: cluster.ServiceCIDR,
-		Region: opts.Region, Env: opts.Env, NodeClasses: in.classes.Lister(),
-		KubernetesVersion: func(context.Context) (string, error) { return serverMinor(host.ClientSet) }, KubernetesVersionInterval: opts.KubernetesVersionInterval,
-		MaxInstanceTypes: opts.MaxInstanceTypes, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, UseFallback: opts.EmbeddedCatalog,
+		ClusterName: args.ClusterName, ClusterEndpoint: endpoint, CABundle: cluster.CABundle, ServiceCIDR: cluster.ServiceCIDR,
+		Region: args.Region, Env: host.Env, NodeClasses: in.classes.Lister(),
+		KubernetesVersion:              func(context.Context) (string, error) { return serverMinor(host.ClientSet) },
+		KubernetesVersionCheckInterval: args.KubernetesVersionCheckInterval.Duration, MaxInstanceTypes: args.MaxInstanceTypes,
+		VMMemoryOverheadPercent: *args.VMMemoryOverheadPercent, EmbeddedCatalog: args.EmbeddedCatalog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("AWS provider: %w", err)
@@ -271,7 +215,7 @@ type run struct {
 type wiring struct {
 	ctx       context.Context
 	host      Host
-	opts      Options
+	args      config.ProvisionerArgs
 	kube      kubernetes.Interface
 	stevedore versioned.Interface
 	in        *informerSet
@@ -324,10 +268,8 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	if err != nil {
 		return nil, nil, err
 	}
-	in, opts, classes := w.in, w.opts, w.in.classes.Lister()
-	p := provision.New(provision.Options{
-		ClusterName: opts.ClusterName, Region: opts.Region, SchedulerName: w.host.SchedulerName,
-		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, SolveTimeout: opts.SolveTimeout, MinValuesBestEffort: opts.MinValuesBestEffort,
+	in, classes := w.in, w.in.classes.Lister()
+	p := provision.New(provision.Options{Args: w.args, SchedulerName: w.host.SchedulerName,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
 		Queue: w.host.Queue,
@@ -341,8 +283,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	w.terminator = termination.New(termination.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
 		Pods: in.pods.Lister(), NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Provisioning: p})
 	lc := lifecycle.New(lifecycle.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
-		NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Region: opts.Region, RegistrationTimeout: opts.RegistrationTimeout,
-		OnInitialized: w.host.OnInitialized, Provisioning: p, Terminator: w.terminator})
+		NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Args: w.args, OnInitialized: w.host.OnInitialized, Provisioning: p, Terminator: w.terminator})
 	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer(), in.pods.Informer()); err != nil {
 		return nil, nil, err
 	}
@@ -369,14 +310,11 @@ func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, e
 	if err != nil {
 		return nil, err
 	}
-	in, opts, overlays := w.in, w.opts, w.in.overlays.Lister()
-	d := disruption.New(disruption.Options{
+	in, overlays := w.in, w.in.overlays.Lister()
+	d := disruption.New(disruption.Options{Args: w.args,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
-		Recorder: w.host.Recorder, PollInterval: opts.DisruptionPollInterval,
-		ValidationDelay: opts.DisruptionValidationDelay, ReplacementTimeout: opts.RegistrationTimeout,
-		SpotToSpot: opts.SpotToSpotConsolidation, Voluntary: !opts.DisableDisruption, GCInterval: opts.GarbageCollectionInterval,
-		Repair: opts.Repair,
+		Recorder: w.host.Recorder,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {
@@ -395,11 +333,10 @@ func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, e
 // beside builds the loops that run beside provisioning and disruption: interruption (the queue's notices, when
 // a queue is configured, and Capacity Blocks about to end), status reporting, warm capacity and pod deletion cost.
 func (w *wiring) beside(c *Controllers) ([]run, error) {
-	in, opts := w.in, w.opts
-	interrupts := interruption.New(interruption.Options{
-		Queue: w.provider.SQS(), QueueURL: opts.InterruptionQueue, NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
-		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Rebalance: opts.RebalanceAction,
-		SpotNotice: opts.SpotInterruptionNotice, ScheduledChangeWait: opts.RegistrationTimeout, Reservations: w.provider,
+	in := w.in
+	interrupts := interruption.New(interruption.Options{Args: w.args,
+		Queue: w.provider.SQS(), NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
+		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Reservations: w.provider,
 	})
 	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),
 		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len})
@@ -413,12 +350,12 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 	warm := buffer.New(buffer.Options{Kube: w.kube, Stevedore: w.stevedore, Buffers: in.buffers.Lister(), Provisioner: c.Provisioner,
 		Simulator: sim, Recorder: w.host.Recorder})
 	runs := []run{{"capacity buffers", warm.Run}, {"status", reporter.Run}, {"capacity blocks", interrupts.RunCapacityBlocks}}
-	if opts.PodDeletionCost {
+	if *w.args.PodDeletionCost {
 		costs := deletioncost.New(deletioncost.Options{Kube: w.kube, Pods: in.pods.Lister(), Nodes: in.nodes.Lister(),
 			NodeClaims: in.claims.Lister(), NodePools: in.nodePools})
 		runs = append(runs, run{"pod deletion cost", costs.Run})
 	}
-	if opts.InterruptionQueue != "" {
+	if w.args.InterruptionQueue != "" {
 		runs = append(runs, run{"interruption queue", interrupts.Run})
 	} else {
 		klog.FromContext(w.ctx).Info("No interruption queue configured: spot interruptions and maintenance events are not handled")
@@ -427,7 +364,7 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 }
 
 // start runs every loop once this process leads and the informers have synced.
-func start(ctx context.Context, leadership *state.Leadership, in *informerSet, opts Options, runs []run) {
+func start(ctx context.Context, leadership *state.Leadership, in *informerSet, args config.ProvisionerArgs, runs []run) {
 	select {
 	case <-leadership.Elected():
 	case <-ctx.Done():
@@ -437,7 +374,7 @@ func start(ctx context.Context, leadership *state.Leadership, in *informerSet, o
 		return
 	}
 	logger := klog.FromContext(ctx)
-	logger.Info("Stevedore controllers starting", "clusterName", opts.ClusterName, "region", opts.Region, "loops", len(runs))
+	logger.Info("Stevedore controllers starting", "clusterName", args.ClusterName, "region", args.Region, "loops", len(runs))
 	for _, r := range runs {
 		logger.V(2).Info("Starting loop", "loop", r.name)
 		go r.run(ctx)

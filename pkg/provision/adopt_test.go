@@ -31,12 +31,12 @@ func TestANewLeaderAdoptsThePodsNominatedToNodesComingUp(t *testing.T) {
 	other.Spec.SchedulerName = "default-scheduler"
 	h := newHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
 	h.prov.opts.SchedulerName = "stevedore"
-	h.prov.AdoptNominations(h.ctx)
+	h.prov.AdoptNominations(h.Ctx)
 	checkAdopted(t, h)
 	// a solve adopts them too, before it plans anything
 	h = newHarness(t, test.NodePool("default").Obj(), launched, up, pods[0], pods[1], pods[2], pods[3], other)
 	h.prov.opts.SchedulerName = "stevedore"
-	in, claimByNode, err := h.prov.input(h.ctx, []*corev1.Pod{test.Pod("new").Pending().Req("cpu", "1").Obj()})
+	in, claimByNode, err := h.prov.input(h.Ctx, []*corev1.Pod{test.Pod("new").Pending().Req("cpu", "1").Obj()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestANewLeaderReadsThePlanBackFromTheNodeClaims(t *testing.T) {
 	}
 	h := newHarness(t, append([]runtime.Object{older, newer, unlaunched}, pods...)...)
 	h.prov.opts.SchedulerName = "stevedore"
-	h.prov.AdoptNominations(h.ctx)
+	h.prov.AdoptNominations(h.Ctx)
 	for claim, want := range map[string][]string{
 		"c-old":        {"nominated-elsewhere", "stale"},
 		"c-new":        {"moved", "unnominated"},
@@ -95,7 +95,7 @@ func TestANewLeaderReadsThePlanBackFromTheNodeClaims(t *testing.T) {
 		}
 	}
 	for pod, node := range map[string]string{"moved": "n-new", "unnominated": "n-new", "stale": "n-old", "waiting": ""} {
-		if got := h.pod(pod).Status.NominatedNodeName; got != node {
+		if got := h.Pod(pod).Status.NominatedNodeName; got != node {
 			t.Errorf("pod %s nominated to %q, want %q", pod, got, node)
 		}
 	}

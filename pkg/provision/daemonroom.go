@@ -74,7 +74,7 @@ func (r *daemonRoom) on(ctx context.Context, node *corev1.Node) []*corev1.Pod {
 
 // DaemonSetPods returns the DaemonSet pods the Filter plugins put on the node a NodeClaim becomes.
 func (p *Provisioner) DaemonSetPods(ctx context.Context, claim *stevedorev1.NodeClaim) []*corev1.Pod {
-	return p.daemonRoom.on(ctx, nodeclaim.Node(claim, p.InstanceTypesOf(ctx, claim), p.opts.Region))
+	return p.daemonRoom.on(ctx, nodeclaim.Node(claim, p.InstanceTypesOf(ctx, claim), p.opts.Args.Region))
 }
 
 // ExpectDaemons records the DaemonSet pods that will run on a node Stevedore launched.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
@@ -49,12 +50,12 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 		for _, it := range its {
 			byName[it.Name] = it
 		}
-		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Region)
+		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Args.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
 			continue
 		}
-		opt.MinValuesBestEffort = p.opts.MinValuesBestEffort
+		opt.MinValuesBestEffort = p.opts.Args.MinValuesPolicy == config.MinValuesBestEffort
 		options = append(options, opt)
 	}
 	solver.SortNodePools(options)
@@ -62,8 +63,8 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
-	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.SolveTimeout,
-		Region: p.opts.Region}, claimByNode, nil
+	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.Args.SolveTimeout.Duration,
+		Region: p.opts.Args.Region}, claimByNode, nil
 }
 
 // daemonSetPods returns one pod per DaemonSet of the cluster, as the solver counts them on new nodes.
@@ -165,7 +166,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 			}
 			continue
 		}
-		inflightNodes[nodeclaim.Node(c, its, p.opts.Region).Name] = c
+		inflightNodes[nodeclaim.Node(c, its, p.opts.Args.Region).Name] = c
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	snap := simulation.NewSnapshot()
@@ -190,7 +191,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	sort.Strings(names)
 	for _, name := range names {
 		c := inflightNodes[name]
-		node := nodeclaim.Node(c, its, p.opts.Region)
+		node := nodeclaim.Node(c, its, p.opts.Args.Region)
 		if len(node.Status.Allocatable) == 0 {
 			continue
 		}

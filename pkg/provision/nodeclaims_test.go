@@ -88,15 +88,15 @@ func TestInstanceTypesOfAfterARestart(t *testing.T) {
 	agent := test.DaemonSet("amd64-agent").NodeSelector(corev1.LabelArchStable, "amd64").Req("cpu", "500m").Obj()
 	agent.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	h := newHarness(t, test.NodePool("default").Obj(), claim, agent)
-	its := h.prov.InstanceTypesOf(h.ctx, claim)
+	its := h.prov.InstanceTypesOf(h.Ctx, claim)
 	if its["m5.large"] == nil {
 		t.Errorf("InstanceTypesOf = %d types without m5.large", len(its))
 	}
-	if ds := h.prov.DaemonSetPods(h.ctx, claim); len(ds) != 1 {
+	if ds := h.prov.DaemonSetPods(h.Ctx, claim); len(ds) != 1 {
 		t.Errorf("DaemonSet pods on c1's node: %d, want the amd64 agent", len(ds))
 	}
 	unknown := test.NodeClaim("c2", "gone").Launched("n2", "m5.large", "us-east-1a", stevedorev1.CapacityTypeOnDemand, "0.0960").Obj()
-	if got := h.prov.InstanceTypesOf(h.ctx, unknown); len(got) != len(its) {
+	if got := h.prov.InstanceTypesOf(h.Ctx, unknown); len(got) != len(its) {
 		t.Errorf("InstanceTypesOf a NodeClaim of a NodePool that is gone = %d types, want what is cached (%d)", len(got), len(its))
 	}
 }
@@ -106,18 +106,18 @@ func TestInstanceTypesOfAfterARestart(t *testing.T) {
 func TestOfferingsChangedDropsTheTypeCache(t *testing.T) {
 	h := newHarness(t)
 	pool := test.NodePool("default").Obj()
-	if _, err := h.prov.InstanceTypes(h.ctx, pool); err != nil {
+	if _, err := h.prov.InstanceTypes(h.Ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	h.cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
-	if _, err := h.cloud.Create(h.ctx, test.NodeClaim("c1", "default").
+	h.Cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
+	if _, err := h.Cloud.Create(h.Ctx, test.NodeClaim("c1", "default").
 		Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large").
 		Require(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1a").
 		Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeOnDemand).Obj()); err == nil {
 		t.Fatal("launch with no capacity succeeded")
 	}
 	h.prov.OfferingsChanged()
-	its, err := h.prov.InstanceTypes(h.ctx, pool)
+	its, err := h.prov.InstanceTypes(h.Ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,9 +106,9 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.add(test.NodeClaim("c-own", "default").Obj())
-			h.add(test.NodeClaim("c-coming", "default").Obj())
-			h.add(initialized(test.NodeClaim("c-up", "default").Obj()))
+			h.Add(test.NodeClaim("c-own", "default").Obj())
+			h.Add(test.NodeClaim("c-coming", "default").Obj())
+			h.Add(initialized(test.NodeClaim("c-up", "default").Obj()))
 			p := pod()
 			if tc.plannedOn != "" {
 				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
@@ -130,7 +130,7 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 	}
 	t.Run("no node initializing and the pod planned nowhere: every node", func(t *testing.T) {
 		h := newHarness(t)
-		h.add(initialized(test.NodeClaim("c-up", "default").Obj()))
+		h.Add(initialized(test.NodeClaim("c-up", "default").Obj()))
 		h.prov.mu.Lock()
 		h.prov.claimOfNode["up"] = "c-up"
 		h.prov.mu.Unlock()
@@ -272,9 +272,9 @@ func TestNodeMayHelpOnlyThePodsPlannedThere(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.add(test.NodeClaim("c-launched", "default").Launched("launched", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
-			h.add(test.NodeClaim("c-other", "default").Launched("other", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
-			h.add(test.NodeClaim("c-pending", "default").Obj())
+			h.Add(test.NodeClaim("c-launched", "default").Launched("launched", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.Add(test.NodeClaim("c-other", "default").Launched("other", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.Add(test.NodeClaim("c-pending", "default").Obj())
 			p := test.Pod("p").Pending().Obj()
 			if tc.plannedOn != "" {
 				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
@@ -330,7 +330,7 @@ func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
 			step = "unreserve " + pod.Name
 		case 4:
 			h.prov.PodBound(ctx, pod.UID, "n1")
-			h.clock.Step(40 * time.Second)
+			h.Clock.Step(40 * time.Second)
 			step = "bind " + pod.Name
 		case 5:
 			h.prov.PodDeleted(ctx, pod)

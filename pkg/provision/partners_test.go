@@ -70,7 +70,7 @@ func TestAffinityPartnersArePlannedWithTheBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
-			if err := h.prov.solveBatch(h.ctx, tc.batch); err != nil {
+			if err := h.prov.solveBatch(h.Ctx, tc.batch); err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]string{}
@@ -81,7 +81,7 @@ func TestAffinityPartnersArePlannedWithTheBatch(t *testing.T) {
 				if !planned {
 					continue
 				}
-				claim, err := h.sd.StevedoreV1().NodeClaims().Get(h.ctx, claimName, metav1.GetOptions{})
+				claim, err := h.Stevedore.StevedoreV1().NodeClaims().Get(h.Ctx, claimName, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -23,6 +23,7 @@ import (
 	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/decision"
@@ -45,14 +46,11 @@ const createWorkers = 16
 
 // Options configure a Provisioner.
 type Options struct {
-	ClusterName   string
-	Region        string
+	// Args are the plugin's arguments; provisioning reads, by their names: region, batchIdleDuration,
+	// batchMaxDuration, solveTimeout and minValuesPolicy. New defaults what is unset, so the zero value is every
+	// default.
+	Args          config.ProvisionerArgs
 	SchedulerName string
-	BatchIdle     time.Duration
-	BatchMax      time.Duration
-	SolveTimeout  time.Duration
-	// MinValuesBestEffort plans nodes that cannot meet a requirement's minValues (plugin argument minValuesPolicy).
-	MinValuesBestEffort bool
 
 	Kube       kubernetes.Interface
 	Stevedore  versioned.Interface
@@ -144,10 +142,11 @@ func New(opts Options) *Provisioner {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	opts.Args = opts.Args.Defaults(nil)
 	metrics.Register()
 	return &Provisioner{
 		opts:            opts,
-		batcher:         NewBatcher(opts.BatchIdle, opts.BatchMax, opts.Clock),
+		batcher:         NewBatcher(opts.Args.BatchIdleDuration.Duration, opts.Args.BatchMaxDuration.Duration, opts.Clock),
 		instanceTypes:   newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
 		daemonRoom:      newDaemonRoom(opts.DaemonSets),
 		assigned:        map[string]map[types.UID]*corev1.Pod{},
@@ -574,7 +573,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	if plan.Improvement.TimedOut {
 		metrics.SolveTimeouts.Inc()
 		logger.Info("The solver's improvement phase reached solveTimeout before its bound of moves; the plan is what it had then",
-			"pods", len(pods), "solveTimeout", p.opts.SolveTimeout, "moves", plan.Improvement.Moves)
+			"pods", len(pods), "solveTimeout", p.opts.Args.SolveTimeout.Duration, "moves", plan.Improvement.Moves)
 	}
 	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),

@@ -40,7 +40,7 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 		return nil, err
 	}
 	usage := state.NodePoolUsage(claims)
-	opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Region)
+	opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Args.Region)
 	if err != nil {
 		return nil, fmt.Errorf("NodePool %s: %w", np.Name, err)
 	}
@@ -51,7 +51,7 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	snap := stayingStaticNodes(np.Name, claims, leaving)
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: placeholders,
-		NodePools: []solver.NodePoolOption{opt}, Snapshot: snap, Region: p.opts.Region})
+		NodePools: []solver.NodePoolOption{opt}, Snapshot: snap, Region: p.opts.Args.Region})
 	p.simMu.Unlock()
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
@@ -67,7 +68,7 @@ func TestPlanStaticNodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := New(Options{ClusterName: "test", Region: testRegion, Kube: kubefake.NewClientset(), Stevedore: stevedorefake.NewSimpleClientset(),
+			p := New(Options{Args: config.ProvisionerArgs{Region: testRegion}, Kube: kubefake.NewClientset(), Stevedore: stevedorefake.NewSimpleClientset(),
 				Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: cp,
 				Simulator: sim})
 			nodes, err := p.PlanStaticNodes(ctx, tc.pool, tc.n, tc.leaving...)

@@ -95,14 +95,14 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
+				h.prov.PodBound(h.Ctx, pods["first"].UID, "n1")
 			},
 			want: []string{"waiter"}},
 		{name: "a pod planned on the same node binds, the pod was not refused there: it waits for its own event",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("first")}}, notRefused: true,
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.PodBound(h.ctx, pods["first"].UID, "n1")
+				h.prov.PodBound(h.Ctx, pods["first"].UID, "n1")
 			},
 			want: nil},
 		{name: "a pod planned on another node binds: nothing changes here",
@@ -110,67 +110,67 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			claims:  []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), initialized(launched("c2", "n2"))},
 			plan:    map[string][]*corev1.Pod{"c1": {pending("waiter")}, "c2": {pending("elsewhere")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.PodBound(h.ctx, pods["elsewhere"].UID, "n2")
+				h.prov.PodBound(h.Ctx, pods["elsewhere"].UID, "n2")
 			},
 			want: nil},
 		{name: "a pod planned on the same node is deleted: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("gone")}},
-			act:  func(h *harness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.ctx, pods["gone"]) },
+			act:  func(h *harness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.Ctx, pods["gone"]) },
 			want: []string{"waiter"}},
 		{name: "a pod planned on the same node is planned elsewhere: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), launched("c2", "n2")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("moved")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.assign(h.ctx, "c2", []*corev1.Pod{pods["moved"]})
+				h.prov.assign(h.Ctx, "c2", []*corev1.Pod{pods["moved"]})
 			},
 			want: []string{"waiter"}},
 		{name: "the pod's NodeClaim goes away: it is planned again",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.ctx, "c1") },
+			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.Ctx, "c1") },
 			want:   []string{"waiter"}},
 		{name: "the pod is planned on a node that has registered already",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.assign(h.ctx, "c1", []*corev1.Pod{pods["waiter"]})
-				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
+				h.prov.assign(h.Ctx, "c1", []*corev1.Pod{pods["waiter"]})
+				h.prov.nominate(h.Ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
 			want: []string{"waiter"}},
 		{name: "the pod is nominated to a node not registered yet: its Node event will wake it",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.nominate(h.ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
+				h.prov.nominate(h.Ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
 			want: nil},
 		{name: "the node planned for the pod finishes initializing",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c1") },
+			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.Ctx, "c1") },
 			want: []string{"waiter"}},
 		{name: "another node finishes initializing",
 			objects: []*corev1.Node{node("n1"), node("n2")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1"), launched("c2", "n2")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.ctx, "c2") },
+			act:  func(h *harness, _ map[string]*corev1.Pod) { h.prov.ClaimInitialized(h.Ctx, "c2") },
 			want: nil},
 		{name: "a pod no NodePool could take, after the NodePools change",
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.mu.Lock()
-				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.clock.Now()}
+				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.Clock.Now()}
 				h.prov.mu.Unlock()
-				h.prov.NodePoolsChanged(h.ctx)
+				h.prov.NodePoolsChanged(h.Ctx)
 			},
 			want: []string{"waiter"}},
 		{name: "the pod's planned node has no room for it: the others planned there are woken, the pod is planned again",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("crowded")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				d := h.prov.Consider(h.ctx, pods["crowded"], func(string) (string, string) { return "NodeResourcesFit", "Insufficient cpu" })
+				d := h.prov.Consider(h.Ctx, pods["crowded"], func(string) (string, string) { return "NodeResourcesFit", "Insufficient cpu" })
 				if d.Kind != decision.Batched {
-					h.t.Errorf("crowded pod: decision %v, want batched", d.Kind)
+					h.T.Errorf("crowded pod: decision %v, want batched", d.Kind)
 				}
 			},
 			want: []string{"waiter"}},
@@ -198,9 +198,9 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 			h.prov.opts.Queue = q
 			for claim, planned := range tc.plan {
-				h.prov.assign(h.ctx, claim, planned)
+				h.prov.assign(h.Ctx, claim, planned)
 			}
-			q.park(klog.FromContext(h.ctx), pods["waiter"])
+			q.park(klog.FromContext(h.Ctx), pods["waiter"])
 			if !tc.notRefused {
 				h.prov.refusedOn("c1", pods["waiter"], "PodTopologySpread", "test")
 			}
@@ -241,8 +241,8 @@ func TestNodesComingUpWaitForTheAdoptedPlan(t *testing.T) {
 			t.Errorf("before the plan is adopted, node %s refused: %v, want %v", tc.node.Name, got, tc.want)
 		}
 	}
-	q.park(klog.FromContext(h.ctx), waiter)
-	h.prov.AdoptNominations(h.ctx)
+	q.park(klog.FromContext(h.Ctx), waiter)
+	h.prov.AdoptNominations(h.Ctx)
 	if got := names(q.PodsInActiveQ()); !slices.Equal(got, []string{"waiter"}) {
 		t.Errorf("after the plan is adopted the active queue holds %v, want [waiter]", got)
 	}
@@ -262,14 +262,14 @@ func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 	schedmetrics.Register()
 	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 	h.prov.opts.Queue = q
-	h.prov.assign(h.ctx, "c1", []*corev1.Pod{waiter})
-	h.prov.ClaimInitialized(h.ctx, "c1")
-	logger := klog.FromContext(h.ctx)
+	h.prov.assign(h.Ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.ClaimInitialized(h.Ctx, "c1")
+	logger := klog.FromContext(h.Ctx)
 	q.park(logger, waiter)
 
-	h.clock.Step(replanAfter / 2)
+	h.Clock.Step(replanAfter / 2)
 	h.prov.refusedOn("c1", waiter, "PodTopologySpread", "test") // early: the node refuses it for now
-	h.prov.reviewParked(h.ctx)
+	h.prov.reviewParked(h.Ctx)
 	if h.prov.PlannedClaim(waiter.UID) != "c1" || len(q.PodsInActiveQ()) != 0 {
 		t.Fatalf("after %s the pod is planned on %q and woken %v; want still planned on c1, parked", replanAfter/2,
 			h.prov.PlannedClaim(waiter.UID), names(q.PodsInActiveQ()))
@@ -278,8 +278,8 @@ func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 		t.Errorf("parked gauge %v (%v), want 1", got, err)
 	}
 
-	h.clock.Step(replanAfter)
-	h.prov.reviewParked(h.ctx)
+	h.Clock.Step(replanAfter)
+	h.prov.reviewParked(h.Ctx)
 	if got := h.prov.PlannedClaim(waiter.UID); got != "c1" {
 		t.Errorf("after %s, refused only early, the pod is planned on %q, want still c1", replanAfter*3/2, got)
 	}
@@ -298,14 +298,14 @@ func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.prov.refusedOn("c1", waiter, "TaintToleration", "node(s) had untolerated taint(s)")
-	h.clock.Step(3 * time.Second)
-	h.prov.reviewParked(h.ctx)
+	h.Clock.Step(3 * time.Second)
+	h.prov.reviewParked(h.Ctx)
 	if got := h.prov.PlannedClaim(waiter.UID); got != "c1" {
 		t.Errorf("refused for the node's taints (its state, not the plan), the pod is planned on %q, want still c1", got)
 	}
 	h.prov.refusedOn("c1", waiter, "PodTopologySpread", "node(s) didn't match pod topology spread constraints")
-	h.clock.Step(3 * time.Second)
-	h.prov.reviewParked(h.ctx)
+	h.Clock.Step(3 * time.Second)
+	h.prov.reviewParked(h.Ctx)
 	if got := h.prov.PlannedClaim(waiter.UID); got != "" {
 		t.Errorf("refused again after %s, the pod is still planned on %q", replanAfter, got)
 	}
@@ -321,8 +321,8 @@ func TestAPodTriedLateIsNotPlannedAgainForItsFirstRefusals(t *testing.T) {
 	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
 	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
 	h := newHarness(t, claim, test.Node("n1").Obj(), waiter)
-	h.prov.assign(h.ctx, "c1", []*corev1.Pod{waiter})
-	h.prov.ClaimInitialized(h.ctx, "c1")
+	h.prov.assign(h.Ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.ClaimInitialized(h.Ctx, "c1")
 	for _, step := range []struct {
 		after   time.Duration // since the last step
 		planned string        // the pod's plan after this step's refusal and review
@@ -332,11 +332,11 @@ func TestAPodTriedLateIsNotPlannedAgainForItsFirstRefusals(t *testing.T) {
 		{replanAfter / 2, "c1"},
 		{replanAfter / 2, ""}, // refused replanAfter after its first refusal: planned again
 	} {
-		h.clock.Step(step.after)
+		h.Clock.Step(step.after)
 		h.prov.refusedOn("c1", waiter, "PodTopologySpread", "node(s) didn't match pod topology spread constraints")
-		h.prov.reviewParked(h.ctx)
+		h.prov.reviewParked(h.Ctx)
 		if got := h.prov.PlannedClaim(waiter.UID); got != step.planned {
-			t.Fatalf("%s after the node was ready: planned on %q, want %q", h.clock.Since(t0), got, step.planned)
+			t.Fatalf("%s after the node was ready: planned on %q, want %q", h.Clock.Since(t0), got, step.planned)
 		}
 	}
 }

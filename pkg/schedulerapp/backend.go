@@ -20,8 +20,8 @@ import (
 func buildBackend(leadership *state.Leadership, env func(string) string) provisioner.BuildFunc {
 	return func(ctx context.Context, h fwk.Handle, args config.ProvisionerArgs, onInitialized func(string)) (provisioner.Backend, error) {
 		c, err := operator.New(ctx, operator.Host{KubeConfig: h.KubeConfig(), ClientSet: h.ClientSet(), Informers: h.SharedInformerFactory(),
-			Recorder: h.EventRecorder(), SchedulerName: h.ProfileName(), Leadership: leadership, OnInitialized: onInitialized, Queue: h},
-			operator.OptionsFrom(args, env))
+			Recorder: h.EventRecorder(), SchedulerName: h.ProfileName(), Leadership: leadership, OnInitialized: onInitialized, Queue: h, Env: env},
+			args)
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ import (
 // the same objects the way informer caches would. The listers only see what Add puts in them (a write through a
 // clientset reaches them when a test adds the object again, as an informer catching up).
 type Cluster struct {
-	t         *testing.T
+	t         testing.TB
 	ctx       context.Context
 	Kube      *kubefake.Clientset
 	Stevedore *stevedorefake.Clientset
@@ -35,7 +35,7 @@ type Cluster struct {
 
 // NewCluster returns a cluster holding objs. Deleting a Node or NodeClaim with finalizers only marks it deleted
 // (at now()), and it goes when an update removes its last finalizer, as the API server does.
-func NewCluster(t *testing.T, now func() time.Time, objs ...runtime.Object) *Cluster {
+func NewCluster(t testing.TB, now func() time.Time, objs ...runtime.Object) *Cluster {
 	t.Helper()
 	var kubeObjs, sdObjs []runtime.Object
 	for _, o := range objs {
@@ -151,7 +151,7 @@ func (c *Cluster) ClearActions() {
 }
 
 // found returns what a Get returned, nil when it was not found; any other error fails the test.
-func found[T any](t *testing.T, obj *T, err error) *T {
+func found[T any](t testing.TB, obj *T, err error) *T {
 	t.Helper()
 	if apierrors.IsNotFound(err) {
 		return nil

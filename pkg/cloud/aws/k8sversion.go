@@ -19,9 +19,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
 
-// DefaultKubernetesVersionInterval is how often the API server's version is read by default.
-const DefaultKubernetesVersionInterval = 5 * time.Minute
-
 // minorVersion is a Kubernetes major.minor as the EKS AMI parameters name it ("1.37").
 var minorVersion = regexp.MustCompile(`^[1-9][0-9]*\.[0-9]+$`)
 

@@ -22,7 +22,7 @@ import (
 // EC2NodeClass says so in a condition (the prices read before stay in use, and the node class stays Ready) and
 // one Warning event; retries that fail the same way write nothing; recovery is one write and a Normal event.
 func TestAFailedPriceRefreshIsShownOnEveryEC2NodeClass(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.UseFallback = false })
+	f := newFixture(t, func(o *Options) { o.EmbeddedCatalog = false })
 	ctx := testCtx(t)
 	obj, _, err := f.classes.GetByKey("default")
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
@@ -67,10 +68,10 @@ type Options struct {
 	ServiceCIDR string
 	Region      string
 	// KubernetesVersion reads the API server's minor version ("1.37"), which selects the EKS-optimized AMIs: at
-	// start and every KubernetesVersionInterval (default DefaultKubernetesVersionInterval) while
+	// start and every KubernetesVersionCheckInterval (default config.DefaultKubernetesVersionCheckInterval) while
 	// FollowKubernetesVersion runs.
-	KubernetesVersion         func(context.Context) (string, error)
-	KubernetesVersionInterval time.Duration
+	KubernetesVersion              func(context.Context) (string, error)
+	KubernetesVersionCheckInterval time.Duration
 	// Env looks up AWS settings (endpoints, credentials); default os.Getenv.
 	Env func(string) string
 	// NodeClasses reads EC2NodeClasses.
@@ -79,10 +80,10 @@ type Options struct {
 	MaxInstanceTypes int
 	// VMMemoryOverheadPercent is the share of nominal memory an instance does not report.
 	VMMemoryOverheadPercent float64
-	// Fallback is the catalog used when the APIs cannot be read and none was read before, if UseFallback and in
+	// Fallback is the catalog used when the APIs cannot be read and none was read before, if EmbeddedCatalog and in
 	// its own region only; default the embedded one.
-	Fallback    *catalog.File
-	UseFallback bool
+	Fallback        *catalog.File
+	EmbeddedCatalog bool
 	// Clock times the caches (unavailable offerings, discovery, catalog); default the real one.
 	Clock clock.Clock
 	// FleetBatchWindow is how long identical launches wait to share a CreateFleet call; default 25ms.
@@ -126,7 +127,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		opts.Fallback = catalog.Default()
 	}
 	if opts.MaxInstanceTypes == 0 {
-		opts.MaxInstanceTypes = 60
+		opts.MaxInstanceTypes = config.DefaultMaxInstanceTypes
 	}
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = 30 * time.Second
@@ -134,8 +135,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.KubernetesVersion == nil {
 		return nil, errors.New("the provider needs to read the API server's Kubernetes version (Options.KubernetesVersion)")
 	}
-	if opts.KubernetesVersionInterval == 0 {
-		opts.KubernetesVersionInterval = DefaultKubernetesVersionInterval
+	if opts.KubernetesVersionCheckInterval == 0 {
+		opts.KubernetesVersionCheckInterval = config.DefaultKubernetesVersionCheckInterval
 	}
 	cfg, err := sdkConfig(ctx, opts.Region, opts.Env)
 	if err != nil {
@@ -174,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, version: k8s.get,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
-			useFallback: opts.UseFallback},
+			useFallback: opts.EmbeddedCatalog},
 		unavailable:  cloud.NewUnavailableOfferings(opts.Clock),
 		templates:    map[string]string{},
 		templateUsed: map[string]time.Time{},
@@ -215,11 +216,11 @@ func sdkConfig(ctx context.Context, region string, env func(string) string) (aws
 	return cfg, nil
 }
 
-// FollowKubernetesVersion reads the API server's version every KubernetesVersionInterval until ctx ends: after a
+// FollowKubernetesVersion reads the API server's version every KubernetesVersionCheckInterval until ctx ends: after a
 // control-plane upgrade, AMI aliases resolve to the new minor's images (new nodes launch with them, and nodes with
 // the old ones drift).
 func (p *Provider) FollowKubernetesVersion(ctx context.Context) {
-	p.k8sVersion.run(ctx, p.opts.KubernetesVersionInterval, func(string, string) { p.discovery.forget() })
+	p.k8sVersion.run(ctx, p.opts.KubernetesVersionCheckInterval, func(string, string) { p.discovery.forget() })
 }
 
 // KubernetesVersion returns the Kubernetes minor version the AMIs are resolved for.

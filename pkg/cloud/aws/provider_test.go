@@ -75,7 +75,7 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 		// a catalog read that fails under a loaded test run falls back to the embedded catalog (the emulator's
 		// region), so that a test of launches does not depend on it; TestACatalogThatCannotBeReadIsNeverGuessed
 		// sets this itself
-		UseFallback: true,
+		EmbeddedCatalog: true,
 	}
 	if configure != nil {
 		configure(&opts)
@@ -350,7 +350,7 @@ func TestACatalogThatCannotBeReadIsNeverGuessed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(o *Options) { o.Region, o.UseFallback = tc.region, tc.useFallback })
+			f := newFixture(t, func(o *Options) { o.Region, o.EmbeddedCatalog = tc.region, tc.useFallback })
 			f.emu.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypes", Code: "UnauthorizedOperation", Status: 403, Times: -1})
 			cat := f.provider.Catalog(testCtx(t))
 			if got := len(cat.InstanceTypes) > 0; got != tc.wantTypes || !strings.HasPrefix(cat.Source, tc.wantSource) || cat.Source == "EC2 and pricing APIs" {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
@@ -30,12 +31,12 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
-// Options are the settings of a dry run besides the objects: the plugin arguments that change decisions.
+// Options are the settings of a dry run besides the objects: the instance-type catalog, and the plugin arguments
+// (those that change decisions: vmMemoryOverheadPercent, minValuesPolicy, spotToSpotConsolidation; unset ones
+// take their defaults, the region is the catalog's).
 type Options struct {
-	Catalog                 *catalog.File
-	VMMemoryOverheadPercent float64
-	MinValuesBestEffort     bool
-	SpotToSpot              bool
+	Catalog *catalog.File
+	Args    config.ProvisionerArgs
 }
 
 // readable returns the objects of the kinds the dry run reads; another kind is an error naming the object.
@@ -101,7 +102,11 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 	if err != nil {
 		return nil, err
 	}
-	base, err := offline.New(offline.Options{Catalog: in.Catalog, NodeClasses: classes, VMMemoryOverheadPercent: in.VMMemoryOverheadPercent,
+	args := in.Args
+	args.Region = in.Catalog.Region
+	args.DisableDisruption = false // the dry run is of the voluntary methods too
+	args = args.Defaults(nil)
+	base, err := offline.New(offline.Options{Catalog: in.Catalog, NodeClasses: classes, VMMemoryOverheadPercent: *args.VMMemoryOverheadPercent,
 		NodeClassHash: awscloud.NodeClassHash})
 	if err != nil {
 		return nil, err
@@ -111,7 +116,7 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 	if err != nil {
 		return nil, err
 	}
-	prov := provision.New(provision.Options{Region: in.Catalog.Region, SchedulerName: "stevedore", MinValuesBestEffort: in.MinValuesBestEffort,
+	prov := provision.New(provision.Options{Args: args, SchedulerName: "stevedore",
 		Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: provider,
 		Simulator: provSim,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
@@ -125,7 +130,7 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 		return nil, err
 	}
 	d := disruption.New(disruption.Options{Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims, NodePools: l.NodePools,
-		Provisioner: prov, Cloud: provider, Simulator: sim, SpotToSpot: in.SpotToSpot, Voluntary: true, DryRun: true,
+		Provisioner: prov, Cloud: provider, Simulator: sim, Args: args, DryRun: true,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			if len(overlays) == 0 {
 				return nil, false

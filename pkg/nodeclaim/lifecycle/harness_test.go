@@ -15,16 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
-	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -37,21 +32,13 @@ const (
 	testRegistrationTimeout = 5 * time.Minute
 )
 
-// harness is a Lifecycle (and the Terminator it hands deleted NodeClaims to) over a test cluster, a fake cloud and
-// a recording provisioning, at a fake time.
+// harness is a Lifecycle (and the Terminator it hands deleted NodeClaims to) over a test environment (cluster,
+// fake cloud, fake time) and a recording provisioning.
 type harness struct {
-	t       *testing.T
-	ctx     context.Context
-	clock   *clocktesting.FakeClock
-	cluster *test.Cluster
-	kube    *kubefake.Clientset
-	sd      *stevedorefake.Clientset
-	listers *test.Listers
-	cloud   *fake.Provider
-	rec     *events.FakeRecorder
-	prov    *provisioning
-	life    *Lifecycle
-	term    *termination.Terminator
+	*test.Env
+	prov *provisioning
+	life *Lifecycle
+	term *termination.Terminator
 	// initialized collects the node names OnInitialized was called with.
 	initialized []string
 }
@@ -59,39 +46,21 @@ type harness struct {
 // newHarness puts objs into the listers and into the clientset that serves them.
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	clock := clocktesting.NewFakeClock(t0)
-	cluster := test.NewCluster(t, clock.Now, objs...)
-	cl, err := fake.New([]string{"us-east-1a", "us-east-1b"}, "m5.large", "m5.xlarge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, ctx: klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())), clock: clock,
-		cluster: cluster, kube: cluster.Kube, sd: cluster.Stevedore, listers: cluster.Listers, cloud: cl,
-		rec: events.NewFakeRecorder(100), prov: newProvisioning(cl)}
-	l := cluster.Listers
-	h.term = termination.New(termination.Options{Kube: h.kube, Stevedore: h.sd, Cloud: cl, Nodes: l.Nodes, Pods: l.Pods,
-		NodeClaims: l.NodeClaims, Recorder: h.rec, Clock: h.clock, Provisioning: h.prov})
-	h.life = New(Options{Kube: h.kube, Stevedore: h.sd, Cloud: cl, Nodes: l.Nodes, NodeClaims: l.NodeClaims, Recorder: h.rec,
-		Clock: h.clock, Region: testRegion, RegistrationTimeout: testRegistrationTimeout, Provisioning: h.prov, Terminator: h.term,
+	h := &harness{Env: test.NewEnv(t, t0, test.FakeCloud(t, []string{"us-east-1a", "us-east-1b"}, "m5.large", "m5.xlarge"), objs...)}
+	h.prov = newProvisioning(h.Cloud)
+	l := h.Listers
+	h.term = termination.New(termination.Options{Kube: h.Kube, Stevedore: h.Stevedore, Cloud: h.Cloud, Nodes: l.Nodes, Pods: l.Pods,
+		NodeClaims: l.NodeClaims, Recorder: h.Recorder, Clock: h.Clock, Provisioning: h.prov})
+	h.life = New(Options{Kube: h.Kube, Stevedore: h.Stevedore, Cloud: h.Cloud, Nodes: l.Nodes, NodeClaims: l.NodeClaims, Recorder: h.Recorder,
+		Clock: h.Clock, Provisioning: h.prov, Terminator: h.term,
+		Args:          config.ProvisionerArgs{Region: testRegion, RegistrationTimeout: metav1.Duration{Duration: testRegistrationTimeout}},
 		OnInitialized: func(node string) { h.initialized = append(h.initialized, node) }})
 	t.Cleanup(h.life.queue.ShutDown)
 	return h
 }
 
-// add puts an object into the listers and its clientset after the harness is built.
-func (h *harness) add(obj runtime.Object) { h.t.Helper(); h.cluster.Add(obj) }
-
 // claim reads NodeClaim c1 back from the clientset; nil when it is gone.
-func (h *harness) claim() *stevedorev1.NodeClaim { h.t.Helper(); return h.cluster.NodeClaim("c1") }
-
-// node reads a Node back from the clientset; nil when it is gone.
-func (h *harness) node(name string) *corev1.Node { h.t.Helper(); return h.cluster.Node(name) }
-
-// events drains the events recorded so far.
-func (h *harness) events() []string { return test.Events(h.rec) }
-
-// evicted lists the pods evicted through the Eviction API so far, as namespace/name.
-func (h *harness) evicted() []string { return test.Evicted(h.kube.Actions()) }
+func (h *harness) claim() *stevedorev1.NodeClaim { h.T.Helper(); return h.NodeClaim("c1") }
 
 // condition returns a NodeClaim's condition of a type, or nil.
 func condition(c *stevedorev1.NodeClaim, condType string) *metav1.Condition {

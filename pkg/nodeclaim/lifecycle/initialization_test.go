@@ -83,11 +83,11 @@ func TestInitialize(t *testing.T) {
 			claim := registered().Obj()
 			h := newHarness(t, claim)
 			if tc.node != nil {
-				h.add(tc.node)
+				h.Add(tc.node)
 			}
-			h.clock.Step(90 * time.Second)
+			h.Clock.Step(90 * time.Second)
 
-			after, err := h.life.initialize(h.ctx, claim)
+			after, err := h.life.initialize(h.Ctx, claim)
 			if err != nil || after != tc.want {
 				t.Fatalf("initialize = %v, %v; want %v, nil", after, err, tc.want)
 			}
@@ -109,18 +109,18 @@ func TestInitialize(t *testing.T) {
 			if tc.initialized {
 				wantCalled = []string{"n1"}
 				wantEvents = []string{"Normal Initialized node n1 is ready"}
-				if v := h.node("n1").Labels[stevedorev1.LabelInitialized]; v != "true" {
+				if v := h.Node("n1").Labels[stevedorev1.LabelInitialized]; v != "true" {
 					t.Errorf("node label %s = %q, want true", stevedorev1.LabelInitialized, v)
 				}
 			} else if tc.node != nil {
-				if _, ok := h.node("n1").Labels[stevedorev1.LabelInitialized]; ok {
+				if _, ok := h.Node("n1").Labels[stevedorev1.LabelInitialized]; ok {
 					t.Errorf("node of an uninitialized NodeClaim has label %s", stevedorev1.LabelInitialized)
 				}
 			}
 			if !reflect.DeepEqual(h.initialized, wantCalled) {
 				t.Errorf("OnInitialized called with %q, want %q", h.initialized, wantCalled)
 			}
-			if ev := h.events(); !reflect.DeepEqual(ev, wantEvents) {
+			if ev := h.Events(); !reflect.DeepEqual(ev, wantEvents) {
 				t.Errorf("events = %q, want %q", ev, wantEvents)
 			}
 		})
@@ -136,18 +136,18 @@ func TestInitializeAgain(t *testing.T) {
 	node := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.0960").NodeFor().
 		Labels(stevedorev1.LabelInitialized, "true").Obj()
 	h := newHarness(t, claim, node)
-	if _, err := h.life.initialize(h.ctx, claim); err != nil {
+	if _, err := h.life.initialize(h.Ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 0 {
+	if n := test.Updated(h.Stevedore.Actions(), "nodeclaims", "status"); n != 0 {
 		t.Errorf("%d NodeClaim status updates, want none", n)
 	}
-	for _, a := range h.kube.Actions() {
+	for _, a := range h.Kube.Actions() {
 		if a.GetVerb() == "patch" {
 			t.Errorf("node patched again: %v", a)
 		}
 	}
-	if ev := h.events(); len(ev) != 0 {
+	if ev := h.Events(); len(ev) != 0 {
 		t.Errorf("events = %q, want none", ev)
 	}
 	if !reflect.DeepEqual(h.initialized, []string{"n1"}) {

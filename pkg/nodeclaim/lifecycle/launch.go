@@ -53,7 +53,7 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	}
 	l.releaseOverflow(ctx, launched)
 	l.opts.Provisioning.NominateAssigned(ctx, launched)
-	return l.opts.RegistrationTimeout, nil
+	return l.opts.Args.RegistrationTimeout.Duration, nil
 }
 
 // launchFailed handles a failed launch; it returns the error to retry with, or nil when the NodeClaim is deleted.
@@ -80,7 +80,7 @@ func (l *Lifecycle) launchFailed(ctx context.Context, claim *stevedorev1.NodeCla
 		if uerr := l.setCondition(ctx, claim.Name, stevedorev1.ConditionLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error()); uerr != nil {
 			return uerr
 		}
-		if l.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.RegistrationTimeout {
+		if l.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.Args.RegistrationTimeout.Duration {
 			logger.Info("NodeClaim could not launch before the registration timeout; deleting it", "err", err)
 			prov.ForgetClaim(ctx, claim.Name)
 			return l.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})

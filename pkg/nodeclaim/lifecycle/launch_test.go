@@ -44,7 +44,7 @@ func TestLaunchRecordsInstance(t *testing.T) {
 	h := newHarness(t, claim, web, big)
 	h.prov.assign(web, big)
 
-	after, err := h.life.launch(h.ctx, claim)
+	after, err := h.life.launch(h.Ctx, claim)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestLaunchRecordsInstance(t *testing.T) {
 			t.Errorf("status.%s = %q, want %q", field, gw[0], gw[1])
 		}
 	}
-	it := h.cloud.InstanceType("m5.large")
+	it := h.Cloud.InstanceType("m5.large")
 	if !apiequality.Semantic.DeepEqual(s.Capacity, it.Capacity) {
 		t.Errorf("status.capacity = %v, want the type's %v", s.Capacity, it.Capacity)
 	}
@@ -80,11 +80,11 @@ func TestLaunchRecordsInstance(t *testing.T) {
 		c.Message != "instance "+firstInstance+" (m5.large in us-east-1a, on-demand)" {
 		t.Errorf("Launched condition = %+v, want True/Launched naming the instance", c)
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
+	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
 		t.Errorf("cloud calls = %q", calls)
 	}
 	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h"}
-	if ev := h.events(); !reflect.DeepEqual(ev, wantEvents) {
+	if ev := h.Events(); !reflect.DeepEqual(ev, wantEvents) {
 		t.Errorf("events = %q, want %q", ev, wantEvents)
 	}
 	// the pod the type cannot hold is provisioned again, then the rest are nominated to the new node
@@ -181,9 +181,9 @@ func TestLaunchFailures(t *testing.T) {
 			web := test.Pod("web").Req("cpu", "500m").Pending().Obj()
 			h := newHarness(t, claim, web)
 			h.prov.assign(web)
-			tc.setup(h.cloud)
+			tc.setup(h.Cloud)
 
-			after, err := h.life.launch(h.ctx, claim)
+			after, err := h.life.launch(h.Ctx, claim)
 			switch {
 			case tc.want.err == nil && err != nil:
 				t.Fatalf("launch: %v", err)
@@ -209,13 +209,13 @@ func TestLaunchFailures(t *testing.T) {
 					t.Errorf("status.instanceID = %q after a failed launch", got.Status.InstanceID)
 				}
 			}
-			if ev := h.events(); len(ev) != 1 || ev[0] != tc.want.event {
+			if ev := h.Events(); len(ev) != 1 || ev[0] != tc.want.event {
 				t.Errorf("events = %q, want [%q]", ev, tc.want.event)
 			}
 			if told := h.prov.heard(); !reflect.DeepEqual(told, tc.want.told) {
 				t.Errorf("provisioning told %q, want %q", told, tc.want.told)
 			}
-			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
+			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
 				t.Errorf("cloud calls = %q, want one Create and no Delete", calls)
 			}
 		})
@@ -225,12 +225,12 @@ func TestLaunchFailures(t *testing.T) {
 func TestLaunchNoCapacityMarksOfferingsUnavailable(t *testing.T) {
 	claim := launchClaim().Obj()
 	h := newHarness(t, claim)
-	h.cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
-	if _, err := h.life.launch(h.ctx, claim); err != nil {
+	h.Cloud.NoCapacity("m5.large", "us-east-1a", "on-demand")
+	if _, err := h.life.launch(h.Ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"m5.large/us-east-1a/on-demand": "InsufficientInstanceCapacity"}
-	if got := h.cloud.Unavailable(); !reflect.DeepEqual(got, want) {
+	if got := h.Cloud.Unavailable(); !reflect.DeepEqual(got, want) {
 		t.Errorf("unavailable offerings = %v, want %v", got, want)
 	}
 	// the next solve reads the offerings again
@@ -242,22 +242,22 @@ func TestLaunchNoCapacityMarksOfferingsUnavailable(t *testing.T) {
 func TestLaunchRetriedAfterTransientError(t *testing.T) {
 	claim := launchClaim().Obj()
 	h := newHarness(t, claim)
-	h.cloud.FailNext(fake.CallCreate, codedError{code: "InternalError", msg: "try again"})
+	h.Cloud.FailNext(fake.CallCreate, codedError{code: "InternalError", msg: "try again"})
 
-	if _, err := h.life.launch(h.ctx, claim); err == nil || !strings.HasPrefix(err.Error(), "launching: ") {
+	if _, err := h.life.launch(h.Ctx, claim); err == nil || !strings.HasPrefix(err.Error(), "launching: ") {
 		t.Fatalf("first launch error = %v, want the wrapped cloud error", err)
 	}
 	if c := h.claim(); c == nil || c.Status.InstanceID != "" {
 		t.Fatalf("NodeClaim after a transient failure = %+v, want it kept without an instance", c)
 	}
-	after, err := h.life.launch(h.ctx, claim)
+	after, err := h.life.launch(h.Ctx, claim)
 	if err != nil || after != testRegistrationTimeout {
 		t.Fatalf("second launch = %v, %v; want it to launch", after, err)
 	}
 	if got := h.claim().Status.InstanceID; got != firstInstance {
 		t.Errorf("status.instanceID = %q, want %q", got, firstInstance)
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1", "Create c1"}) {
+	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1", "Create c1"}) {
 		t.Errorf("cloud calls = %q, want two creates", calls)
 	}
 }

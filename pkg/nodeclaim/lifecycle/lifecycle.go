@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
@@ -91,10 +92,10 @@ type Options struct {
 	NodeClaims listers.NodeClaimLister
 	Recorder   events.EventRecorder
 	Clock      clock.Clock
-	// Region is the cluster's region, a label of every node.
-	Region string
-	// RegistrationTimeout is how long a launched instance may take to register its node before it is deleted.
-	RegistrationTimeout time.Duration
+	// Args are the plugin's arguments; the lifecycle reads, by their names: region (a label of every node) and
+	// registrationTimeout (how long a launched instance may take to register its node before it is deleted). New
+	// defaults what is unset, so the zero value is every default.
+	Args config.ProvisionerArgs
 	// LaunchWorkers bounds concurrent launches (identical launches share a CreateFleet call); 16 when 0.
 	LaunchWorkers int
 	// OnInitialized is called with a node's name when its NodeClaim becomes initialized (Permit lets pods bind).
@@ -119,6 +120,7 @@ func New(opts Options) *Lifecycle {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	opts.Args = opts.Args.Defaults(nil)
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute)
 	return &Lifecycle{
 		opts:  opts,

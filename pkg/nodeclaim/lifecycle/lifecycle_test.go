@@ -58,7 +58,7 @@ func TestReconcileDispatch(t *testing.T) {
 		{name: "an initialized NodeClaim is left alone", claim: launchedClaim().Initialized().Obj(),
 			node: launchedClaim().NodeFor().Obj(),
 			check: func(t *testing.T, h *harness) {
-				if n := len(h.sd.Actions()) + len(h.kube.Actions()); n != 0 {
+				if n := len(h.Stevedore.Actions()) + len(h.Kube.Actions()); n != 0 {
 					t.Errorf("%d API calls for an initialized NodeClaim, want none", n)
 				}
 			}},
@@ -75,20 +75,20 @@ func TestReconcileDispatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			if tc.claim != nil {
-				h.add(tc.claim)
+				h.Add(tc.claim)
 			}
 			if tc.node != nil {
-				h.add(tc.node)
+				h.Add(tc.node)
 			}
 			h.prov.assign(test.Pod("web").Pending().Obj())
-			h.sd.ClearActions()
-			h.kube.ClearActions()
+			h.Stevedore.ClearActions()
+			h.Kube.ClearActions()
 
-			after, err := h.life.reconcile(h.ctx, "c1")
+			after, err := h.life.reconcile(h.Ctx, "c1")
 			if err != nil || after != tc.want {
 				t.Fatalf("reconcile = %v, %v; want %v, nil", after, err, tc.want)
 			}
-			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.wantCalls) {
+			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.wantCalls) {
 				t.Errorf("cloud calls = %q, want %q", calls, tc.wantCalls)
 			}
 			if tc.check != nil {
@@ -157,7 +157,7 @@ func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
 	long := strings.Repeat("x", 1500)
 	cond := metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionFalse, Reason: "LaunchFailed", Message: long}
 	for i, want := range []bool{true, false} {
-		changed, err := h.life.setConditions(h.ctx, "c1", cond)
+		changed, err := h.life.setConditions(h.Ctx, "c1", cond)
 		if err != nil || changed != want {
 			t.Fatalf("setConditions #%d = %v, %v; want %v", i+1, changed, err, want)
 		}
@@ -165,7 +165,7 @@ func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
 	if c := condition(h.claim(), stevedorev1.ConditionLaunched); c == nil || len(c.Message) != 1000 {
 		t.Errorf("Launched condition = %+v, want its message cut to 1000 bytes", c)
 	}
-	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
+	if n := test.Updated(h.Stevedore.Actions(), "nodeclaims", "status"); n != 1 {
 		t.Errorf("%d status updates, want 1 (the second set changed nothing)", n)
 	}
 }

@@ -22,13 +22,13 @@ import (
 // look again.
 func (l *Lifecycle) awaitRegistration(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	waited := l.opts.Clock.Since(launchTime(claim))
-	if waited <= l.opts.RegistrationTimeout {
-		return l.opts.RegistrationTimeout - waited + time.Second, nil
+	if waited <= l.opts.Args.RegistrationTimeout.Duration {
+		return l.opts.Args.RegistrationTimeout.Duration - waited + time.Second, nil
 	}
 	klog.FromContext(ctx).Info("Node did not register in time; deleting the NodeClaim and its instance",
 		"instance", claim.Status.InstanceID, "waited", waited.Round(time.Second))
 	l.event(claim, corev1.EventTypeWarning, ReasonRegistrationTimeout, "Register",
-		"node %s did not register within %s", claim.Status.NodeName, l.opts.RegistrationTimeout)
+		"node %s did not register within %s", claim.Status.NodeName, l.opts.Args.RegistrationTimeout.Duration)
 	metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
 	l.opts.Provisioning.ForgetClaim(ctx, claim.Name)
 	return 0, l.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})

@@ -56,7 +56,7 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		for k, v := range nodeclaim.NodeLabels(claim, its[claim.Status.InstanceType], l.opts.Region) {
+		for k, v := range nodeclaim.NodeLabels(claim, its[claim.Status.InstanceType], l.opts.Args.Region) {
 			cur.Labels[k] = v
 		}
 		cur.Labels[stevedorev1.LabelNodeClaim] = claim.Name

@@ -42,13 +42,13 @@ func TestRegisterSyncsNode(t *testing.T) {
 				Taint("example.com/agent", "", corev1.TaintEffectNoSchedule).
 				Finalizers("example.com/keep").Obj()
 			h := newHarness(t, claim, node)
-			h.clock.Step(time.Minute)
+			h.Clock.Step(time.Minute)
 
-			after, err := h.life.register(h.ctx, claim)
+			after, err := h.life.register(h.Ctx, claim)
 			if err != nil || after != 0 {
 				t.Fatalf("register = %v, %v; want 0, nil", after, err)
 			}
-			got := h.node(tc.node)
+			got := h.Node(tc.node)
 			wantLabels := map[string]string{
 				stevedorev1.LabelNodePool:       "default",
 				stevedorev1.LabelNodeClaim:      "c1",
@@ -86,7 +86,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Registered" || c.Message != "node "+tc.node+" registered" {
 				t.Errorf("Registered condition = %+v, want True", c)
 			}
-			if ev := h.events(); !reflect.DeepEqual(ev, []string{"Normal Registered node " + tc.node + " registered"}) {
+			if ev := h.Events(); !reflect.DeepEqual(ev, []string{"Normal Registered node " + tc.node + " registered"}) {
 				t.Errorf("events = %q", ev)
 			}
 		})
@@ -98,22 +98,22 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
 	h := newHarness(t, claim, node)
 	for i := 0; i < 2; i++ {
-		if _, err := h.life.register(h.ctx, claim); err != nil {
+		if _, err := h.life.register(h.Ctx, claim); err != nil {
 			t.Fatalf("register #%d: %v", i+1, err)
 		}
-		if err := h.listers.Add(h.node("n1")); err != nil { // the informer catches up
+		if err := h.Listers.Add(h.Node("n1")); err != nil { // the informer catches up
 			t.Fatal(err)
 		}
 	}
-	got := h.node("n1")
+	got := h.Node("n1")
 	if !reflect.DeepEqual(got.Finalizers, []string{stevedorev1.TerminationFinalizer}) || len(got.OwnerReferences) != 1 || len(got.Spec.Taints) != 1 {
 		t.Errorf("node after two registrations: finalizers %q, owners %d, taints %+v; want each once",
 			got.Finalizers, len(got.OwnerReferences), got.Spec.Taints)
 	}
-	if ev := h.events(); len(ev) != 1 {
+	if ev := h.Events(); len(ev) != 1 {
 		t.Errorf("events = %q, want one Registered event", ev)
 	}
-	if n := test.Updated(h.sd.Actions(), "nodeclaims", "status"); n != 1 {
+	if n := test.Updated(h.Stevedore.Actions(), "nodeclaims", "status"); n != 1 {
 		t.Errorf("%d NodeClaim status updates, want 1", n)
 	}
 }
@@ -142,12 +142,12 @@ func TestRegisterWaitsForNode(t *testing.T) {
 			web := test.Pod("web").Pending().Obj()
 			h := newHarness(t, claim, web)
 			for _, n := range tc.nodes {
-				h.add(n)
+				h.Add(n)
 			}
 			h.prov.assign(web)
-			h.clock.Step(tc.elapsed)
+			h.Clock.Step(tc.elapsed)
 
-			after, err := h.life.register(h.ctx, claim)
+			after, err := h.life.register(h.Ctx, claim)
 			if err != nil || after != tc.want {
 				t.Fatalf("register = %v, %v; want %v, nil", after, err, tc.want)
 			}
@@ -158,7 +158,7 @@ func TestRegisterWaitsForNode(t *testing.T) {
 			if got != nil && condition(got, stevedorev1.ConditionRegistered) != nil {
 				t.Errorf("Registered condition set without a node: %+v", condition(got, stevedorev1.ConditionRegistered))
 			}
-			ev := h.events()
+			ev := h.Events()
 			if tc.deleted {
 				want := "Warning RegistrationTimeout node n1 did not register within 5m0s"
 				if len(ev) != 1 || ev[0] != want {
@@ -170,11 +170,11 @@ func TestRegisterWaitsForNode(t *testing.T) {
 			} else if len(ev) != 0 {
 				t.Errorf("events = %q, want none", ev)
 			}
-			if calls := h.cloud.Calls(); len(calls) != 0 {
+			if calls := h.Cloud.Calls(); len(calls) != 0 {
 				t.Errorf("cloud calls = %q; the instance goes with the NodeClaim's termination", calls)
 			}
 			for _, n := range tc.nodes {
-				if got := h.node(n.Name); got.Labels[stevedorev1.LabelNodeClaim] != "" || len(got.Finalizers) != 0 {
+				if got := h.Node(n.Name); got.Labels[stevedorev1.LabelNodeClaim] != "" || len(got.Finalizers) != 0 {
 					t.Errorf("node %s not of the claim was synced: %+v", n.Name, got.ObjectMeta)
 				}
 			}
@@ -186,21 +186,21 @@ func TestRegisterWaitsForNode(t *testing.T) {
 func TestRegistrationTimeoutTerminatesInstance(t *testing.T) {
 	claim := launchedClaim().Obj()
 	h := newHarness(t, claim)
-	h.clock.Step(testRegistrationTimeout + time.Second)
-	if after, err := h.life.reconcile(h.ctx, "c1"); err != nil || after != 0 {
+	h.Clock.Step(testRegistrationTimeout + time.Second)
+	if after, err := h.life.reconcile(h.Ctx, "c1"); err != nil || after != 0 {
 		t.Fatalf("reconcile = %v, %v", after, err)
 	}
 	deleting := h.claim()
 	if deleting == nil || deleting.DeletionTimestamp == nil {
 		t.Fatalf("NodeClaim = %+v, want it deleted", deleting)
 	}
-	if err := h.listers.Add(deleting); err != nil { // the informer catches up
+	if err := h.Listers.Add(deleting); err != nil { // the informer catches up
 		t.Fatal(err)
 	}
-	if after, err := h.life.reconcile(h.ctx, "c1"); err != nil || after != 0 {
+	if after, err := h.life.reconcile(h.Ctx, "c1"); err != nil || after != 0 {
 		t.Fatalf("reconcile of the deleted NodeClaim = %v, %v", after, err)
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1"}) {
+	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1"}) {
 		t.Errorf("cloud calls = %q, want the instance terminated", calls)
 	}
 	if got := h.claim(); got != nil {
@@ -216,7 +216,7 @@ func TestRegisterKeepsRoomForDaemonSets(t *testing.T) {
 	h := newHarness(t, claim, node)
 	agent := test.Pod("agent").OwnedBy("DaemonSet", "agent").Req("cpu", "500m").Obj()
 	h.prov.daemonSet = []*corev1.Pod{agent}
-	if _, err := h.life.register(h.ctx, claim); err != nil {
+	if _, err := h.life.register(h.Ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.prov.expected["n1"]; len(got) != 1 || got[0] != agent {

@@ -24,51 +24,51 @@ func TestTerminationFlow(t *testing.T) {
 	h := newHarness(t, claim, node, onN1("web").Obj())
 	sync := func() { // the informers catch up
 		t.Helper()
-		if n := h.node("n1"); n != nil {
-			if err := h.listers.Add(n); err != nil {
+		if n := h.Node("n1"); n != nil {
+			if err := h.Listers.Add(n); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := h.listers.Delete(node); err != nil {
+		} else if err := h.Listers.Delete(node); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	if after, err := h.life.reconcile(h.ctx, "c1"); err != nil || after != 2*time.Second {
+	if after, err := h.life.reconcile(h.Ctx, "c1"); err != nil || after != 2*time.Second {
 		t.Fatalf("reconcile = %v, %v; want to wait for the node's drain", after, err)
 	}
 	sync()
-	if n := h.node("n1"); n == nil || n.DeletionTimestamp == nil {
+	if n := h.Node("n1"); n == nil || n.DeletionTimestamp == nil {
 		t.Fatal("node not deleted")
 	}
-	if done, err := h.term.DrainNode(h.ctx, "n1"); err != nil || done {
+	if done, err := h.term.DrainNode(h.Ctx, "n1"); err != nil || done {
 		t.Fatalf("drainNode = %v, %v; want the pod evicted first", done, err)
 	}
-	if got := h.evicted(); !reflect.DeepEqual(got, []string{"default/web"}) {
+	if got := h.Evicted(); !reflect.DeepEqual(got, []string{"default/web"}) {
 		t.Fatalf("evictions = %q", got)
 	}
-	if len(h.cloud.Calls()) != 0 {
-		t.Fatalf("instance terminated before the node was drained: %q", h.cloud.Calls())
+	if len(h.Cloud.Calls()) != 0 {
+		t.Fatalf("instance terminated before the node was drained: %q", h.Cloud.Calls())
 	}
-	if err := h.listers.Delete(onN1("web").Obj()); err != nil {
+	if err := h.Listers.Delete(onN1("web").Obj()); err != nil {
 		t.Fatal(err)
 	}
-	if done, err := h.term.DrainNode(h.ctx, "n1"); err != nil || !done {
+	if done, err := h.term.DrainNode(h.Ctx, "n1"); err != nil || !done {
 		t.Fatalf("drainNode = %v, %v; want done", done, err)
 	}
 	sync()
-	if h.node("n1") != nil {
+	if h.Node("n1") != nil {
 		t.Fatal("node kept after its drain")
 	}
 	if h.claim() == nil {
 		t.Fatal("NodeClaim released before its own termination")
 	}
-	if after, err := h.life.reconcile(h.ctx, "c1"); err != nil || after != 0 {
+	if after, err := h.life.reconcile(h.Ctx, "c1"); err != nil || after != 0 {
 		t.Fatalf("reconcile = %v, %v", after, err)
 	}
 	if h.claim() != nil {
 		t.Error("NodeClaim not released")
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
+	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
 		t.Errorf("cloud calls = %q; the drain and the NodeClaim each terminate the instance", calls)
 	}
 }

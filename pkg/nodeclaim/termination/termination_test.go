@@ -18,36 +18,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
-	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // t0 is when every termination test starts.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// harness is a Terminator over a test cluster and a fake cloud, at a fake time.
+// harness is a Terminator over a test environment (cluster, fake cloud, fake time).
 type harness struct {
-	t       *testing.T
-	ctx     context.Context
-	clock   *clocktesting.FakeClock
-	cluster *test.Cluster
-	kube    *kubefake.Clientset
-	sd      *stevedorefake.Clientset
-	listers *test.Listers
-	cloud   *fake.Provider
-	rec     *events.FakeRecorder
-	term    *Terminator
-	forgot  []string
+	*test.Env
+	term   *Terminator
+	forgot []string
 }
 
 // ForgetClaim and ForgetDaemons record what the terminator tells provisioning.
@@ -59,28 +45,15 @@ func (h *harness) ForgetDaemons(node string) { h.forgot = append(h.forgot, "daem
 // newHarness puts objs into the listers and into the clientset that serves them.
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	clock := clocktesting.NewFakeClock(t0)
-	cluster := test.NewCluster(t, clock.Now, objs...)
-	cl, err := fake.New([]string{"us-east-1a"}, "m5.large")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, ctx: klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())), clock: clock,
-		cluster: cluster, kube: cluster.Kube, sd: cluster.Stevedore, listers: cluster.Listers, cloud: cl, rec: events.NewFakeRecorder(100)}
-	l := cluster.Listers
-	h.term = New(Options{Kube: h.kube, Stevedore: h.sd, Cloud: cl, Nodes: l.Nodes, Pods: l.Pods, NodeClaims: l.NodeClaims,
-		Recorder: h.rec, Clock: h.clock, Provisioning: h})
+	h := &harness{Env: test.NewEnv(t, t0, test.FakeCloud(t, []string{"us-east-1a"}, "m5.large"), objs...)}
+	l := h.Listers
+	h.term = New(Options{Kube: h.Kube, Stevedore: h.Stevedore, Cloud: h.Cloud, Nodes: l.Nodes, Pods: l.Pods, NodeClaims: l.NodeClaims,
+		Recorder: h.Recorder, Clock: h.Clock, Provisioning: h})
 	return h
 }
 
-// add puts an object into the listers and the clientset after the harness is built.
-func (h *harness) add(obj runtime.Object) { h.t.Helper(); h.cluster.Add(obj) }
-
-// node reads a Node back from the clientset; nil when it is gone.
-func (h *harness) node(name string) *corev1.Node { h.t.Helper(); return h.cluster.Node(name) }
-
 // claim reads NodeClaim c1 back from the clientset; nil when it is gone.
-func (h *harness) claim() *stevedorev1.NodeClaim { h.t.Helper(); return h.cluster.NodeClaim("c1") }
+func (h *harness) claim() *stevedorev1.NodeClaim { h.T.Helper(); return h.NodeClaim("c1") }
 
 // launchClaim is NodeClaim c1 before its launch.
 func launchClaim() *test.NodeClaimWrapper { return test.NodeClaim("c1", "default").Created(t0) }
@@ -89,12 +62,6 @@ func launchClaim() *test.NodeClaimWrapper { return test.NodeClaim("c1", "default
 func launchedClaim() *test.NodeClaimWrapper {
 	return launchClaim().Launched("n1", "m5.large", "us-east-1a", stevedorev1.CapacityTypeOnDemand, "0.0960")
 }
-
-// events drains the events recorded so far.
-func (h *harness) events() []string { return test.Events(h.rec) }
-
-// evicted lists the pods evicted through the Eviction API so far, as namespace/name.
-func (h *harness) evicted() []string { return test.Evicted(h.kube.Actions()) }
 
 // onN1 is a pod of a ReplicaSet running on node n1.
 func onN1(name string) *test.PodWrapper { return test.Pod(name).Node("n1").OwnedBy("ReplicaSet", "rs") }
@@ -116,7 +83,7 @@ func tolerantOnN1(name string) *test.PodWrapper {
 
 // failEvictions makes the Eviction API answer err.
 func (h *harness) failEvictions(err error) {
-	h.kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	h.Kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
 			return false, nil, nil
 		}
@@ -177,11 +144,11 @@ func TestEvictTierOrder(t *testing.T) {
 	}
 	seen := 0
 	for i, step := range steps {
-		remaining, err := h.term.evictTier(h.ctx, node, false)
+		remaining, err := h.term.evictTier(h.Ctx, node, false)
 		if err != nil {
 			t.Fatalf("step %d: %v", i+1, err)
 		}
-		all := h.evicted()
+		all := h.Evicted()
 		got := all[seen:]
 		seen = len(all)
 		sort.Strings(got)
@@ -191,17 +158,17 @@ func TestEvictTierOrder(t *testing.T) {
 		if remaining != step.remaining || !reflect.DeepEqual(got, step.evicted) {
 			t.Fatalf("step %d: evicted %q with %d left, want %q with %d left", i+1, got, remaining, step.evicted, step.remaining)
 		}
-		if ev := h.events(); len(ev) != len(step.evicted) || len(ev) > 0 && ev[0] != "Normal Evicted evicted: node n1 is being terminated" {
+		if ev := h.Events(); len(ev) != len(step.evicted) || len(ev) > 0 && ev[0] != "Normal Evicted evicted: node n1 is being terminated" {
 			t.Errorf("step %d: events = %q, want one Evicted event per eviction", i+1, ev)
 		}
 		for _, name := range got { // the evicted pods go
 			ns, n := "default", name[len("default/"):]
-			if err := h.listers.Delete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}); err != nil {
+			if err := h.Listers.Delete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if d := test.Deleted(h.kube.Actions(), "pods"); len(d) != 0 {
+	if d := test.Deleted(h.Kube.Actions(), "pods"); len(d) != 0 {
 		t.Errorf("pods deleted %q; within the grace period pods are only evicted", d)
 	}
 }
@@ -281,36 +248,36 @@ func TestEvictTier(t *testing.T) {
 			h := newHarness(t)
 			for _, p := range tc.pods {
 				if tc.notInAPI {
-					if err := h.listers.Add(p); err != nil {
+					if err := h.Listers.Add(p); err != nil {
 						t.Fatal(err)
 					}
 				} else {
-					h.add(p)
+					h.Add(p)
 				}
 			}
 			if tc.evictErr != nil {
 				h.failEvictions(tc.evictErr)
 			}
-			h.kube.ClearActions()
+			h.Kube.ClearActions()
 
-			remaining, err := h.term.evictTier(h.ctx, test.Node("n1").Obj(), tc.expired)
+			remaining, err := h.term.evictTier(h.Ctx, test.Node("n1").Obj(), tc.expired)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("evictTier error = %v, want error %v", err, tc.wantErr)
 			}
 			if err == nil && remaining != tc.wantRemaining {
 				t.Errorf("remaining = %d, want %d", remaining, tc.wantRemaining)
 			}
-			got := h.evicted()
+			got := h.Evicted()
 			sort.Strings(got)
 			if !reflect.DeepEqual(got, tc.wantEvicted) {
 				t.Errorf("evictions = %q, want %q", got, tc.wantEvicted)
 			}
-			d := test.Deleted(h.kube.Actions(), "pods")
+			d := test.Deleted(h.Kube.Actions(), "pods")
 			sort.Strings(d)
 			if !reflect.DeepEqual(d, tc.wantDeleted) {
 				t.Errorf("pod deletions = %q, want %q", d, tc.wantDeleted)
 			}
-			if ev := h.events(); len(ev) != tc.wantEvents {
+			if ev := h.Events(); len(ev) != tc.wantEvents {
 				t.Errorf("events = %q, want %d", ev, tc.wantEvents)
 			}
 		})
@@ -320,16 +287,16 @@ func TestEvictTier(t *testing.T) {
 func TestTaintDisrupted(t *testing.T) {
 	h := newHarness(t, test.Node("n1").Taint("dedicated", "batch", corev1.TaintEffectNoSchedule).Obj())
 	for i := 0; i < 2; i++ {
-		if err := h.term.taintDisrupted(h.ctx, h.node("n1")); err != nil {
+		if err := h.term.taintDisrupted(h.Ctx, h.Node("n1")); err != nil {
 			t.Fatalf("taintDisrupted #%d: %v", i+1, err)
 		}
 	}
 	want := []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule},
 		{Key: stevedorev1.TaintDisrupted, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	if got := h.node("n1").Spec.Taints; !reflect.DeepEqual(got, want) {
+	if got := h.Node("n1").Spec.Taints; !reflect.DeepEqual(got, want) {
 		t.Errorf("taints = %+v, want %+v", got, want)
 	}
-	if n := test.Updated(h.kube.Actions(), "nodes", ""); n != 1 {
+	if n := test.Updated(h.Kube.Actions(), "nodes", ""); n != 1 {
 		t.Errorf("%d node updates, want 1", n)
 	}
 }
@@ -411,26 +378,26 @@ func TestDrainNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			if tc.node != nil {
-				h.add(tc.node)
+				h.Add(tc.node)
 			}
 			if tc.claim != nil {
-				h.add(tc.claim)
+				h.Add(tc.claim)
 			}
 			for _, p := range tc.pods {
-				h.add(p)
+				h.Add(p)
 			}
 			if tc.cloudErr != nil {
-				h.cloud.FailNext(fake.CallDelete, tc.cloudErr)
+				h.Cloud.FailNext(fake.CallDelete, tc.cloudErr)
 			}
-			h.clock.Step(tc.elapsed)
-			h.kube.ClearActions()
-			h.sd.ClearActions()
+			h.Clock.Step(tc.elapsed)
+			h.Kube.ClearActions()
+			h.Stevedore.ClearActions()
 
-			done, err := h.term.DrainNode(h.ctx, "n1")
+			done, err := h.term.DrainNode(h.Ctx, "n1")
 			if (err != nil) != tc.want.err || done != tc.want.done {
 				t.Fatalf("drainNode = %v, %v; want done %v, error %v", done, err, tc.want.done, tc.want.err)
 			}
-			node := h.node("n1")
+			node := h.Node("n1")
 			if (node == nil) != tc.want.nodeGone {
 				t.Fatalf("node gone = %v, want %v", node == nil, tc.want.nodeGone)
 			}
@@ -442,16 +409,16 @@ func TestDrainNode(t *testing.T) {
 					t.Errorf("node finalizers = %q, want %q", node.Finalizers, tc.want.finalizers)
 				}
 			}
-			if got := h.evicted(); !reflect.DeepEqual(got, tc.want.evicted) {
+			if got := h.Evicted(); !reflect.DeepEqual(got, tc.want.evicted) {
 				t.Errorf("evictions = %q, want %q", got, tc.want.evicted)
 			}
-			if got := test.Deleted(h.kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
+			if got := test.Deleted(h.Kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
 				t.Errorf("pod deletions = %q, want %q", got, tc.want.deletedPods)
 			}
-			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
+			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
 				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
 			}
-			if got := test.Deleted(h.sd.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
+			if got := test.Deleted(h.Stevedore.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
 				t.Errorf("NodeClaim deletions = %q, want deleted %v", got, tc.want.claimDeleted)
 			}
 		})
@@ -510,18 +477,18 @@ func TestTerminateClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.claim)
 			if tc.node != nil {
-				h.add(tc.node)
+				h.Add(tc.node)
 			}
 			if tc.cloudErr != nil {
-				h.cloud.FailNext(fake.CallDelete, tc.cloudErr)
+				h.Cloud.FailNext(fake.CallDelete, tc.cloudErr)
 			}
-			h.kube.ClearActions()
+			h.Kube.ClearActions()
 
-			after, err := h.term.TerminateClaim(h.ctx, tc.claim)
+			after, err := h.term.TerminateClaim(h.Ctx, tc.claim)
 			if (err != nil) != tc.want.err || after != tc.want.after {
 				t.Fatalf("terminateClaim = %v, %v; want %v, error %v", after, err, tc.want.after, tc.want.err)
 			}
-			if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
+			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
 				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
 			}
 			got := h.claim()
@@ -531,10 +498,10 @@ func TestTerminateClaim(t *testing.T) {
 			if got != nil && len(tc.claim.Finalizers) > 0 && !stevedorev1.HasTerminationFinalizer(got.Finalizers) {
 				t.Errorf("NodeClaim lost its finalizer: %q", got.Finalizers)
 			}
-			if d := test.Deleted(h.kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
+			if d := test.Deleted(h.Kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
 				t.Errorf("node deletions = %q, want %q", d, tc.want.nodesDeleted)
 			}
-			if ev := h.events(); !reflect.DeepEqual(ev, tc.want.events) {
+			if ev := h.Events(); !reflect.DeepEqual(ev, tc.want.events) {
 				t.Errorf("events = %q, want %q", ev, tc.want.events)
 			}
 			if !slices.Contains(h.forgot, "claim c1") {
@@ -552,17 +519,17 @@ func TestTerminateClaim(t *testing.T) {
 func TestTerminateClaimRetriesCloudDelete(t *testing.T) {
 	claim := launchedClaim().Deleting(t0).Obj()
 	h := newHarness(t, claim)
-	h.cloud.FailNext(fake.CallDelete, errors.New("InternalError"))
-	if _, err := h.term.TerminateClaim(h.ctx, claim); err == nil {
+	h.Cloud.FailNext(fake.CallDelete, errors.New("InternalError"))
+	if _, err := h.term.TerminateClaim(h.Ctx, claim); err == nil {
 		t.Fatal("terminateClaim swallowed the cloud's error")
 	}
 	if h.claim() == nil {
 		t.Fatal("NodeClaim released although its instance may still run")
 	}
-	if _, err := h.term.TerminateClaim(h.ctx, claim); err != nil {
+	if _, err := h.term.TerminateClaim(h.Ctx, claim); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if calls := h.cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
+	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Delete i-n1", "Delete i-n1"}) {
 		t.Errorf("cloud calls = %q, want the termination tried twice", calls)
 	}
 	if h.claim() != nil {

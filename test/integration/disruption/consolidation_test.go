@@ -130,7 +130,7 @@ func TestConsolidationDeletesTheEmptierNodeAndTheDryRunSaysSoFirst(t *testing.T)
 			np.Spec.Disruption.Budgets = []stevedorev1.Budget{{Nodes: "100%"}}
 		}
 	}
-	res, err := dryrun.Run(context.Background(), objs, dryrun.Options{Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+	res, err := dryrun.Run(context.Background(), objs, dryrun.Options{Catalog: catalog.Default()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestBalancedKeepsANodeWhoseMoveDisruptsTooMuch(t *testing.T) {
 		t.Errorf("rejected moves counted %v, want at least 1", n)
 	}
 
-	res, err := dryrun.Run(context.Background(), dump(t, "balanced"), dryrun.Options{Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+	res, err := dryrun.Run(context.Background(), dump(t, "balanced"), dryrun.Options{Catalog: catalog.Default()})
 	if err != nil {
 		t.Fatal(err)
 	}
