@@ -284,7 +284,10 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Pods: in.pods.Lister(), NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Provisioning: p})
 	lc := lifecycle.New(lifecycle.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
 		NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Args: w.args, OnInitialized: w.host.OnInitialized, Provisioning: p, Terminator: w.terminator})
-	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer(), in.pods.Informer()); err != nil {
+	if err := p.Register(w.ctx, in.claims.Informer(), in.pods.Informer()); err != nil {
+		return nil, nil, err
+	}
+	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer()); err != nil {
 		return nil, nil, err
 	}
 	ctx := w.ctx

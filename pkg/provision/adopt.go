@@ -30,11 +30,14 @@ func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, 
 		return
 	}
 	plan := p.previousPlan(pods, coming, claimOfNode)
-	adopted, toNominate := p.adopt(plan)
+	adopted, toNominate, nominated := p.adopt(plan)
 	for _, c := range coming {
 		if ps := adopted[c.Name]; len(ps) > 0 {
-			p.assign(ctx, c.Name, ps)
+			p.plans.Plan(ctx, c.Name, ps)
 			klog.FromContext(ctx).V(1).Info("Adopted the pods planned on a node coming up", "nodeclaim", c.Name, "pods", len(ps))
+		}
+		if uids := nominated[c.Name]; len(uids) > 0 {
+			p.plans.Nominate(c.Name, c.Status.NodeName, uids...)
 		}
 		if ps := toNominate[c.Name]; len(ps) > 0 {
 			p.nominate(ctx, c, ps)
@@ -104,28 +107,24 @@ func (p *Provisioner) previousPlan(pods []*corev1.Pod, coming []*stevedorev1.Nod
 }
 
 // adopt takes the pods of the previous plan this process has no plan for yet: it returns them by NodeClaim, and
-// those to nominate once adopted (their NodeClaim's node has a name and they are not nominated to it yet).
-func (p *Provisioner) adopt(plan []plannedPod) (adopted, toNominate map[string][]*corev1.Pod) {
-	adopted, toNominate = map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// those to nominate once adopted (their NodeClaim's node has a name and they are not nominated to it yet), and those
+// nominated to it already.
+func (p *Provisioner) adopt(plan []plannedPod) (adopted, toNominate map[string][]*corev1.Pod, nominated map[string][]types.UID) {
+	adopted, toNominate, nominated = map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}, map[string][]types.UID{}
 	for _, pp := range plan {
 		pod, c := pp.pod, pp.claim
-		if _, planned := p.podClaim[pod.UID]; planned || p.solving[pod.UID] {
-			continue
-		}
-		if _, binding := p.binding[pod.UID]; binding {
+		if p.plans.Held(pod.UID) || p.isSolving(pod.UID) {
 			continue
 		}
 		adopted[c.Name] = append(adopted[c.Name], pod)
-		if pp.nominated {
-			p.nominated[pod.UID] = c.Status.NodeName
-			p.claimOfNode[c.Status.NodeName] = c.Name
-		} else if c.Status.NodeName != "" {
+		switch {
+		case pp.nominated:
+			nominated[c.Name] = append(nominated[c.Name], pod.UID)
+		case c.Status.NodeName != "":
 			toNominate[c.Name] = append(toNominate[c.Name], pod)
 		}
 	}
-	return adopted, toNominate
+	return adopted, toNominate, nominated
 }
 
 // AdoptNominations adopts the nominations found in the cluster (see adoptNominations); the provisioner runs it when

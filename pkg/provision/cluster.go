@@ -56,7 +56,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 		return nil, err
 	}
 	for _, pod := range pending {
-		if pod.Spec.NodeName == "" && podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.isBinding(pod.UID) {
+		if pod.Spec.NodeName == "" && podutil.Reschedulable(pod) && !p.isPlanned(pod.UID) && !p.plans.IsBinding(pod.UID) {
 			displaced = append(displaced, pod)
 		}
 	}
@@ -110,9 +110,7 @@ func (p *Provisioner) leavingPods(c *Cluster) []*corev1.Pod {
 
 // isPlanned reports whether a pod is planned on a NodeClaim (it counts there already).
 func (p *Provisioner) isPlanned(uid types.UID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.podClaim[uid]
+	_, ok := p.plans.ClaimOf(uid)
 	return ok
 }
 

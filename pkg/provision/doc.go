@@ -5,7 +5,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 // Package provision turns the solver's plans into nodes and keeps them: the provisioner batches the pods no node
 // fits (PostFilter), solves each batch (package solver) and creates one NodeClaim per planned node, nominating each
 // pod to the node coming up for it (nominate.go) and keeping the room of planned pods until they bind
-// (noderoom.go). The NodeClaim lifecycle (pkg/nodeclaim/lifecycle) launches the instance, registers and
+// (noderoom.go). What is planned where is kept by one ledger (package ledger), which follows the deletions of
+// NodeClaims and pods itself. The NodeClaim lifecycle (pkg/nodeclaim/lifecycle) launches the instance, registers and
 // initializes its node and asks the provisioner for the pods planned on it; deleted NodeClaims go to the
 // terminator (pkg/nodeclaim/termination). cluster.go answers disruption's "what if these nodes went away".
 //
@@ -23,12 +24,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //	-------------+-------------------------------------------------+---------------------------------------------+------------------------------------------
 //	Filter       | room on the node is kept for pods planned there | a planned pod there binds                   | Activate, PlannedPodBound (PostBind)
 //	             | and not bound yet (RoomRefused)                 | a planned pod there is deleted              | Activate, PlannedPodGone (pod informer)
-//	             |                                                 | a planned pod there is planned elsewhere    | Activate, PlannedPodGone (assign)
+//	             |                                                 | a planned pod there is planned elsewhere    | Activate, PlannedPodGone (ledger.Plan)
 //	             |                                                 | a planned pod there finds no room and is    | Activate, PlannedPodGone (Consider)
 //	             |                                                 |   planned again                             |
 //	Filter,      | the pod is planned on another NodeClaim, whose  | its node registers, loses a taint, is       | hint on Node Add/UpdateNodeTaint/
 //	PreFilter    | node is still coming                            |   labelled initialized                      |   UpdateNodeLabel of a Stevedore node
-//	             |                                                 | its NodeClaim goes (launch failed, deleted, | Activate, PlanDropped (ForgetClaim)
+//	             |                                                 | its NodeClaim goes (launch failed, deleted, | Activate, PlanDropped (the ledger sees it go)
 //	             |                                                 |   never registered)                         |
 //	             |                                                 | the launched type cannot hold it            | Activate, PlanDropped (Replan)
 //	PreFilter    | the pod is planned nowhere and the only nodes   | a node initializes                          | hint on UpdateNodeLabel of a Stevedore node

@@ -7,7 +7,6 @@ package provision
 import (
 	"context"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -90,23 +89,7 @@ func (p *Provisioner) NodeClaims() ([]*stevedorev1.NodeClaim, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool, len(claims))
-	for _, c := range claims {
-		seen[c.Name] = true
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for name, c := range p.created {
-		switch {
-		case seen[name]:
-			delete(p.created, name)
-		case p.opts.Clock.Since(c.CreationTimestamp.Time) > 5*time.Minute:
-			delete(p.created, name) // deleted before the cache ever saw it
-		default:
-			claims = append(claims, c)
-		}
-	}
-	return claims, nil
+	return p.plans.WithCreated(claims), nil
 }
 
 // podsByNode groups the live pods bound to a node, and those binding to one, by node.
@@ -117,7 +100,7 @@ func (p *Provisioner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
 			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
 		}
 	}
-	for node, ps := range p.bindingPods() {
+	for node, ps := range p.plans.Binding() {
 		byNode[node] = append(byNode[node], ps...)
 	}
 	return byNode
@@ -130,10 +113,10 @@ func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
 	for _, pod := range p.AssignedPods(claim) {
 		cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
 		if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
-			p.forgetPod(pod.UID)
+			p.plans.Forget(pod.UID)
 			continue
 		}
-		if cur.Spec.NodeName == "" && !p.isBinding(pod.UID) { // a bound pod counts on its node already
+		if cur.Spec.NodeName == "" && !p.plans.IsBinding(pod.UID) { // a bound pod counts on its node already
 			out = append(out, pod)
 		}
 	}

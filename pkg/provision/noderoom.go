@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -23,10 +22,7 @@ import (
 // refusal is left to check.
 func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked bool) string {
 	if roomChecked && ni.Node() != nil {
-		p.mu.Lock()
-		_, weighed := p.claimOfNode[ni.Node().Name]
-		p.mu.Unlock()
-		if weighed {
+		if _, weighed := p.plans.ClaimOfNode(ni.Node().Name); weighed {
 			return p.startingRefusal(pod, ni.Node())
 		}
 	}
@@ -48,65 +44,15 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked 
 // NodesFor returns the nodes the scheduler need consider for a pod, and false when that is every node. A pod
 // planned on a NodeClaim may take only the node of that NodeClaim and the nodes Stevedore did not launch (KeptRoom
 // refuses it every other node). A pod not planned skips the nodes Stevedore launched that are still initializing
-// (their room is planned: the pods planned there are nominated to them, and the room left over is what the next
-// solve fills with pods like this one, planning them there) and those whose room, less what they keep for the pods
-// planned on them, cannot hold it. The scheduler's PreFilter asks, so that in a burst the scheduling cycles do not
-// run the filters, with each node's nominated pods added (a copy of each), on hundreds of nodes coming up for
-// other pods or full of pods planned there.
+// and those whose room, less what they keep for the pods planned on them, cannot hold it (ledger.NodesFor). The
+// scheduler's PreFilter asks, so that in a burst the scheduling cycles do not run the filters, with each node's
+// nominated pods added (a copy of each), on hundreds of nodes coming up for other pods or full of pods planned
+// there.
 func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	own, planned := p.podClaim[pod.UID]
-	var need solver.Requests
-	if !planned {
-		need = solver.PodRequests(pod)
-	}
-	takes := func(ni fwk.NodeInfo) bool {
-		claim, ours := p.claimOfNode[ni.Node().Name]
-		switch {
-		case !ours, planned && claim == own:
-			return true
-		case planned:
-			return false // launched for other pods
-		case p.initializingLocked(claim):
-			return false
-		}
-		free := solver.FreeRoom(ni)
-		if !need.Fits(free) {
-			return false // full: in a burst, most nodes are
-		}
-		kept := p.keptSum[claim] // keptLocked(claim, "", nil), kept as a running sum
+	return p.plans.NodesFor(pod, nodes, func(ni fwk.NodeInfo) solver.Requests {
 		dsCPU, dsMem, dsCount, _ := p.daemonRoom.unbound(ni)
-		kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
-		return need.Add(kept).Fits(free)
-	}
-	// a planned pod takes few nodes (its own and those Stevedore did not launch): no room for every name
-	var taken []string
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
-		}
-		if takes(ni) {
-			taken = append(taken, ni.Node().Name)
-		} else {
-			restricted = true
-		}
-	}
-	// in a steady cluster every node may take every pod: no set then
-	if !restricted {
-		return nil, false
-	}
-	return sets.New(taken...), true
-}
-
-// initializingLocked reports whether a NodeClaim's node is not initialized yet (a NodeClaim not in the cache is
-// taken as initialized: nothing is skipped on a guess). p.mu is held.
-func (p *Provisioner) initializingLocked(claim string) bool {
-	if _, ready := p.readyAt[claim]; ready {
-		return false
-	}
-	c, err := p.opts.NodeClaims.Get(claim)
-	return err == nil && !c.IsInitialized()
+		return solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount}
+	})
 }
 
 // keptFor is the room a node keeps, when the scheduler considers pod for it, for the pods planned on its NodeClaim:
@@ -116,14 +62,7 @@ func (p *Provisioner) initializingLocked(claim string) bool {
 // another node), nor a planned pod that was deleted or bound meanwhile (evicted from a node being replaced, its
 // room goes to the pod that replaces it).
 func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (solver.Requests, []string) {
-	counted := p.schedulerCounts(pod, node)
-	p.mu.Lock()
-	_, planned := p.keptLocked(claim, pod.UID, counted)
-	reqs := make([]solver.Requests, len(planned))
-	for i, q := range planned {
-		reqs[i] = p.plannedReq[q.UID]
-	}
-	p.mu.Unlock()
+	planned, reqs := p.plans.KeptPlanned(claim, pod.UID, p.schedulerCounts(pod, node))
 	var kept solver.Requests
 	var names []string
 	for i, q := range planned {
@@ -134,21 +73,6 @@ func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (solver.Reque
 		names = append(names, q.Namespace+"/"+q.Name)
 	}
 	return kept, names
-}
-
-// keptLocked sums the requests of the pods planned on a NodeClaim that are neither bound nor being bound, but the
-// pod except and those counted (the scheduler adds them to the node itself), and returns them. p.mu is held.
-func (p *Provisioner) keptLocked(claim string, except types.UID, counted map[types.UID]bool) (solver.Requests, []*corev1.Pod) {
-	var kept solver.Requests
-	var pods []*corev1.Pod
-	for uid, pod := range p.assigned[claim] {
-		if _, binding := p.binding[uid]; binding || uid == except || counted[uid] {
-			continue
-		}
-		kept = kept.Add(p.plannedReq[uid])
-		pods = append(pods, pod)
-	}
-	return kept, pods
 }
 
 // KeptRoom is what a node Stevedore launched keeps for the pods planned on it, when the scheduler considers pod
@@ -165,23 +89,14 @@ func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Re
 	if refuse := p.startingRefusal(pod, node); refuse != "" {
 		return solver.Requests{}, nil, refuse
 	}
-	p.mu.Lock()
-	claim, ours := p.claimOfNode[node.Name]
-	if !ours {
-		p.mu.Unlock()
-	} else {
+	if claim, ours := p.plans.ClaimOfNode(node.Name); ours {
 		// also once the pods planned here are all bound: the room left is not the pod's to take, its own node is
 		// coming (a burst's pod of a hostname affinity target that bound on the first node up stranded its
 		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
-		if own, planned := p.podClaim[pod.UID]; planned && own != claim {
-			p.mu.Unlock()
+		if own, planned := p.plans.ClaimOf(pod.UID); planned && own != claim {
 			return solver.Requests{}, nil, fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
 		}
-		anyPlanned := len(p.assigned[claim]) > 0
-		p.mu.Unlock()
-		if anyPlanned {
-			kept, names = p.keptFor(pod, node.Name, claim)
-		}
+		kept, names = p.keptFor(pod, node.Name, claim)
 	}
 	dsCPU, dsMem, dsCount, daemons := p.daemonRoom.unbound(ni)
 	kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})

@@ -6,16 +6,11 @@ package provision
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -57,13 +52,11 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			for claim, pods := range tc.plan {
-				h.prov.assign(context.Background(), claim, pods)
+				h.prov.plans.Plan(context.Background(), claim, pods)
 			}
-			h.prov.mu.Lock()
 			for node, claim := range tc.nodes {
-				h.prov.claimOfNode[node] = claim
+				h.prov.plans.Nominate(claim, node)
 			}
-			h.prov.mu.Unlock()
 			ni := framework.NewNodeInfo()
 			ni.SetNode(test.Node(tc.node).Obj())
 			why := h.prov.RoomRefused(tc.pod, ni, false)
@@ -111,11 +104,11 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 			h.Add(initialized(test.NodeClaim("c-up", "default").Obj()))
 			p := pod()
 			if tc.plannedOn != "" {
-				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
+				h.prov.plans.Plan(context.Background(), tc.plannedOn, []*corev1.Pod{p})
 			}
-			h.prov.mu.Lock()
-			h.prov.claimOfNode["own"], h.prov.claimOfNode["up"], h.prov.claimOfNode["coming"] = "c-own", "c-up", "c-coming"
-			h.prov.mu.Unlock()
+			h.prov.plans.Nominate("c-own", "own")
+			h.prov.plans.Nominate("c-up", "up")
+			h.prov.plans.Nominate("c-coming", "coming")
 			var nodes []fwk.NodeInfo
 			for _, name := range []string{"coming", "own", "plain", "up"} {
 				ni := framework.NewNodeInfo()
@@ -131,9 +124,7 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 	t.Run("no node initializing and the pod planned nowhere: every node", func(t *testing.T) {
 		h := newHarness(t)
 		h.Add(initialized(test.NodeClaim("c-up", "default").Obj()))
-		h.prov.mu.Lock()
-		h.prov.claimOfNode["up"] = "c-up"
-		h.prov.mu.Unlock()
+		h.prov.plans.Nominate("c-up", "up")
 		ni := framework.NewNodeInfo()
 		ni.SetNode(test.Node("up").Obj())
 		if names, restricted := h.prov.NodesFor(pod(), []fwk.NodeInfo{ni}); restricted {
@@ -180,13 +171,11 @@ func TestKeptRoomCountsEachPlannedPodOnce(t *testing.T) {
 			waiter, other := pending("waiter"), pending("other")
 			other.Spec.Priority = &tc.otherPriority
 			h := newHarness(t, waiter, other)
-			h.prov.assign(context.Background(), "c1", []*corev1.Pod{waiter, other})
-			h.prov.mu.Lock()
-			h.prov.claimOfNode["n1"] = "c1"
+			h.prov.plans.Plan(context.Background(), "c1", []*corev1.Pod{waiter, other})
+			h.prov.plans.Nominate("c1", "n1")
 			if tc.provisionerNominated != "" {
-				h.prov.nominated[other.UID] = tc.provisionerNominated
+				h.prov.plans.Nominate("c1", tc.provisionerNominated, other.UID)
 			}
-			h.prov.mu.Unlock()
 			q := nominatedQueue{}
 			if tc.queued != "" {
 				q[tc.queued] = []*corev1.Pod{other}
@@ -222,11 +211,8 @@ func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, up, planned[0], planned[1])
-			h.prov.assign(context.Background(), "c-up", planned)
-			h.prov.mu.Lock()
-			h.prov.claimOfNode["up"] = "c-up"
-			h.prov.nominated[planned[0].UID] = "up"
-			h.prov.mu.Unlock()
+			h.prov.plans.Plan(context.Background(), "c-up", planned)
+			h.prov.plans.Nominate("c-up", "up", planned[0].UID)
 			ni := framework.NewNodeInfo()
 			ni.SetNode(test.Node("up").Allocatable("cpu", "2", "memory", "8Gi", "pods", "29").Obj())
 			pod := test.Pod("new").Pending().Req("cpu", tc.cpu).Obj()
@@ -241,7 +227,7 @@ func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
 				t.Errorf("RoomRefused: refused %v, NodesFor took the node: %v", refused, tc.taken)
 			}
 			// a refusal is recorded, for the wake-up when the node's plan changes
-			refused := h.prov.takeRefused("c-up")
+			refused := h.prov.plans.TakeRefused("c-up")
 			// so Filter need not weigh the room again on a node NodesFor named (the plugin's PreFilter says it did)
 			if tc.taken && h.prov.RoomRefused(pod, withNominated, true) != "" {
 				t.Error("RoomRefused after NodesFor weighed the room: refused")
@@ -277,81 +263,14 @@ func TestNodeMayHelpOnlyThePodsPlannedThere(t *testing.T) {
 			h.Add(test.NodeClaim("c-pending", "default").Obj())
 			p := test.Pod("p").Pending().Obj()
 			if tc.plannedOn != "" {
-				h.prov.assign(context.Background(), tc.plannedOn, []*corev1.Pod{p})
+				h.prov.plans.Plan(context.Background(), tc.plannedOn, []*corev1.Pod{p})
 			}
-			h.prov.mu.Lock()
-			h.prov.claimOfNode["launched"], h.prov.claimOfNode["other"] = "c-launched", "c-other"
-			h.prov.mu.Unlock()
+			h.prov.plans.Nominate("c-launched", "launched")
+			h.prov.plans.Nominate("c-other", "other")
 			if got := h.prov.NodeMayHelp(p, tc.node); got != tc.want {
 				t.Errorf("NodeMayHelp(%s) = %v, want %v", tc.node, got, tc.want)
 			}
 		})
-	}
-}
-
-// The running sum of each NodeClaim's kept room (keptSum, which NodesFor reads for every node) equals the sum
-// keptLocked takes over the pods planned there, through every way a plan and a binding change: planning, planning
-// elsewhere, reserving, unreserving, binding, deletion, the sweep of bound and gone pods, a NodeClaim going away.
-func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
-	pods := make([]*corev1.Pod, 12)
-	objs := make([]runtime.Object, len(pods))
-	for i := range pods {
-		pods[i] = test.Pod(fmt.Sprintf("p%02d", i)).Pending().Req("cpu", fmt.Sprintf("%dm", 100*(i+1))).Obj()
-		objs[i] = pods[i]
-	}
-	h := newHarness(t, objs...)
-	claims := []string{"c0", "c1", "c2"}
-	check := func(step string) {
-		t.Helper()
-		h.prov.mu.Lock()
-		defer h.prov.mu.Unlock()
-		for _, c := range claims {
-			want, _ := h.prov.keptLocked(c, "", nil)
-			if got := h.prov.keptSum[c]; got != want {
-				t.Fatalf("after %s: NodeClaim %s keeps %+v by its running sum, %+v summed", step, c, got, want)
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(7, 7)) //nolint:gosec // G404: a reproducible sequence of changes
-	ctx := context.Background()
-	for i := 0; i < 2000; i++ {
-		pod := pods[rng.IntN(len(pods))]
-		claim := claims[rng.IntN(len(claims))]
-		var step string
-		switch rng.IntN(8) {
-		case 0, 1:
-			h.prov.assign(ctx, claim, []*corev1.Pod{pod})
-			step = "assign " + pod.Name + " to " + claim
-		case 2:
-			h.prov.PodReserved(pod, "n1")
-			step = "reserve " + pod.Name
-		case 3:
-			h.prov.PodUnreserved(pod.UID)
-			step = "unreserve " + pod.Name
-		case 4:
-			h.prov.PodBound(ctx, pod.UID, "n1")
-			h.Clock.Step(40 * time.Second)
-			step = "bind " + pod.Name
-		case 5:
-			h.prov.PodDeleted(ctx, pod)
-			step = "delete " + pod.Name
-		case 6:
-			live := map[types.UID]bool{}
-			for _, q := range pods[:rng.IntN(len(pods))] {
-				live[q.UID] = true
-			}
-			h.prov.forgetAllBut(live)
-			step = "sweep"
-		default:
-			if rng.IntN(4) == 0 {
-				h.prov.ForgetClaim(ctx, claim)
-				step = "forget " + claim
-			} else {
-				h.prov.bindingPods()
-				step = "list the pods being bound"
-			}
-		}
-		check(step)
 	}
 }
 
@@ -367,7 +286,7 @@ func TestTheSnapshotCountsPodsPlannedOnReadyNodes(t *testing.T) {
 	boundSince := test.Pod("bound-since").Node("up").Req("cpu", "1").Obj()
 	other := test.Pod("other").Node("up").Req("cpu", "500m").Obj()
 	h := newHarness(t, up, node, waiting, boundSince, other)
-	h.prov.assign(context.Background(), "c-up", []*corev1.Pod{waiting, boundSince})
+	h.prov.plans.Plan(context.Background(), "c-up", []*corev1.Pod{waiting, boundSince})
 	snap, inflight, _, err := h.prov.clusterSnapshot(context.Background(), []*stevedorev1.NodeClaim{up}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -29,17 +29,13 @@ import (
 // scheduler places them by its ordinary rules once the first ones are bound.
 func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
 	node := claim.Status.NodeName
-	p.mu.Lock()
-	p.claimOfNode[node] = claim.Name
-	p.mu.Unlock()
+	p.plans.Nominate(claim.Name, node)
 	counts := p.nominatedSpreadCounts(node)
 	for _, pod := range pods {
 		if !takeSpreadRoom(counts, pod) {
 			continue
 		}
-		p.mu.Lock()
-		p.nominated[pod.UID] = node
-		p.mu.Unlock()
+		p.plans.Nominate(claim.Name, node, pod.UID)
 		if pod.Status.NominatedNodeName == node {
 			continue
 		}
@@ -60,7 +56,7 @@ func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim
 			for _, pod := range pods {
 				uids = append(uids, pod.UID)
 			}
-			p.readyFirst.add(uids)
+			p.plans.ReadyFirstAll(uids)
 		}
 		p.wake(ctx, WakePlannedOnExistingNode, pods)
 	}
@@ -77,30 +73,10 @@ func (p *Provisioner) NominateAssigned(ctx context.Context, claim *stevedorev1.N
 	p.nominate(ctx, claim, pending)
 }
 
-// isNominated reports whether the pod was nominated to this node.
-func (p *Provisioner) isNominated(uid types.UID, node string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nominated[uid] == node
-}
-
 // nominatedSpreadCounts counts, per hard spread constraint, the pods already nominated to a node.
 func (p *Provisioner) nominatedSpreadCounts(node string) map[string]int {
-	p.mu.Lock()
-	var pods []*corev1.Pod
-	for uid, n := range p.nominated {
-		if n != node {
-			continue
-		}
-		if claim, ok := p.podClaim[uid]; ok {
-			if pod := p.assigned[claim][uid]; pod != nil {
-				pods = append(pods, pod)
-			}
-		}
-	}
-	p.mu.Unlock()
 	counts := map[string]int{}
-	for _, pod := range pods {
+	for _, pod := range p.plans.NominatedTo(node) {
 		for _, key := range spreadKeys(pod) {
 			counts[key.id]++
 		}

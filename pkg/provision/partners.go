@@ -91,11 +91,7 @@ func (p *Provisioner) unplannedPending(pod *corev1.Pod) bool {
 		len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, planned := p.podClaim[pod.UID]
-	_, binding := p.binding[pod.UID]
-	return !planned && !binding && !p.solving[pod.UID]
+	return !p.plans.Held(pod.UID) && !p.isSolving(pod.UID)
 }
 
 func hasRequiredAffinity(pod *corev1.Pod) bool {

@@ -75,9 +75,7 @@ func TestAffinityPartnersArePlannedWithTheBatch(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, pod := range append(append([]*corev1.Pod(nil), tc.batch...), tc.pending...) {
-				h.prov.mu.Lock()
-				claimName, planned := h.prov.podClaim[pod.UID]
-				h.prov.mu.Unlock()
+				claimName, planned := h.prov.plans.ClaimOf(pod.UID)
 				if !planned {
 					continue
 				}

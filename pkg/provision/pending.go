@@ -51,26 +51,12 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 
 // forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone).
 func (p *Provisioner) forgetAllBut(live map[types.UID]bool) {
+	p.plans.ForgetAllBut(live)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for uid, claim := range p.podClaim {
-		if !live[uid] {
-			p.unplanLocked(claim, uid)
-			delete(p.nominated, uid)
-		}
-	}
 	for uid := range p.unprovisionable {
 		if !live[uid] {
 			delete(p.unprovisionable, uid)
-		}
-	}
-	for uid := range p.plannedAt {
-		if !live[uid] {
-			delete(p.plannedAt, uid)
-			delete(p.plannedReq, uid)
-			delete(p.refusedAt, uid)
-			delete(p.refusedWhy, uid)
-			delete(p.parkedWokenAt, uid)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -30,6 +31,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/provision/ledger"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -77,53 +79,19 @@ type Provisioner struct {
 	batcher *Batcher
 
 	simMu sync.Mutex // the simulator is not safe for concurrent use
-	// readyFirst: the pods whose planned node is ready, for the scheduling queue's order (a lock of its own).
-	readyFirst readyFirst
-	// warm returns the warm pods (capacity buffers); guarded by mu.
-	warm func() []*corev1.Pod
+	// plans is what is planned where: the pods planned on each NodeClaim, their nominations, the room kept for
+	// them, the pods being bound.
+	plans *ledger.Ledger
 
 	mu sync.Mutex
-	// assigned maps a NodeClaim to the pods planned on it, podClaim the reverse.
-	assigned map[string]map[types.UID]*corev1.Pod
-	podClaim map[types.UID]string
+	// warm returns the warm pods (capacity buffers).
+	warm func() []*corev1.Pod
 	// unprovisionable remembers why a pod could not be provisioned, until NodePools or NodeClaims change or a
 	// minute passes.
 	unprovisionable map[types.UID]unprovisionable
-	// created holds the NodeClaims this process created that the informer cache may not show yet, so that the
-	// next solve counts them (room for pods, NodePool limits) and their pods are not planned twice.
-	created map[string]*stevedorev1.NodeClaim
 	// solving holds the pods of the batch being solved: until their NodeClaims exist they are neither in the
 	// batch nor planned, and must not be batched again.
 	solving map[types.UID]bool
-	// binding holds the pods the scheduler reserved a node for (Reserve), and the node, until the cache shows them
-	// bound: meanwhile they count on that node and are not provisioned for.
-	binding map[types.UID]bindingPod
-	// bindingPruned is when bound pods were last dropped from binding.
-	bindingPruned time.Time
-	// nominated holds the pods nominated to the node of the NodeClaim planned for them, and the node.
-	nominated map[types.UID]string
-	// claimOfNode names the NodeClaim of each node pods were nominated to.
-	claimOfNode map[string]string
-	// plannedAt is when each planned pod was planned on its NodeClaim; readyAt when this process saw a NodeClaim's
-	// node initialize (the pods' wait for a ready node is measured from the later of the two).
-	plannedAt map[types.UID]time.Time
-	readyAt   map[string]time.Time
-	// refused holds, by NodeClaim, the pods its node refused in their last scheduling attempt (refusedOn);
-	// refusedAt when a pod's own planned node last refused it, refusedSince when it first did.
-	refused      map[string]map[types.UID]*corev1.Pod
-	refusedAt    map[types.UID]time.Time
-	refusedSince map[types.UID]time.Time
-	// refusedWhy says why a pod's own planned node last refused it; parkedWokenAt when reviewParked last retried it.
-	refusedWhy    map[types.UID]string
-	parkedWokenAt map[types.UID]time.Time
-	// plannedReq holds the requests of each planned pod (computed once: the scheduler's filters read them on every
-	// node of every cycle).
-	plannedReq map[types.UID]solver.Requests
-	// keptSum holds, for each NodeClaim, the requests of the pods planned on it that are not being bound (what
-	// keptLocked sums with no exception), kept as pods are planned, forgotten, reserved and unreserved: a burst's
-	// pod planned nowhere weighs every node's kept room in PreFilter, and summing each node's planned pods on each
-	// try grew with the square of the burst. Changed only through planLocked, unplanLocked and setBindingLocked.
-	keptSum map[string]solver.Requests
 	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
 	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
 	started     atomic.Bool
@@ -144,30 +112,23 @@ func New(opts Options) *Provisioner {
 	}
 	opts.Args = opts.Args.Defaults(nil)
 	metrics.Register()
-	return &Provisioner{
+	p := &Provisioner{
 		opts:            opts,
 		batcher:         NewBatcher(opts.Args.BatchIdleDuration.Duration, opts.Args.BatchMaxDuration.Duration, opts.Clock),
 		instanceTypes:   newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
 		daemonRoom:      newDaemonRoom(opts.DaemonSets),
-		assigned:        map[string]map[types.UID]*corev1.Pod{},
-		podClaim:        map[types.UID]string{},
 		unprovisionable: map[types.UID]unprovisionable{},
-		created:         map[string]*stevedorev1.NodeClaim{},
 		solving:         map[types.UID]bool{},
-		binding:         map[types.UID]bindingPod{},
-		keptSum:         map[string]solver.Requests{},
-		nominated:       map[types.UID]string{},
-		claimOfNode:     map[string]string{},
-		plannedAt:       map[types.UID]time.Time{},
-		readyAt:         map[string]time.Time{},
 		heldAtStart:     map[types.UID]*corev1.Pod{},
-		plannedReq:      map[types.UID]solver.Requests{},
-		refused:         map[string]map[types.UID]*corev1.Pod{},
-		refusedAt:       map[types.UID]time.Time{},
-		refusedSince:    map[types.UID]time.Time{},
-		refusedWhy:      map[types.UID]string{},
-		parkedWokenAt:   map[types.UID]time.Time{},
 	}
+	p.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: p.wake})
+	return p
+}
+
+// Register has the plans follow the informers: a NodeClaim deleted or marked for deletion drops its plan, a pod
+// deleted its own (package ledger).
+func (p *Provisioner) Register(ctx context.Context, claims, pods cache.SharedIndexInformer) error {
+	return p.plans.Register(ctx, claims, pods)
 }
 
 // Consider is called for a pod that fits no existing node: it keeps the pod on the node planned for it, puts it on a
@@ -189,10 +150,8 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy f
 	}
 	if nn := pod.Status.NominatedNodeName; nn != "" {
 		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
-			p.assign(ctx, claim.Name, []*corev1.Pod{pod})
-			p.mu.Lock()
-			p.nominated[pod.UID] = nn
-			p.mu.Unlock()
+			p.plans.Plan(ctx, claim.Name, []*corev1.Pod{pod})
+			p.plans.Nominate(claim.Name, nn, pod.UID)
 			return decision.Decision{Kind: decision.Nominated, NodeName: nn, Claim: claim.Name}
 		}
 	}
@@ -206,8 +165,8 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy f
 // is up and initialized but was refused to it for lack of room (other pods bound there first: a pod not nominated
 // there has no room held for it) is planned again.
 func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) (decision.Decision, bool) {
+	name, ok := p.plans.ClaimOf(pod.UID)
 	p.mu.Lock()
-	name, ok := p.podClaim[pod.UID]
 	solving := p.solving[pod.UID]
 	p.mu.Unlock()
 	if solving {
@@ -221,11 +180,11 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, ref
 	}
 	claim, err := p.opts.NodeClaims.Get(name)
 	if err != nil {
-		// Created but not in the cache yet: a NodeClaim that is really gone is forgotten by ForgetClaim.
+		// Created but not in the cache yet: a NodeClaim that is really gone is forgotten when the informer sees it go.
 		return decision.Decision{Kind: decision.Waiting, Claim: name}, true
 	}
 	if claim.DeletionTimestamp != nil {
-		p.forgetPod(pod.UID)
+		p.plans.Forget(pod.UID)
 		return decision.Decision{}, false
 	}
 	refused, why := "", ""
@@ -235,15 +194,14 @@ func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, ref
 	if refused == pluginnames.NodeResourcesFit && claim.IsInitialized() {
 		klog.FromContext(ctx).V(1).Info("Planned node has no room left for the pod; provisioning it again", "pod", klog.KObj(pod),
 			"node", claim.Status.NodeName, "nodeclaim", claim.Name)
-		p.forgetPod(pod.UID)
 		// the room kept for it on that node is free: the pods planned there may take it
-		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim.Name))
+		p.plans.Drop(ctx, pod.UID)
 		return decision.Decision{}, false
 	}
 	if refused != "" {
 		p.refusedOn(claim.Name, pod, refused, why)
 	}
-	if claim.Status.NodeName != "" && p.isNominated(pod.UID, claim.Status.NodeName) {
+	if claim.Status.NodeName != "" && p.plans.IsNominated(pod.UID, claim.Status.NodeName) {
 		return decision.Decision{Kind: decision.Nominated, NodeName: claim.Status.NodeName, Claim: name}, true
 	}
 	return decision.Decision{Kind: decision.Waiting, Claim: name}, true
@@ -260,91 +218,16 @@ func (p *Provisioner) claimForNode(nodeName string) *stevedorev1.NodeClaim {
 	return nil
 }
 
-// assign plans pods on a NodeClaim. A pod planned elsewhere before leaves its room there to the pods planned there.
-func (p *Provisioner) assign(ctx context.Context, claim string, pods []*corev1.Pod) {
-	now := p.opts.Clock.Now()
-	moved := map[string]bool{}
-	p.mu.Lock()
-	for _, pod := range pods {
-		prev, ok := p.podClaim[pod.UID]
-		if ok && prev != claim {
-			p.unplanLocked(prev, pod.UID)
-			moved[prev] = true
-		}
-		if !ok || prev != claim {
-			p.plannedAt[pod.UID] = now
-		}
-		if _, known := p.plannedReq[pod.UID]; !known {
-			p.plannedReq[pod.UID] = solver.PodRequests(pod)
-		}
-		p.planLocked(claim, pod)
-	}
-	var waiting []*corev1.Pod
-	for prev := range moved {
-		waiting = append(waiting, p.takeRefusedLocked(prev)...)
-	}
-	p.mu.Unlock()
-	p.wake(ctx, WakePlannedPodGone, waiting)
-}
-
-// forgetPod drops a pod's plan and returns the NodeClaim it was planned on ("" if none).
-func (p *Provisioner) forgetPod(uid types.UID) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	claim, ok := p.podClaim[uid]
-	if ok {
-		p.unplanLocked(claim, uid)
-	}
-	delete(p.nominated, uid)
-	delete(p.plannedAt, uid)
-	delete(p.plannedReq, uid)
-	delete(p.refusedAt, uid)
-	delete(p.refusedSince, uid)
-	delete(p.refusedWhy, uid)
-	delete(p.parkedWokenAt, uid)
-	p.readyFirst.remove(uid)
-	return claim
-}
-
 // Replan drops a pod's plan and provisions it again (the instance launched for it cannot hold it).
 func (p *Provisioner) Replan(ctx context.Context, pod *corev1.Pod) {
-	p.forgetPod(pod.UID)
+	p.plans.Forget(pod.UID)
 	p.wake(ctx, WakePlanDropped, []*corev1.Pod{pod})
-}
-
-// ForgetClaim drops the plan of a NodeClaim that is gone: its pods are provisioned again, at once.
-func (p *Provisioner) ForgetClaim(ctx context.Context, name string) {
-	p.mu.Lock()
-	delete(p.created, name)
-	delete(p.readyAt, name)
-	var pods []*corev1.Pod
-	for uid, pod := range p.assigned[name] {
-		delete(p.podClaim, uid)
-		delete(p.nominated, uid)
-		delete(p.plannedAt, uid)
-		delete(p.plannedReq, uid)
-		delete(p.refusedAt, uid)
-		delete(p.refusedWhy, uid)
-		delete(p.parkedWokenAt, uid)
-		pods = append(pods, pod)
-	}
-	delete(p.assigned, name)
-	delete(p.keptSum, name)
-	for node, claim := range p.claimOfNode {
-		if claim == name {
-			delete(p.claimOfNode, node)
-		}
-	}
-	pods = append(pods, p.takeRefusedLocked(name)...)
-	p.mu.Unlock()
-	p.wake(ctx, WakePlanDropped, pods)
 }
 
 // PlannedClaim names the NodeClaim a pod is planned on ("" when none).
 func (p *Provisioner) PlannedClaim(uid types.UID) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.podClaim[uid]
+	claim, _ := p.plans.ClaimOf(uid)
+	return claim
 }
 
 // NodeMayHelp reports whether a change to a node Stevedore launched may let pod schedule: the pod is planned
@@ -352,10 +235,8 @@ func (p *Provisioner) PlannedClaim(uid types.UID) string {
 // NodeClaim, or that NodeClaim has no node yet. Another pod's node registering or initializing cannot: its room is
 // planned for others, and the pod's own node comes with its own event.
 func (p *Provisioner) NodeMayHelp(pod *corev1.Pod, node string) bool {
-	p.mu.Lock()
-	claim, planned := p.podClaim[pod.UID]
-	of, known := p.claimOfNode[node]
-	p.mu.Unlock()
+	claim, planned := p.plans.ClaimOf(pod.UID)
+	of, known := p.plans.ClaimOfNode(node)
 	switch {
 	case !planned:
 		return true
@@ -367,142 +248,22 @@ func (p *Provisioner) NodeMayHelp(pod *corev1.Pod, node string) bool {
 }
 
 // AssignedPods returns the pods planned on a NodeClaim.
-func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(p.assigned[claim]))
-	for _, pod := range p.assigned[claim] {
-		out = append(out, pod)
-	}
-	return out
-}
-
-type bindingPod struct {
-	pod     *corev1.Pod
-	node    string
-	boundAt time.Time // zero until PostBind
-}
+func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod { return p.plans.Pods(claim) }
 
 // PodReserved is called when the scheduler reserves a node for a pod (Reserve): until it is bound, the pod counts
 // on that node rather than on the NodeClaim planned for it.
-func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.setBindingLocked(pod.UID, &bindingPod{pod: pod, node: node})
-}
+func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) { p.plans.Reserved(pod, node) }
 
 // PodUnreserved is called when a reserved pod does not bind (Unreserve): it counts on its NodeClaim again.
-func (p *Provisioner) PodUnreserved(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.setBindingLocked(uid, nil)
-}
-
-// planLocked plans pod on a NodeClaim (it is planned nowhere else). p.mu is held.
-func (p *Provisioner) planLocked(claim string, pod *corev1.Pod) {
-	set := p.assigned[claim]
-	if set == nil {
-		set = map[types.UID]*corev1.Pod{}
-		p.assigned[claim] = set
-	}
-	if _, there := set[pod.UID]; !there {
-		if _, binding := p.binding[pod.UID]; !binding {
-			p.keptSum[claim] = p.keptSum[claim].Add(p.plannedReq[pod.UID])
-		}
-	}
-	set[pod.UID] = pod
-	p.podClaim[pod.UID] = claim
-}
-
-// unplanLocked drops a pod's plan on a NodeClaim. p.mu is held.
-func (p *Provisioner) unplanLocked(claim string, uid types.UID) {
-	if _, there := p.assigned[claim][uid]; there {
-		delete(p.assigned[claim], uid)
-		if _, binding := p.binding[uid]; !binding {
-			p.keptSum[claim] = p.keptSum[claim].Sub(p.plannedReq[uid])
-		}
-	}
-	if p.podClaim[uid] == claim {
-		delete(p.podClaim, uid)
-	}
-}
-
-// setBindingLocked records a pod being bound (b), or no longer (nil). p.mu is held.
-func (p *Provisioner) setBindingLocked(uid types.UID, b *bindingPod) {
-	_, was := p.binding[uid]
-	if b != nil {
-		p.binding[uid] = *b
-	} else {
-		delete(p.binding, uid)
-	}
-	if is := b != nil; is != was {
-		if claim, planned := p.podClaim[uid]; planned {
-			if _, there := p.assigned[claim][uid]; there {
-				if is {
-					p.keptSum[claim] = p.keptSum[claim].Sub(p.plannedReq[uid])
-				} else {
-					p.keptSum[claim] = p.keptSum[claim].Add(p.plannedReq[uid])
-				}
-			}
-		}
-	}
-}
+func (p *Provisioner) PodUnreserved(uid types.UID) { p.plans.Unreserved(uid) }
 
 // PodBound is called when a pod is bound to node (PostBind): its planned slot on a NodeClaim is released, and the
 // other pods planned there, which may have been refused for the room kept for it, are woken. A pod whose binding
-// fails keeps its slot. The pod keeps counting on its node until the cache shows it bound, so that neither the
-// node's room nor the pod is counted twice meanwhile.
+// fails keeps its slot.
 func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) {
-	now := p.opts.Clock.Now()
-	p.mu.Lock()
-	plannedAt := p.plannedAt[uid]
-	if b, ok := p.binding[uid]; ok {
-		b.boundAt = now
-		p.binding[uid] = b
+	if claim, plannedAt := p.plans.Bound(ctx, uid); claim != "" {
+		p.observeReadyWait(claim, plannedAt, node)
 	}
-	if now.Sub(p.bindingPruned) > 30*time.Second {
-		// Pods bound while nothing was solved are never looked at by bindingPods: drop them here.
-		p.bindingPruned = now
-		for id, b := range p.binding {
-			if !b.boundAt.IsZero() && now.Sub(b.boundAt) > time.Minute {
-				p.setBindingLocked(id, nil)
-			}
-		}
-	}
-	p.mu.Unlock()
-	claim := p.forgetPod(uid)
-	if claim == "" {
-		return
-	}
-	p.observeReadyWait(claim, plannedAt, node)
-	p.wake(ctx, WakePlannedPodBound, p.takeRefused(claim))
-}
-
-func (p *Provisioner) isBinding(uid types.UID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.binding[uid]
-	return ok
-}
-
-// bindingPods returns the pods being bound, by node, leaving out those the cache already shows bound.
-func (p *Provisioner) bindingPods() map[string][]*corev1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string][]*corev1.Pod{}
-	for uid, b := range p.binding {
-		cur, err := p.opts.Pods.Pods(b.pod.Namespace).Get(b.pod.Name)
-		shown := err == nil && cur.UID == uid && cur.Spec.NodeName != ""
-		gone := (err != nil || cur.UID != uid) && !b.boundAt.IsZero()
-		if shown || gone || (!b.boundAt.IsZero() && p.opts.Clock.Since(b.boundAt) > time.Minute) {
-			if !b.boundAt.IsZero() {
-				p.setBindingLocked(uid, nil)
-			}
-			continue
-		}
-		out[b.node] = append(out[b.node], b.pod)
-	}
-	return out
 }
 
 type unprovisionable struct {
@@ -536,7 +297,7 @@ func (p *Provisioner) Run(ctx context.Context) {
 			if err := p.solveBatch(ctx, batch); err != nil && ctx.Err() == nil {
 				logger.Error(err, "Provisioning a batch failed; its pods will be retried", "pods", len(batch))
 				for _, pod := range batch {
-					p.forgetPod(pod.UID)
+					p.plans.Forget(pod.UID)
 				}
 			}
 		}
@@ -587,7 +348,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			continue
 		}
 		placed = p.stillPending(placed)
-		p.assign(ctx, claim.Name, placed)
+		p.plans.Plan(ctx, claim.Name, placed)
 		if claim.Status.NodeName != "" {
 			p.nominate(ctx, claim, placed)
 		}
@@ -639,10 +400,8 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodepool", pn.NodePool.Name)
 			return
 		}
-		p.mu.Lock()
-		p.created[claim.Name] = claim
-		p.mu.Unlock()
-		p.assign(ctx, claim.Name, pn.Pods)
+		p.plans.Created(claim)
+		p.plans.Plan(ctx, claim.Name, pn.Pods)
 		created[i] = claim
 		reason := "provisioning"
 		if len(annotations) > 0 {
@@ -683,6 +442,13 @@ func (p *Provisioner) setSolving(pods []*corev1.Pod, solving bool) {
 	}
 }
 
+// isSolving reports whether a pod is in the batch being solved.
+func (p *Provisioner) isSolving(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.solving[uid]
+}
+
 // stillPending keeps the batch's pods that still wait for a node, as the cache has them now.
 func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
@@ -691,11 +457,7 @@ func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
 		if err != nil || pod.UID != b.UID || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 			continue
 		}
-		p.mu.Lock()
-		_, planned := p.podClaim[pod.UID]
-		_, binding := p.binding[pod.UID]
-		p.mu.Unlock()
-		if planned || binding {
+		if p.plans.Held(pod.UID) {
 			continue
 		}
 		out = append(out, pod)

@@ -17,8 +17,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/provision/ledger"
 )
 
 // SchedulingQueue is what the provisioner uses of kube-scheduler's scheduling queue (the framework's Handle
@@ -30,21 +30,15 @@ type SchedulingQueue interface {
 	NominatedPodsForNode(nodeName string) []fwk.PodInfo
 }
 
-// Why pods are woken (the reason label of stevedore_pods_woken_total); the package documentation lists, for each
-// refusal, which of these clears it.
+// Why pods are woken (the reason label of stevedore_pods_woken_total), besides the reasons of the plans' own
+// changes (package ledger: PlannedPodBound, PlannedPodGone, PlanDropped, NodeInitialized); the package
+// documentation lists, for each refusal, which of these clears it.
 const (
-	// WakePlannedPodBound: a pod planned on the same node bound (or its reservation moved it elsewhere), so the
-	// room kept for it is the scheduler's to count now.
-	WakePlannedPodBound = "PlannedPodBound"
-	// WakePlannedPodGone: a pod planned on the same node was deleted or planned elsewhere: its room is free.
-	WakePlannedPodGone = "PlannedPodGone"
-	// WakePlanDropped: the pod's NodeClaim went away (launch failed, deleted, never registered): plan it again.
-	WakePlanDropped = "PlanDropped"
+	// WakePlanDropped: the launched instance cannot hold the pod (Replan): plan it again.
+	WakePlanDropped = ledger.WakePlanDropped
 	// WakePlannedOnExistingNode: the pod was planned on a node that has already registered, so no Node event
 	// will come for it.
 	WakePlannedOnExistingNode = "PlannedOnExistingNode"
-	// WakeNodeInitialized: the node planned for the pod finished initializing.
-	WakeNodeInitialized = "NodeInitialized"
 	// WakeNodePoolsChanged: a NodePool changed or a NodeClaim went away, so a pod no NodePool could take may fit.
 	WakeNodePoolsChanged = "NodePoolsChanged"
 	// WakeStarted: the provisioner adopted the previous leader's plan, so the nodes still coming up may be used.
@@ -79,36 +73,15 @@ func (p *Provisioner) wake(ctx context.Context, reason string, pods []*corev1.Po
 	metrics.PodsWoken.WithLabelValues(reason).Add(float64(len(byKey)))
 }
 
-// refusedOn records that a NodeClaim's node refused a pod in its last scheduling attempt (the room kept there for
-// others, or, for a pod planned there, any plugin): the pods a change of that node's plan may help are these, and
-// waking them only keeps a burst from retrying every pod planned on a node each time one of them binds.
+// refusedOn records that a NodeClaim's node refused a pod in its last scheduling attempt, and by which plugin
+// (ledger.Refused): a refusal by one of planBreakers, of a pod planned there, counts towards planning it again.
 func (p *Provisioner) refusedOn(claim string, pod *corev1.Pod, plugin, why string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.podClaim[pod.UID] == claim && planBreakers.Has(plugin) {
-		now := p.opts.Clock.Now()
-		p.refusedAt[pod.UID] = now
-		if _, ok := p.refusedSince[pod.UID]; !ok {
-			p.refusedSince[pod.UID] = now
-		}
-		p.refusedWhy[pod.UID] = plugin + ": " + why
-	}
-	set := p.refused[claim]
-	if set == nil {
-		set = map[types.UID]*corev1.Pod{}
-		p.refused[claim] = set
-	}
-	set[pod.UID] = pod
+	p.plans.Refused(claim, pod, planBreakers.Has(plugin), plugin+": "+why)
 }
 
 // refusedNode records that the node of that name, one Stevedore launched, refused pod.
 func (p *Provisioner) refusedNode(node string, pod *corev1.Pod, plugin, why string) {
-	p.mu.Lock()
-	claim, ours := p.claimOfNode[node]
-	p.mu.Unlock()
-	if ours {
-		p.refusedOn(claim, pod, plugin, why)
-	}
+	p.plans.RefusedByNode(node, pod, planBreakers.Has(plugin), plugin+": "+why)
 }
 
 // planBreakers are the plugins whose refusal of a pod on the ready node planned for it says the plan no longer
@@ -117,45 +90,13 @@ func (p *Provisioner) refusedNode(node string, pod *corev1.Pod, plugin, why stri
 // the node: it recovers, or repair and liveness replace it.
 var planBreakers = sets.New(pluginnames.PodTopologySpread, pluginnames.InterPodAffinity, pluginnames.NodePorts, "Provisioner")
 
-// takeRefused returns, and forgets, the pods a NodeClaim's node refused.
-func (p *Provisioner) takeRefused(claim string) []*corev1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.takeRefusedLocked(claim)
-}
-
-func (p *Provisioner) takeRefusedLocked(claim string) []*corev1.Pod {
-	set := p.refused[claim]
-	delete(p.refused, claim)
-	out := make([]*corev1.Pod, 0, len(set))
-	for _, pod := range set {
-		out = append(out, pod)
-	}
-	return out
-}
-
-// PodDeleted drops the plan of a deleted pod and wakes the pods planned on the same node: the room kept for it is
-// free.
-func (p *Provisioner) PodDeleted(ctx context.Context, pod *corev1.Pod) {
-	p.mu.Lock()
-	p.setBindingLocked(pod.UID, nil)
-	p.mu.Unlock()
-	if claim := p.forgetPod(pod.UID); claim != "" {
-		p.wake(ctx, WakePlannedPodGone, p.takeRefused(claim))
-	}
-}
-
 // schedulerCounts returns the pods the scheduler adds to node when it evaluates pod there: those nominated to it
 // with a priority at least pod's. Without a queue (unit tests), the pods this provisioner nominated there.
 func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	if p.opts.Queue == nil {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for uid, n := range p.nominated {
-			if n == node {
-				out[uid] = true
-			}
+		for _, q := range p.plans.NominatedTo(node) {
+			out[q.UID] = true
 		}
 		return out
 	}
@@ -169,42 +110,14 @@ func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UI
 }
 
 // ClaimInitialized records that a NodeClaim's node finished initializing, puts the pods planned there first in the
-// scheduling queue (readyFirst) and wakes the pods it refused.
+// scheduling queue and wakes the pods it refused (ledger.Initialized).
 func (p *Provisioner) ClaimInitialized(ctx context.Context, claim string) {
-	p.mu.Lock()
-	if _, ok := p.readyAt[claim]; !ok {
-		p.readyAt[claim] = p.opts.Clock.Now()
-	}
-	refused := p.takeRefusedLocked(claim)
-	planned := make([]types.UID, 0, len(p.assigned[claim]))
-	for uid := range p.assigned[claim] {
-		planned = append(planned, uid)
-	}
-	p.mu.Unlock()
-	p.readyFirst.add(planned)
-	p.wake(ctx, WakeNodeInitialized, refused)
+	p.plans.Initialized(ctx, claim)
 }
 
-// readySince returns when a NodeClaim's node became ready for pods: when this process saw it initialize, else the
-// Initialized condition's time; zero when it is not initialized.
-func (p *Provisioner) readySince(claim string) time.Time {
-	p.mu.Lock()
-	at, ok := p.readyAt[claim]
-	p.mu.Unlock()
-	if ok {
-		return at
-	}
-	c, err := p.opts.NodeClaims.Get(claim)
-	if err != nil || !c.IsInitialized() {
-		return time.Time{}
-	}
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == stevedorev1.ConditionInitialized {
-			return cond.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
+// NodeReadyFor reports whether the pod is planned on a node Stevedore launched that finished initializing: the
+// node waits for it.
+func (p *Provisioner) NodeReadyFor(uid types.UID) bool { return p.plans.ReadyFirst(uid) }
 
 // observeReadyWait records, for a pod bound to the node planned for it, how long it waited after that node was
 // ready (or after it was planned there, when the node already was).
@@ -213,7 +126,7 @@ func (p *Provisioner) observeReadyWait(claim string, plannedAt time.Time, node s
 	if err != nil || c.Status.NodeName != node {
 		return
 	}
-	ready := p.readySince(claim)
+	ready := p.plans.ReadySince(claim)
 	if ready.IsZero() {
 		return
 	}
@@ -236,46 +149,28 @@ const replanAfter = 30 * time.Second
 // the later of the node being ready and the plan, and whether its planned node refused it replanAfter or more
 // after the later of the node being ready and its first refusal.
 type parkedPod struct {
-	pod          *corev1.Pod
-	claim        string
-	plannedAt    time.Time
-	refusedAt    time.Time
-	refusedSince time.Time
-	why          string
-	wokenAt      time.Time
-	wait         time.Duration
-	stale        bool
+	ledger.Parked
+	wait  time.Duration
+	stale bool
 }
 
 // parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
 func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
-	var all []parkedPod
-	p.mu.Lock()
-	for claim, pods := range p.assigned {
-		for uid, pod := range pods {
-			if _, binding := p.binding[uid]; !binding {
-				all = append(all, parkedPod{pod: pod, claim: claim, plannedAt: p.plannedAt[uid], refusedAt: p.refusedAt[uid],
-					refusedSince: p.refusedSince[uid], why: p.refusedWhy[uid], wokenAt: p.parkedWokenAt[uid]})
-			}
-		}
-	}
-	p.mu.Unlock()
-	out := all[:0]
-	for _, pp := range all {
-		ready := p.readySince(pp.claim)
+	var out []parkedPod
+	for _, pp := range p.plans.Unbound() {
+		ready := p.plans.ReadySince(pp.Claim)
 		if ready.IsZero() {
 			continue
 		}
-		cur, err := p.opts.Pods.Pods(pp.pod.Namespace).Get(pp.pod.Name)
-		if err != nil || cur.UID != pp.pod.UID || cur.Spec.NodeName != "" || cur.DeletionTimestamp != nil {
+		cur, err := p.opts.Pods.Pods(pp.Pod.Namespace).Get(pp.Pod.Name)
+		if err != nil || cur.UID != pp.Pod.UID || cur.Spec.NodeName != "" || cur.DeletionTimestamp != nil {
 			continue
 		}
-		if pp.plannedAt.After(ready) {
-			ready = pp.plannedAt
+		if pp.PlannedAt.After(ready) {
+			ready = pp.PlannedAt
 		}
-		pp.wait = p.opts.Clock.Since(ready)
-		pp.stale = pp.refusedAt.Sub(laterOf(ready, pp.refusedSince)) >= replanAfter
-		out = append(out, pp)
+		out = append(out, parkedPod{Parked: pp, wait: p.opts.Clock.Since(ready),
+			stale: pp.RefusedAt.Sub(laterOf(ready, pp.RefusedSince)) >= replanAfter})
 	}
 	return out
 }
@@ -290,21 +185,16 @@ func (p *Provisioner) reviewParked(ctx context.Context) {
 		oldest = max(oldest, pp.wait)
 		switch {
 		case pp.stale:
-			klog.FromContext(ctx).Info("The ready node planned for a pod still refuses it; planning it again", "pod", klog.KObj(pp.pod),
-				"nodeclaim", pp.claim, "waited", pp.wait.Round(time.Second), "refusal", pp.why)
-			p.forgetPod(pp.pod.UID)
-			stale = append(stale, pp.pod)
-		case pp.wait > replanAfter && p.opts.Clock.Since(pp.wokenAt) >= replanAfter:
+			klog.FromContext(ctx).Info("The ready node planned for a pod still refuses it; planning it again", "pod", klog.KObj(pp.Pod),
+				"nodeclaim", pp.Claim, "waited", pp.wait.Round(time.Second), "refusal", pp.Why)
+			p.plans.Forget(pp.Pod.UID)
+			stale = append(stale, pp.Pod)
+		case pp.wait > replanAfter && p.opts.Clock.Since(pp.WokenAt) >= replanAfter:
 			// at most once per replanAfter: a pod waiting its turn in a long queue is left to it
-			retry = append(retry, pp.pod)
+			retry = append(retry, pp.Pod)
 		}
 	}
-	now := p.opts.Clock.Now()
-	p.mu.Lock()
-	for _, pod := range retry {
-		p.parkedWokenAt[pod.UID] = now
-	}
-	p.mu.Unlock()
+	p.plans.Woken(retry, p.opts.Clock.Now())
 	metrics.PodsParkedOnReadyNode.Set(float64(len(parked) - len(stale)))
 	metrics.PodsParkedOnReadyNodeOldest.Set(oldest.Seconds())
 	p.wake(ctx, WakeStalePlan, stale)

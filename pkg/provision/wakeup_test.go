@@ -116,25 +116,25 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "a pod planned on the same node is deleted: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("gone")}},
-			act:  func(h *harness, pods map[string]*corev1.Pod) { h.prov.PodDeleted(h.Ctx, pods["gone"]) },
+			act:  func(h *harness, pods map[string]*corev1.Pod) { h.prov.plans.Deleted(h.Ctx, pods["gone"]) },
 			want: []string{"waiter"}},
 		{name: "a pod planned on the same node is planned elsewhere: its room is free",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1")), launched("c2", "n2")},
 			plan: map[string][]*corev1.Pod{"c1": {pending("waiter"), pending("moved")}},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.assign(h.Ctx, "c2", []*corev1.Pod{pods["moved"]})
+				h.prov.plans.Plan(h.Ctx, "c2", []*corev1.Pod{pods["moved"]})
 			},
 			want: []string{"waiter"}},
 		{name: "the pod's NodeClaim goes away: it is planned again",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
-			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.ForgetClaim(h.Ctx, "c1") },
+			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.plans.ForgetClaim(h.Ctx, "c1") },
 			want:   []string{"waiter"}},
 		{name: "the pod is planned on a node that has registered already",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.assign(h.Ctx, "c1", []*corev1.Pod{pods["waiter"]})
+				h.prov.plans.Plan(h.Ctx, "c1", []*corev1.Pod{pods["waiter"]})
 				h.prov.nominate(h.Ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
 			want: []string{"waiter"}},
@@ -198,7 +198,7 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 			h.prov.opts.Queue = q
 			for claim, planned := range tc.plan {
-				h.prov.assign(h.Ctx, claim, planned)
+				h.prov.plans.Plan(h.Ctx, claim, planned)
 			}
 			q.park(klog.FromContext(h.Ctx), pods["waiter"])
 			if !tc.notRefused {
@@ -262,7 +262,7 @@ func TestAPodParkedOnItsReadyNodeIsRetriedThenPlannedAgain(t *testing.T) {
 	schedmetrics.Register()
 	q := &parkedQueue{t: t, PriorityQueue: internalqueue.NewTestQueue(t.Context(), lessByTimestamp)}
 	h.prov.opts.Queue = q
-	h.prov.assign(h.Ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.plans.Plan(h.Ctx, "c1", []*corev1.Pod{waiter})
 	h.prov.ClaimInitialized(h.Ctx, "c1")
 	logger := klog.FromContext(h.Ctx)
 	q.park(logger, waiter)
@@ -321,7 +321,7 @@ func TestAPodTriedLateIsNotPlannedAgainForItsFirstRefusals(t *testing.T) {
 	claim := test.NodeClaim("c1", "default").Launched("n1", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()
 	waiter := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
 	h := newHarness(t, claim, test.Node("n1").Obj(), waiter)
-	h.prov.assign(h.Ctx, "c1", []*corev1.Pod{waiter})
+	h.prov.plans.Plan(h.Ctx, "c1", []*corev1.Pod{waiter})
 	h.prov.ClaimInitialized(h.Ctx, "c1")
 	for _, step := range []struct {
 		after   time.Duration // since the last step

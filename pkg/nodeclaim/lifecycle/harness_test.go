@@ -121,21 +121,11 @@ func (p *provisioning) Replan(_ context.Context, pod *corev1.Pod) {
 	p.tell("replan " + pod.Name)
 }
 
-func (p *provisioning) ForgetClaim(_ context.Context, name string) {
-	p.mu.Lock()
-	delete(p.assigned, name)
-	p.mu.Unlock()
-	p.tell("forget " + name)
-}
-
 func (p *provisioning) ClaimInitialized(_ context.Context, name string) {
 	p.tell("initialized " + name)
 }
 func (p *provisioning) NodePoolsChanged(context.Context) { p.tell("nodepools changed") }
-func (p *provisioning) PodDeleted(_ context.Context, pod *corev1.Pod) {
-	p.tell("pod deleted " + pod.Name)
-}
-func (p *provisioning) OfferingsChanged() { p.tell("offerings changed") }
+func (p *provisioning) OfferingsChanged()                { p.tell("offerings changed") }
 
 func (p *provisioning) InstanceTypesOf(context.Context, *stevedorev1.NodeClaim) map[string]*cloud.InstanceType {
 	return p.types

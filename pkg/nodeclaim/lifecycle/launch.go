@@ -72,7 +72,6 @@ func (l *Lifecycle) launchFailed(ctx context.Context, claim *stevedorev1.NodeCla
 		// the cloud marked the offerings it tried unavailable: plan the pods again on what is left, not on
 		// the instance types cached before the launch
 		prov.OfferingsChanged()
-		prov.ForgetClaim(ctx, claim.Name)
 		return l.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 	case errors.As(err, &notReady), errors.As(err, &config):
 		l.event(claim, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "%v", err)
@@ -82,7 +81,6 @@ func (l *Lifecycle) launchFailed(ctx context.Context, claim *stevedorev1.NodeCla
 		}
 		if l.opts.Clock.Since(claim.CreationTimestamp.Time) > l.opts.Args.RegistrationTimeout.Duration {
 			logger.Info("NodeClaim could not launch before the registration timeout; deleting it", "err", err)
-			prov.ForgetClaim(ctx, claim.Name)
 			return l.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 		}
 		return err

@@ -135,7 +135,7 @@ func TestLaunchFailures(t *testing.T) {
 			name:    "no capacity in any offering deletes the NodeClaim and forgets its offerings",
 			created: t0,
 			setup:   func(c *fake.Provider) { c.NoCapacity("m5.large", "us-east-1a", "on-demand") },
-			want: want{deleted: true, told: []string{"offerings changed", "forget c1"},
+			want: want{deleted: true, told: []string{"offerings changed"},
 				event: "Warning LaunchFailed no capacity: insufficient capacity in every offering tried (1): " +
 					"[m5.large/us-east-1a/on-demand: InsufficientInstanceCapacity]"},
 		},
@@ -150,7 +150,7 @@ func TestLaunchFailures(t *testing.T) {
 			name:    "launch configuration error past the registration timeout deletes the NodeClaim",
 			created: t0.Add(-testRegistrationTimeout - time.Second),
 			setup:   func(c *fake.Provider) { c.FailNext(fake.CallCreate, configErr) },
-			want: want{deleted: true, told: []string{"forget c1"},
+			want: want{deleted: true,
 				event: "Warning LaunchFailed UnauthorizedOperation: not allowed (grant ec2:RunInstances)"},
 		},
 		{

@@ -57,14 +57,10 @@ type Provisioning interface {
 	NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim)
 	// Replan drops a pod's plan and provisions it again.
 	Replan(ctx context.Context, pod *corev1.Pod)
-	// ForgetClaim drops the plan of a NodeClaim that is gone (or going): its pods are provisioned again.
-	ForgetClaim(ctx context.Context, name string)
 	// ClaimInitialized is told a NodeClaim's node is ready for pods.
 	ClaimInitialized(ctx context.Context, name string)
 	// NodePoolsChanged is told there may be room again under a NodePool's limits.
 	NodePoolsChanged(ctx context.Context)
-	// PodDeleted is told a pod is gone.
-	PodDeleted(ctx context.Context, pod *corev1.Pod)
 	// OfferingsChanged is told the cloud marked offerings unavailable.
 	OfferingsChanged()
 	// InstanceTypesOf returns the known instance types by name, with a NodeClaim's NodePool's loaded.
@@ -129,26 +125,16 @@ func New(opts Options) *Lifecycle {
 }
 
 // Register adds event handlers: NodeClaim changes and the Nodes of NodeClaims enqueue the NodeClaim; deleted
-// Stevedore nodes enqueue their termination; a deleted NodeClaim's pods, and a deleted pod's room, go back to
-// provisioning.
-func (l *Lifecycle) Register(ctx context.Context, claims, nodes, pods cache.SharedIndexInformer) error {
+// Stevedore nodes enqueue their termination; a deleted NodeClaim may leave room under its NodePool's limits.
+// (Provisioning's plans follow the deletions of NodeClaims and pods themselves.)
+func (l *Lifecycle) Register(ctx context.Context, claims, nodes cache.SharedIndexInformer) error {
 	prov := l.opts.Provisioning
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.enqueueClaim(obj) },
 		UpdateFunc: func(_, obj any) { l.enqueueClaim(obj) },
 		DeleteFunc: func(obj any) {
-			if c, ok := unwrapTombstone(obj).(*stevedorev1.NodeClaim); ok {
-				prov.ForgetClaim(ctx, c.Name)
+			if _, ok := unwrapTombstone(obj).(*stevedorev1.NodeClaim); ok {
 				prov.NodePoolsChanged(ctx) // room under a NodePool's limits
-			}
-		},
-	}); err != nil {
-		return err
-	}
-	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
-				prov.PodDeleted(ctx, pod)
 			}
 		},
 	}); err != nil {
@@ -222,8 +208,7 @@ func (l *Lifecycle) Run(ctx context.Context) {
 func (l *Lifecycle) reconcile(ctx context.Context, name string) (time.Duration, error) {
 	claim, err := l.opts.NodeClaims.Get(name)
 	if apierrors.IsNotFound(err) {
-		l.opts.Provisioning.ForgetClaim(ctx, name)
-		return 0, nil
+		return 0, nil // its plan went when the informer saw it go
 	}
 	if err != nil {
 		return 0, err

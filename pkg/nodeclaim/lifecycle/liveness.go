@@ -30,7 +30,6 @@ func (l *Lifecycle) awaitRegistration(ctx context.Context, claim *stevedorev1.No
 	l.event(claim, corev1.EventTypeWarning, ReasonRegistrationTimeout, "Register",
 		"node %s did not register within %s", claim.Status.NodeName, l.opts.Args.RegistrationTimeout.Duration)
 	metrics.LaunchFailures.WithLabelValues(claim.Labels[stevedorev1.LabelNodePool], "RegistrationTimeout").Inc()
-	l.opts.Provisioning.ForgetClaim(ctx, claim.Name)
 	return 0, l.claims().Delete(ctx, claim.Name, metav1.DeleteOptions{})
 }
 

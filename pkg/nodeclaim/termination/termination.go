@@ -49,10 +49,10 @@ const (
 	ReasonEvicted    = "Evicted"
 )
 
-// Provisioning is what termination tells the provisioner: a NodeClaim is gone (the pods planned on it go back to
-// provisioning), and a node is gone (the room kept on it for DaemonSet pods goes too).
+// Provisioning is what termination tells the provisioner: a node is gone (the room kept on it for DaemonSet pods
+// goes too). The pods planned on a deleted NodeClaim go back to provisioning without being told: its plans follow
+// the NodeClaims' deletions.
 type Provisioning interface {
-	ForgetClaim(ctx context.Context, name string)
 	ForgetDaemons(node string)
 }
 
@@ -120,7 +120,6 @@ func (t *Terminator) podEvent(pod *corev1.Pod, eventType, reason, action, note s
 // TerminateClaim finishes a deleted NodeClaim: its Node is deleted (and drained by Run), its instance
 // terminated, then its finalizer removed.
 func (t *Terminator) TerminateClaim(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
-	t.opts.Provisioning.ForgetClaim(ctx, claim.Name)
 	if !stevedorev1.HasTerminationFinalizer(claim.Finalizers) {
 		return 0, nil
 	}
