@@ -20,9 +20,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //     are tried strictest first, never buying a node for a preference. Every try narrows the virtual node (its
 //     candidate instance types, zone, capacity type, labels) to what the pod needs (offerings.go) and runs the
 //     Filter plugins on it in the simulation snapshot (package simulation); a try a hostname anti-affinity or
-//     hostname spread refuses whatever the narrowing is skipped before it. What a try derives from a candidate
-//     list (its largest type, the narrowed list, the offering choices) is memoised per list and shared by alike
-//     nodes; pricelists.go interns the lists so that alike nodes hold one.
+//     hostname spread refuses whatever the narrowing is skipped before it. trial.go: one try, with the snapshot
+//     suspended and the try undone from the snapshot's own undo log (Rollback), applied again only if it passes.
+//     What a try derives from a candidate list (its largest type, the narrowed list, the offering choices) is
+//     memoised per list and shared by alike nodes; pricelists.go interns the lists so that alike nodes hold one.
+//     An attempt's state (solver.go's solve) keeps apart what it was given, the plan being built, its caches (each
+//     with the invariant that keeps it true) and its scratch space.
 //   - candidates.go: the open nodes a placement tries, kept per placement shape (requests, companion room,
 //     NodePools, zone care) best first and brought up to date from the nodes changed since, so a placement costs
 //     what changed, not a walk over every open node.

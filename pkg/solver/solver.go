@@ -191,61 +191,23 @@ type Solver struct {
 func NewSolver(sim *simulation.Simulator) *Solver { return &Solver{sim: sim} }
 
 type solve struct {
+	// What the attempt was given, and what it derives from that once: none of these change while it runs.
+	ctx        context.Context
+	in         Input
+	sim        *simulation.Simulator
+	snap       *simulation.Snapshot
+	mismatches *[]string // what Input.CheckCandidates finds (the Solver's, across attempts)
+	// rng, when set, shuffles the ways to place each pod (a randomised restart of a small batch).
+	rng *rand.Rand
+	// beforeCommit, when set, sees an open node just before a placement changes it.
+	beforeCommit func(*openNode)
 	// zoneIDs maps the zones of every NodePool's offerings to their IDs: a pod's requirement on the zone ID is read
 	// as one on the zone.
 	zoneIDs scheduling.ZoneIDs
-	// narrowMemo memoises narrowed, largestMemo largestOf.
-	narrowMemo  map[narrowKey][]*cloud.InstanceType
-	largestMemo map[listKey]*cloud.InstanceType
-	// compatible memoises compatibleTypes per NodePool and requirements.
-	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
-	// fresh memoises the starting types of new nodes (freshTypes).
-	fresh map[freshKey]*freshTypes
-	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
-	reservedUsed map[string]int
-	// offerMemo memoises cheapestFor.
-	offerMemo map[offerKey]offerMemo
-	// prices shares the open nodes' price-ordered candidate lists (priceLists).
-	prices   priceLists
-	ctx      context.Context
-	in       Input
-	sim      *simulation.Simulator
-	snap     *simulation.Snapshot
-	open     []*openNode
-	inflight []*inflightState
-	nextID   int
-	plan     *Plan
-	reasons  map[types.UID]string
-	candBuf  []openCand
-	// bucketBuf and bucketIDs serve placeOnOpenWith's per-offering candidates (bucketOf).
-	bucketBuf [][]openCand
-	bucketIDs map[[2]string]int
-	// nodeSlab holds the open nodes, allocated together (newOpenNode).
-	nodeSlab []openNode
-	// usage sums the open nodes per NodePool, for limits.
-	usage poolSums
-	// memoRing lists the nodes keeping offering choices, memoNext the next to forget (remember); segments holds
-	// the choices alike nodes share (sharedSegments).
-	memoRing []*openNode
-	memoNext int
-	segments map[segmentKey][][]offeringChoice
-	groups   []*spreadGroup
-	watchers []watcher
-	// rng, when set, shuffles the ways to place each pod (a randomised restart of a small batch).
-	rng *rand.Rand
-	// phantoms are the nodes standing for domains with no node yet (addPhantoms).
-	phantoms []*corev1.Node
-	// fragile are the placed pods whose required affinity holds only by selecting themselves (solver_affinity.go).
-	fragile []fragileAffinity
-	// witnesses remembers, per selector and domain, a pod othersInDomain found there.
-	witnesses map[witnessKey]witness
 	// affinityTargets are the selectors of every required pod affinity term with their topology keys, by
-	// selector, key and namespace.
+	// selector, key and namespace; antiKeys the topology keys of required anti-affinity terms.
 	affinityTargets map[string]affinityTarget
-	// companions maps a pod to the stranded pod whose required affinity it is placed for: the pod goes where the
-	// companion can follow, keeping room for it, and the companion is placed right after it.
-	companions map[types.UID]*corev1.Pod
-	antiKeys   map[string]bool
+	antiKeys        map[string]bool
 	// daemonKeys are the label keys DaemonSets select on that no instance type decides: a node's value must be
 	// pinned to know which DaemonSets run on it.
 	daemonKeys []string
@@ -253,14 +215,79 @@ type solve struct {
 	// preferNoScheduleTaints): pods that do not tolerate it use such a NodePool last.
 	hasPreferNoSchedule    bool
 	preferNoScheduleTaints []corev1.Taint
-	// shapes keeps the best open nodes per placement shape; changes logs the open nodes changed (touch), from
-	// which they are brought up to date (candidates.go).
+
+	// The plan being built: every decision of the attempt is in these.
+	plan    *Plan
+	reasons map[types.UID]string // why each pod left out could not be placed
+	// open are the new nodes planned so far; inflight the nodes being launched, with the room left on them.
+	open     []*openNode
+	inflight []*inflightState
+	nextID   int
+	// usage sums the open nodes per NodePool, for limits; reservedUsed counts the planned nodes priced at each
+	// reservation's offering (finish).
+	usage        poolSums
+	reservedUsed map[string]int
+	// groups are the hard spread constraints of the batch, with their domains' counts; watchers the constraints
+	// that count other pods by label (a pod they match lands on a node whose value of the key is known).
+	groups   []*spreadGroup
+	watchers []watcher
+	// phantoms are the nodes standing for domains with no node yet (addPhantoms).
+	phantoms []*corev1.Node
+	// fragile are the placed pods whose required affinity holds only by selecting themselves (affinity.go).
+	fragile []fragileAffinity
+	// companions maps a pod to the stranded pod whose required affinity it is placed for: the pod goes where the
+	// companion can follow, keeping room for it, and the companion is placed right after it.
+	companions map[types.UID]*corev1.Pod
+
+	// Caches of what the input and the plan decide, each kept true as its invariant says: dropping one would change
+	// no decision, only the time the attempt takes.
+	solveCaches
+	// Scratch space reused from one placement to the next: nothing in it outlives the call that fills it.
+	solveScratch
+}
+
+// solveCaches are an attempt's caches. Each is filled on first use.
+type solveCaches struct {
+	// narrowMemo memoises narrowed by candidate list, NodePool, requirements and pinned offering; largestMemo
+	// largestOf by candidate list. Invariant: the lists are interned and never changed once made, and the key holds
+	// a pointer into the list's array, so a key names one list for the attempt's life.
+	narrowMemo  map[narrowKey][]*cloud.InstanceType
+	largestMemo map[listKey]*cloud.InstanceType
+	// compatible memoises compatibleTypes per NodePool and requirements; fresh the starting types of new nodes
+	// (freshTypes) per compatible list (itself one per NodePool and requirements) and room. Invariant: they read only
+	// the input (NodePools and their types, which do not change during the attempt), never the plan.
+	compatible map[*NodePoolOption]map[string][]*cloud.InstanceType
+	fresh      map[freshKey]*freshTypes
+	// offerMemo memoises cheapestFor for types without reserved offerings. Invariant: only those are kept, whose
+	// answer does not depend on how much of a reservation the plan has used.
+	offerMemo map[offerKey]offerMemo
+	// prices shares the open nodes' price-ordered candidate lists (priceLists). Invariant: a list is never changed
+	// once made; a node whose candidates or pins change takes another.
+	prices priceLists
+	// memoRing lists the nodes keeping offering choices, memoNext the next to forget (remember); segments holds the
+	// choices alike nodes share (sharedSegments). Invariant: a node's choices are dropped whenever a pod joins it,
+	// and segments is keyed by everything choiceSegments reads.
+	memoRing []*openNode
+	memoNext int
+	segments map[segmentKey][][]offeringChoice
+	// witnesses remembers, per selector and domain, a pod othersInDomain found there. Invariant: none; a witness is
+	// trusted only after checking that it is still on a node of the domain.
+	witnesses map[witnessKey]witness
+	// shapes keeps the best open nodes per placement shape; changes logs the open nodes changed (touch), from which
+	// they are brought up to date (candidates.go). Invariant: every change to an open node's room, price or
+	// offerings goes through touch, so a shape is current once it has read changes to the end.
 	shapes  map[placeShape]*shapeCands
 	changes []*openNode
-	// mismatches collects what Input.CheckCandidates finds (the Solver's, across attempts).
-	mismatches *[]string
-	// beforeCommit, when set, sees an open node just before a placement changes it.
-	beforeCommit func(*openNode)
+}
+
+// solveScratch is an attempt's scratch space.
+type solveScratch struct {
+	// candBuf, bucketBuf and bucketIDs serve placeOnOpenWith's candidates and its per-offering buckets (bucketOf).
+	candBuf   []openCand
+	bucketBuf [][]openCand
+	bucketIDs map[[2]string]int
+	// nodeSlab holds the open nodes, allocated together (newOpenNode); a node taken back (freeOpenNode) is reused.
+	nodeSlab []openNode
 }
 
 type inflightState struct {

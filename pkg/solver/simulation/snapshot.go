@@ -44,6 +44,20 @@ type Snapshot struct {
 	// of them is of a kind the log does not keep (a node added or removed).
 	tried    []triedChange
 	triedAll bool
+	// undo logs, while suspended, how to undo each change, and marks where each nested Suspend began (Rollback).
+	undo        []undoChange
+	marks       []int
+	rollingBack bool
+}
+
+// undoChange undoes one change made while suspended: a node relabelled (back to old), a pod added (sign 1) or
+// removed (-1) on a node, or a node added or removed (nodeOp, which Rollback cannot undo).
+type undoChange struct {
+	old    *v1.Node
+	node   string
+	pod    *v1.Pod
+	sign   int
+	nodeOp bool
 }
 
 // triedChange is a change made while suspended, as it was when made: a node relabelled (old to node, with the pods
@@ -87,6 +101,7 @@ func (s *Snapshot) Suspend() {
 		s.tried, s.triedAll = s.tried[:0], true
 	}
 	s.suspended++
+	s.marks = append(s.marks, len(s.undo))
 }
 
 // Resume ends a Suspend.
@@ -95,9 +110,53 @@ func (s *Snapshot) Resume() {
 		panic("simulation: Resume without Suspend")
 	}
 	s.suspended--
+	s.marks = s.marks[:len(s.marks)-1]
 	if s.suspended == 0 {
 		clear(s.tried)
 		s.tried = s.tried[:0]
+		clear(s.undo)
+		s.undo = s.undo[:0]
+	}
+}
+
+// Rollback undoes, newest first, the changes made since the matching Suspend, and ends it: a trial's undo log is
+// kept by the snapshot, so a trial need not reverse its changes by hand. (A pod whose removal is undone is put back
+// last among its node's pods.) It panics when not suspended, or when a
+// node was added or removed since the Suspend (a trial that does so removes or adds it again itself).
+func (s *Snapshot) Rollback() {
+	if s.suspended == 0 {
+		panic("simulation: Rollback without Suspend")
+	}
+	mark := s.marks[len(s.marks)-1]
+	log := s.undo[mark:]
+	s.undo = s.undo[:mark]
+	s.rollingBack = true
+	for i := len(log) - 1; i >= 0; i-- {
+		c := log[i]
+		var err error
+		switch {
+		case c.nodeOp:
+			panic("simulation: Rollback of a trial that added or removed a node")
+		case c.pod == nil:
+			err = s.SetNode(c.old)
+		case c.sign > 0:
+			err = s.RemovePod(c.node, c.pod)
+		default:
+			err = s.AddPod(c.node, c.pod)
+		}
+		if err != nil {
+			panic(fmt.Sprintf("simulation: undoing a tried change: %v", err))
+		}
+	}
+	s.rollingBack = false
+	clear(log)
+	s.Resume()
+}
+
+// logUndo records, while suspended, how to undo a change (Rollback).
+func (s *Snapshot) logUndo(c undoChange) {
+	if len(s.marks) > 0 && !s.rollingBack {
+		s.undo = append(s.undo, c)
 	}
 }
 
@@ -108,11 +167,12 @@ func (s *Snapshot) try(c triedChange) {
 	}
 }
 
-// untried marks the changes since Suspend as not all logged.
+// untried marks the changes since Suspend as not all logged: a node was added or removed.
 func (s *Snapshot) untried() {
 	if s.suspended > 0 {
 		s.triedAll = false
 	}
+	s.logUndo(undoChange{nodeOp: true})
 }
 
 // Suspended reports whether changes are being tried.
@@ -201,6 +261,7 @@ func (s *Snapshot) addPod(ni *framework.NodeInfo, pod *v1.Pod) {
 	}
 	s.countPVCs(pod, 1)
 	s.try(triedChange{node: ni.Node(), pod: pi, sign: 1})
+	s.logUndo(undoChange{node: ni.Node().Name, pod: pod, sign: 1})
 	s.notify(func(o observer) { o.podAdded(ni, pi) })
 }
 
@@ -215,6 +276,7 @@ func (s *Snapshot) SetNode(node *v1.Node) error {
 	if s.suspended > 0 && s.triedAll {
 		s.try(triedChange{old: old, node: node, pods: slices.Clone(ni.GetPods())})
 	}
+	s.logUndo(undoChange{old: old, node: node.Name})
 	s.notify(func(o observer) { o.nodeChanged(ni, old) })
 	return nil
 }
@@ -238,6 +300,7 @@ func (s *Snapshot) RemovePod(nodeName string, pod *v1.Pod) error {
 	}
 	if removed != nil {
 		s.try(triedChange{node: ni.Node(), pod: removed, sign: -1})
+		s.logUndo(undoChange{node: nodeName, pod: removed.GetPod(), sign: -1})
 		s.notify(func(o observer) { o.podRemoved(ni, removed) })
 	}
 	s.countPVCs(pod, -1)
