@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -120,8 +121,8 @@ func TestInitialize(t *testing.T) {
 			if !reflect.DeepEqual(h.initialized, wantCalled) {
 				t.Errorf("OnInitialized called with %q, want %q", h.initialized, wantCalled)
 			}
-			if ev := h.Events(); !reflect.DeepEqual(ev, wantEvents) {
-				t.Errorf("events = %q, want %q", ev, wantEvents)
+			if diff := cmp.Diff(wantEvents, h.Events()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,8 +85,8 @@ func TestLaunchRecordsInstance(t *testing.T) {
 		t.Errorf("cloud calls = %q", calls)
 	}
 	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h"}
-	if ev := h.Events(); !reflect.DeepEqual(ev, wantEvents) {
-		t.Errorf("events = %q, want %q", ev, wantEvents)
+	if diff := cmp.Diff(wantEvents, h.Events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// the pod the type cannot hold is provisioned again, then the rest are nominated to the new node
 	if told, want := h.prov.heard(), []string{"replan big", "nominate c1 on " + firstNodeName}; !reflect.DeepEqual(told, want) {

@@ -5,12 +5,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package lifecycle
 
 import (
-	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,8 +83,8 @@ func TestReconcileDispatch(t *testing.T) {
 			if err != nil || after != tc.want {
 				t.Fatalf("reconcile = %v, %v; want %v, nil", after, err, tc.want)
 			}
-			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.wantCalls) {
-				t.Errorf("cloud calls = %q, want %q", calls, tc.wantCalls)
+			if diff := cmp.Diff(tc.wantCalls, h.Cloud.Calls()); diff != "" {
+				t.Errorf("cloud calls (-want +got):\n%s", diff)
 			}
 			if tc.check != nil {
 				tc.check(t, h)
@@ -136,11 +136,11 @@ func TestEnqueueNode(t *testing.T) {
 			} else {
 				h.life.enqueueNode(tc.node)
 			}
-			if got := queued(h.life.queue); !reflect.DeepEqual(got, tc.wantClaims) {
-				t.Errorf("NodeClaims queued = %q, want %q", got, tc.wantClaims)
+			if diff := cmp.Diff(tc.wantClaims, queued(h.life.queue)); diff != "" {
+				t.Errorf("NodeClaims queued (-want +got):\n%s", diff)
 			}
-			if got := drains.nodes; !reflect.DeepEqual(got, tc.wantDrain) {
-				t.Errorf("nodes queued for draining = %q, want %q", got, tc.wantDrain)
+			if diff := cmp.Diff(tc.wantDrain, drains.nodes); diff != "" {
+				t.Errorf("nodes queued for draining (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -265,13 +266,13 @@ func TestEvictTier(t *testing.T) {
 			}
 			got := h.Evicted()
 			sort.Strings(got)
-			if !reflect.DeepEqual(got, tc.wantEvicted) {
-				t.Errorf("evictions = %q, want %q", got, tc.wantEvicted)
+			if diff := cmp.Diff(tc.wantEvicted, got); diff != "" {
+				t.Errorf("evictions (-want +got):\n%s", diff)
 			}
 			d := test.Deleted(h.Kube.Actions(), "pods")
 			sort.Strings(d)
-			if !reflect.DeepEqual(d, tc.wantDeleted) {
-				t.Errorf("pod deletions = %q, want %q", d, tc.wantDeleted)
+			if diff := cmp.Diff(tc.wantDeleted, d); diff != "" {
+				t.Errorf("pod deletions (-want +got):\n%s", diff)
 			}
 			if ev := h.Events(); len(ev) != tc.wantEvents {
 				t.Errorf("events = %q, want %d", ev, tc.wantEvents)
@@ -401,18 +402,18 @@ func TestDrainNode(t *testing.T) {
 				if tainted := stevedorev1.IsDisrupted(node); tainted != tc.want.tainted {
 					t.Errorf("node tainted disrupted = %v, want %v", tainted, tc.want.tainted)
 				}
-				if !reflect.DeepEqual(node.Finalizers, tc.want.finalizers) {
-					t.Errorf("node finalizers = %q, want %q", node.Finalizers, tc.want.finalizers)
+				if diff := cmp.Diff(tc.want.finalizers, node.Finalizers); diff != "" {
+					t.Errorf("node finalizers (-want +got):\n%s", diff)
 				}
 			}
-			if got := h.Evicted(); !reflect.DeepEqual(got, tc.want.evicted) {
-				t.Errorf("evictions = %q, want %q", got, tc.want.evicted)
+			if diff := cmp.Diff(tc.want.evicted, h.Evicted()); diff != "" {
+				t.Errorf("evictions (-want +got):\n%s", diff)
 			}
-			if got := test.Deleted(h.Kube.Actions(), "pods"); !reflect.DeepEqual(got, tc.want.deletedPods) {
-				t.Errorf("pod deletions = %q, want %q", got, tc.want.deletedPods)
+			if diff := cmp.Diff(tc.want.deletedPods, test.Deleted(h.Kube.Actions(), "pods")); diff != "" {
+				t.Errorf("pod deletions (-want +got):\n%s", diff)
 			}
-			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
-				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
+			if diff := cmp.Diff(tc.want.calls, h.Cloud.Calls()); diff != "" {
+				t.Errorf("cloud calls (-want +got):\n%s", diff)
 			}
 			if got := test.Deleted(h.Stevedore.Actions(), "nodeclaims"); (len(got) > 0) != tc.want.claimDeleted {
 				t.Errorf("NodeClaim deletions = %q, want deleted %v", got, tc.want.claimDeleted)
@@ -484,8 +485,8 @@ func TestTerminateClaim(t *testing.T) {
 			if (err != nil) != tc.want.err || after != tc.want.after {
 				t.Fatalf("terminateClaim = %v, %v; want %v, error %v", after, err, tc.want.after, tc.want.err)
 			}
-			if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, tc.want.calls) {
-				t.Errorf("cloud calls = %q, want %q", calls, tc.want.calls)
+			if diff := cmp.Diff(tc.want.calls, h.Cloud.Calls()); diff != "" {
+				t.Errorf("cloud calls (-want +got):\n%s", diff)
 			}
 			got := h.claim()
 			if released := got == nil; released != tc.want.released {
@@ -494,11 +495,11 @@ func TestTerminateClaim(t *testing.T) {
 			if got != nil && len(tc.claim.Finalizers) > 0 && !stevedorev1.HasTerminationFinalizer(got.Finalizers) {
 				t.Errorf("NodeClaim lost its finalizer: %q", got.Finalizers)
 			}
-			if d := test.Deleted(h.Kube.Actions(), "nodes"); !reflect.DeepEqual(d, tc.want.nodesDeleted) {
-				t.Errorf("node deletions = %q, want %q", d, tc.want.nodesDeleted)
+			if diff := cmp.Diff(tc.want.nodesDeleted, test.Deleted(h.Kube.Actions(), "nodes")); diff != "" {
+				t.Errorf("node deletions (-want +got):\n%s", diff)
 			}
-			if ev := h.Events(); !reflect.DeepEqual(ev, tc.want.events) {
-				t.Errorf("events = %q, want %q", ev, tc.want.events)
+			if diff := cmp.Diff(tc.want.events, h.Events()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			// the room goes as soon as the node is gone, whatever happens to the instance
 			wantForgotten := stevedorev1.HasTerminationFinalizer(tc.claim.Finalizers) && tc.want.after == 0 && tc.claim.Status.NodeName != ""
