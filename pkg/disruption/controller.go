@@ -27,6 +27,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
@@ -110,10 +111,7 @@ func New(opts Options) *Controller {
 // Register watches pods to know when each node last saw a pod arrive or leave (consolidateAfter counts from it).
 func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 	touch := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+		if pod, ok := reconcile.Deleted[*corev1.Pod](obj); ok && pod.Spec.NodeName != "" {
 			c.activity.touch(pod.Spec.NodeName)
 		}
 	}

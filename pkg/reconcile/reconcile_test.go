@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -94,5 +97,27 @@ func TestProcessLogsFailuresButNotWaits(t *testing.T) {
 		if got := strings.Contains(logged, `Reconcile failed; retrying kind="Thing" key="k"`); got != tc.wantLog {
 			t.Errorf("error %v: logged %v, want %v: %q", tc.err, got, tc.wantLog, logged)
 		}
+	}
+}
+
+func TestDeletedUnwrapsTombstones(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	for _, tc := range []struct {
+		name   string
+		obj    any
+		wantOK bool
+	}{
+		{name: "the object", obj: pod, wantOK: true},
+		{name: "a tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod}, wantOK: true},
+		{name: "another type", obj: &corev1.Node{}},
+		{name: "a tombstone of another type", obj: cache.DeletedFinalStateUnknown{Key: "n", Obj: &corev1.Node{}}},
+		{name: "nil", obj: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Deleted[*corev1.Pod](tc.obj)
+			if ok != tc.wantOK || (ok && got != pod) {
+				t.Errorf("Deleted = %v, %v; want the pod: %v", got, ok, tc.wantOK)
+			}
+		})
 	}
 }

@@ -236,6 +236,8 @@ func (s *Sandbox) startKubernetes(ctx context.Context) error {
 	if err = startKwok(ctx, s.kubeconfig, s.opts.NodeLeaseDuration); err != nil {
 		return fmt.Errorf("kwok: %w", err)
 	}
+	resync := &statusResync{kube: s.Kube, interval: 5 * time.Second, stuckAfter: 10 * time.Second, now: time.Now}
+	go resync.run(ctx)
 	if err = waitForControllers(ctx, s.Kube); err != nil {
 		return err
 	}

@@ -93,10 +93,7 @@ func NewNodeClassStatus(p *Provider, client versioned.Interface, informer inform
 	})
 	// a deleted node class waits for its last NodeClaim
 	_, _ = claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if claim, ok := obj.(*stevedorev1.NodeClaim); ok && claim.Spec.NodeClassRef != nil {
+		if claim, ok := reconcile.Deleted[*stevedorev1.NodeClaim](obj); ok && claim.Spec.NodeClassRef != nil {
 			if nc, err := c.informer.Lister().Get(claim.Spec.NodeClassRef.Name); err == nil && nc.DeletionTimestamp != nil {
 				c.queue.Add(nc.Name)
 			}

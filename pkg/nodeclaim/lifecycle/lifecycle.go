@@ -133,7 +133,7 @@ func (l *Lifecycle) Register(ctx context.Context, claims, nodes cache.SharedInde
 		AddFunc:    func(obj any) { l.enqueueClaim(obj) },
 		UpdateFunc: func(_, obj any) { l.enqueueClaim(obj) },
 		DeleteFunc: func(obj any) {
-			if _, ok := unwrapTombstone(obj).(*stevedorev1.NodeClaim); ok {
+			if _, ok := reconcile.Deleted[*stevedorev1.NodeClaim](obj); ok {
 				prov.NodePoolsChanged(ctx) // room under a NodePool's limits
 			}
 		},
@@ -145,14 +145,6 @@ func (l *Lifecycle) Register(ctx context.Context, claims, nodes cache.SharedInde
 		UpdateFunc: func(_, obj any) { l.enqueueNode(obj) },
 	})
 	return err
-}
-
-// unwrapTombstone returns the object a deletion the informer missed carries, or obj itself.
-func unwrapTombstone(obj any) any {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return tomb.Obj
-	}
-	return obj
 }
 
 func (l *Lifecycle) enqueueClaim(obj any) {

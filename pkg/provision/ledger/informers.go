@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Register has the ledger follow the informers: a NodeClaim marked for deletion or deleted drops its plan (its
@@ -32,7 +33,7 @@ func (l *Ledger) claimEvents(ctx context.Context) cache.ResourceEventHandlerFunc
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if c, ok := unwrapTombstone(obj).(*stevedorev1.NodeClaim); ok {
+			if c, ok := reconcile.Deleted[*stevedorev1.NodeClaim](obj); ok {
 				l.ForgetClaim(ctx, c.Name)
 			}
 		},
@@ -43,17 +44,9 @@ func (l *Ledger) claimEvents(ctx context.Context) cache.ResourceEventHandlerFunc
 func (l *Ledger) podEvents(ctx context.Context) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
-			if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
+			if pod, ok := reconcile.Deleted[*corev1.Pod](obj); ok {
 				l.Deleted(ctx, pod)
 			}
 		},
 	}
-}
-
-// unwrapTombstone returns the object a deletion the informer missed carries, or obj itself.
-func unwrapTombstone(obj any) any {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return tomb.Obj
-	}
-	return obj
 }

@@ -118,7 +118,10 @@ func runBurst(t *testing.T, seed uint64) []podWait {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range b.workloads {
+	// last first: a Deployment's required pod affinity names an earlier one only, so its pods are pending when their
+	// partners arrive and are planned with them. Created the other way, a slow ReplicaSet controller can put the
+	// partners in a batch of their own, planned onto nodes the later pods cannot use (docs/scheduling.md).
+	for _, d := range slices.Backward(b.workloads) {
 		if _, err := sb.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
