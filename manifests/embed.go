@@ -8,9 +8,9 @@ package manifests
 
 import "embed"
 
-// CRDs holds crds/stevedore.dev_*.yaml.
+// CRDs holds crds/stevedore.dev_*.yaml and the coscheduling PodGroup's, crds/scheduling.x-k8s.io_*.yaml.
 //
-//go:embed crds/stevedore.dev_*.yaml
+//go:embed crds/stevedore.dev_*.yaml crds/scheduling.x-k8s.io_*.yaml
 var CRDs embed.FS
 
 // Examples holds examples/*.yaml.

@@ -19,6 +19,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
@@ -218,6 +219,10 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 		}
 		if podutil.DoNotDisrupt(pod.Annotations, started, now) {
 			return &verdict{reason: RetainDoNotDisrupt, message: fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)}
+		}
+		if key, ok := gang.Of(pod); ok && gang.Live(pod) {
+			return &verdict{reason: RetainGang, message: fmt.Sprintf("pod %s/%s runs in gang %s, which stops whole if one of its pods is moved",
+				pod.Namespace, pod.Name, key)}
 		}
 		if why := pdbs.blocks(pod); why != "" {
 			return &verdict{reason: RetainPodDisruptionBudget, message: fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -129,6 +130,12 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"),
 				pod("web", "a", "500m", "512Mi"), pinned("local", "b"), pdb("web", "web", 0)),
 			why: map[string]RetainReason{"a": RetainPodDisruptionBudget, "b": RetainPodsFitNowhere},
+		},
+		{
+			name: "a node running a pod of a gang is left alone",
+			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"),
+				pod("worker", "a", "500m", "512Mi").Labels(schedv1alpha1.PodGroupLabel, "train"), pinned("local", "b")),
+			why: map[string]RetainReason{"a": RetainGang, "b": RetainPodsFitNowhere},
 		},
 		{
 			name: "WhenEmpty does not consolidate",

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -89,6 +90,12 @@ func TestDrift(t *testing.T) {
 				}
 				recorded("")(t, h, nil)
 			},
+		},
+		{
+			name: "a drifted node running a pod of a gang is left alone",
+			cfg:  harnessConfig{cloud: drifted("claim-a")},
+			objs: objects(pool(), node("a", "m5.large"), node("b", "m5.large"),
+				pod("worker", "a", "500m", "512Mi").Labels(schedv1alpha1.PodGroupLabel, "train")),
 		},
 		{
 			name:  "the node's labels no longer satisfy the NodePool's requirements",

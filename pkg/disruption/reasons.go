@@ -55,6 +55,8 @@ const (
 	RetainDoNotDisrupt RetainReason = "DoNotDisrupt"
 	// RetainPodDisruptionBudget: a PodDisruptionBudget refuses the eviction of one of its pods.
 	RetainPodDisruptionBudget RetainReason = "PodDisruptionBudget"
+	// RetainGang: one of its pods runs in a gang (a coscheduling PodGroup): moving it would stop the whole gang.
+	RetainGang RetainReason = "Gang"
 	// RetainNominated: pending pods are nominated to the node (passing; not reported).
 	RetainNominated RetainReason = "Nominated"
 	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).

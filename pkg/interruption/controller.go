@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -26,6 +30,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 )
@@ -84,6 +89,10 @@ type Options struct {
 	Reservations CapacityBlocks
 	// BlockCheckInterval is how often the Capacity Blocks of nodes are checked. Default 30s.
 	BlockCheckInterval time.Duration
+	// Pods and Gangs find the gangs whose pods run on an interrupted node, to report it on their PodGroups (nil:
+	// not reported).
+	Pods  corelisters.PodLister
+	Gangs gang.Groups
 }
 
 // Controller polls the interruption queue.
@@ -307,6 +316,7 @@ func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.No
 	c.mu.Unlock()
 	logger.Info("Interruption notice: replacing and draining the node", "reason", req.Reason, "waitForReplacements", req.ReplacementWait)
 	c.event(claim, fmt.Sprintf("%s: replacing and draining the node", msg.Kind))
+	c.reportGangs(claim, msg.Kind)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -342,4 +352,37 @@ func (c *Controller) event(claim *stevedorev1.NodeClaim, note string) {
 		return
 	}
 	c.opts.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "Interruption", "Interrupt", "%s", note)
+}
+
+// ReasonGangInterrupted is the reason of the event on a PodGroup one of whose nodes is interrupted.
+const ReasonGangInterrupted = "GangInterrupted"
+
+// reportGangs records, on the PodGroup of each gang with pods on the claim's node, that the node is interrupted:
+// the gang loses those pods, and with them its quorum.
+func (c *Controller) reportGangs(claim *stevedorev1.NodeClaim, kind Kind) {
+	if c.opts.Recorder == nil || c.opts.Pods == nil || c.opts.Gangs == nil || claim.Status.NodeName == "" {
+		return
+	}
+	pods, err := c.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	onNode := map[gang.Key][]string{}
+	for _, pod := range pods {
+		if key, ok := gang.Of(pod); ok && pod.Spec.NodeName == claim.Status.NodeName && gang.Live(pod) {
+			onNode[key] = append(onNode[key], pod.Name)
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(onNode), func(a, b gang.Key) int { return strings.Compare(a.String(), b.String()) })
+	for _, key := range keys {
+		pg, err := c.opts.Gangs.Get(key)
+		if err != nil {
+			continue
+		}
+		names := onNode[key]
+		sort.Strings(names)
+		c.opts.Recorder.Eventf(pg, claim, corev1.EventTypeWarning, ReasonGangInterrupted, "Interrupt",
+			"%s: node %s (NodeClaim %s) of the gang is being drained; its pods %s stop", kind, claim.Status.NodeName, claim.Name,
+			strings.Join(names, ", "))
+	}
 }

@@ -6,14 +6,22 @@ package interruption
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -89,5 +97,44 @@ func TestHandle(t *testing.T) {
 				t.Errorf("got marks %v, want m7g.large/us-east-1a/spot", marks.marks)
 			}
 		})
+	}
+}
+
+// groups is a map of PodGroups.
+type groups map[gang.Key]*schedv1alpha1.PodGroup
+
+func (g groups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
+	if pg, ok := g[key]; ok {
+		return pg, nil
+	}
+	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
+}
+
+func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
+	const id, node = "i-0123456789abcdef0", "ip-10-0-0-1.ec2.internal"
+	worker := func(name, nodeName string) *corev1.Pod {
+		return test.Pod(name).Node(nodeName).Labels(schedv1alpha1.PodGroupLabel, "train").Obj()
+	}
+	l, err := test.NewListers(test.NodeClaim("c", "default").Launched(node, "p4d.24xlarge", "us-east-1a", "spot", "10.0").InstanceID(id).Obj(),
+		worker("w1", node), worker("w0", node), worker("w2", "ip-10-0-0-2.ec2.internal"), test.Pod("web").Node(node).Obj())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := events.NewFakeRecorder(10)
+	train := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train"}}
+	c := New(Options{NodeClaims: l.NodeClaims, Interrupter: &recordingInterrupter{}, Offerings: &recordingMarks{}, Recorder: recorder,
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 30, 0, time.UTC)), Pods: l.Pods,
+		Gangs: groups{{Namespace: "default", Name: "train"}: train}})
+	c.Handle(context.Background(), envelopeJSON("aws.ec2", "EC2 Spot Instance Interruption Warning", `{"instance-id":"`+id+`"}`))
+	c.wg.Wait()
+	var onGang []string
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.Contains(e, ReasonGangInterrupted) {
+			onGang = append(onGang, e)
+		}
+	}
+	want := []string{"Warning GangInterrupted SpotInterruption: node " + node + " (NodeClaim c) of the gang is being drained; its pods w0, w1 stop"}
+	if diff := cmp.Diff(want, onGang); diff != "" {
+		t.Errorf("events on the PodGroup (-want +got):\n%s", diff)
 	}
 }

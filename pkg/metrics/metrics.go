@@ -174,6 +174,13 @@ var (
 		Help:           "NodeClaims created, by NodePool, planned capacity type and reason (provisioning, replacement).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelNodePool, labelCapacityType, labelReason})
+	// GangNodeClaimsReleased counts NodeClaims deleted because the gang they were launched for cannot be placed
+	// whole (a sibling's launch found no capacity).
+	GangNodeClaimsReleased = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemNodeClaims, Name: "gang_released_total",
+		Help:           "NodeClaims deleted because the gang they were launched for cannot be placed whole.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// NodesCreated counts nodes that registered, by NodePool, zone, capacity type and instance type.
 	NodesCreated = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemNodes, Name: "created_total",
@@ -360,7 +367,7 @@ func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
 		ConsolidationScore, ConsolidationMoves,
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
-		NodeClaimsCreated, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
+		NodeClaimsCreated, GangNodeClaimsReleased, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		KubernetesVersionReadFailures,

@@ -39,9 +39,11 @@ import (
 	overlaystatus "github.com/stevedore-dev/stevedore/pkg/cloud/overlay/status"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+	schedinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/scheduling/v1alpha1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/lifecycle"
@@ -92,7 +94,7 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 	if err != nil {
 		return nil, err
 	}
-	in := newInformers(host.Informers, stevedore)
+	in := newInformers(host.Informers, stevedore, gang.Served(ctx, kube.Discovery()))
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -126,11 +128,13 @@ type informerSet struct {
 	classes    stevedoreinformers.EC2NodeClassInformer
 	buffers    stevedoreinformers.CapacityBufferInformer
 	overlays   stevedoreinformers.NodeOverlayInformer
-	nodePools  listers.NodePoolLister // in their canonical form, as every controller reads them
+	// podGroups are the coscheduling PodGroups of gangs; nil where the cluster does not serve them.
+	podGroups schedinformers.PodGroupInformer
+	nodePools listers.NodePoolLister // in their canonical form, as every controller reads them
 }
 
 // newInformers registers the informers now, so that the host's factory starts them with its own.
-func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface) *informerSet {
+func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, podGroupsServed bool) *informerSet {
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
 		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
@@ -144,15 +148,31 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 	in.pools.Informer()
 	in.classes.Informer()
 	in.overlays.Informer()
+	if podGroupsServed {
+		in.podGroups = sf.Coscheduling().V1alpha1().PodGroups()
+		in.podGroups.Informer()
+	}
 	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
 }
 
+// gangs finds the PodGroups of gangs; nil where the cluster does not serve them.
+func (in *informerSet) gangs() gang.Groups {
+	if in.podGroups == nil {
+		return nil
+	}
+	return gang.ListerGroups{Lister: in.podGroups.Lister()}
+}
+
 // synced are the informers the controllers wait for.
 func (in *informerSet) synced() []cache.InformerSynced {
-	return []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
+	synced := []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
 		in.nodes.Informer().HasSynced, in.pods.Informer().HasSynced, in.daemonSets.Informer().HasSynced, in.pdbs.Informer().HasSynced,
 		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced}
+	if in.podGroups != nil {
+		synced = append(synced, in.podGroups.Informer().HasSynced)
+	}
+	return synced
 }
 
 // newProvider builds the AWS provider from what EKS says new nodes need to join (never guessed; clusterEndpoint
@@ -272,7 +292,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	p := provision.New(provision.Options{Args: w.args, SchedulerName: w.host.SchedulerName,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
-		Queue: w.host.Queue,
+		Queue: w.host.Queue, Gangs: in.gangs(),
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -340,6 +360,7 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 	interrupts := interruption.New(interruption.Options{Args: w.args,
 		Queue: w.provider.SQS(), NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
 		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Reservations: w.provider,
+		Pods: in.pods.Lister(), Gangs: in.gangs(),
 	})
 	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),
 		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len})

@@ -16,12 +16,13 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
-// withAffinityPartners returns the batch with the pending pods of ours that a required pod-affinity term ties to
-// one of its pods, in either direction, and to those in turn: pods the scheduler has not tried yet (it tries a
-// burst's pods one at a time) and that no plan holds. Planned apart, the pod planned first may land where its
-// partner cannot follow (a node of a NodePool whose taint the partner does not tolerate, a zone the partner's
-// node affinity excludes), and the partner stays Pending; planned in one solve, they go where all of them can.
-func (p *Provisioner) withAffinityPartners(ctx context.Context, batch []*corev1.Pod) []*corev1.Pod {
+// withPartners returns the batch with the pending pods of ours that a required pod-affinity term ties to one of
+// its pods, in either direction, or that are of a gang one of its pods is in, and their partners in turn: pods the
+// scheduler has not tried yet (it tries a burst's pods one at a time) and that no plan holds. Planned apart, the
+// pod planned first may land where its partner cannot follow (a node of a NodePool whose taint the partner does
+// not tolerate, a zone the partner's node affinity excludes), and the partner stays Pending; a gang planned in
+// parts is short in each. Planned in one solve, they go where all of them can.
+func (p *Provisioner) withPartners(ctx context.Context, batch []*corev1.Pod) []*corev1.Pod {
 	all, err := p.opts.Pods.List(labels.Everything())
 	if err != nil {
 		return batch
@@ -36,7 +37,7 @@ func (p *Provisioner) withAffinityPartners(ctx context.Context, batch []*corev1.
 			candidates = append(candidates, pod)
 		}
 	}
-	if len(candidates) == 0 || (!anyRequiredAffinity(batch) && !anyRequiredAffinity(candidates)) {
+	if len(candidates) == 0 || (!anyRequiredAffinity(batch) && !anyRequiredAffinity(candidates) && !anyGang(batch)) {
 		return batch
 	}
 	// deterministic: the partners join in namespace/name order, whatever order the lister gave
@@ -48,13 +49,13 @@ func (p *Provisioner) withAffinityPartners(ctx context.Context, batch []*corev1.
 	})
 	out := append(batch[:len(batch):len(batch)], partnersOf(batch, candidates)...)
 	if added := len(out) - len(batch); added > 0 {
-		klog.FromContext(ctx).V(2).Info("Planning pods with the batch that a required pod affinity ties to it", "batch", len(batch), "partners", added)
+		klog.FromContext(ctx).V(2).Info("Planning pods with the batch that a required pod affinity or a gang ties to it", "batch", len(batch), "partners", added)
 	}
 	return out
 }
 
-// partnersOf returns the candidates tied to the pods by a required pod-affinity term, either way, directly or
-// through other candidates, in the order they are found.
+// partnersOf returns the candidates tied to the pods by a required pod-affinity term, either way, or by a gang,
+// directly or through other candidates, in the order they are found.
 func partnersOf(pods, candidates []*corev1.Pod) []*corev1.Pod {
 	terms := map[types.UID][]fwk.AffinityTerm{}
 	for _, group := range [][]*corev1.Pod{pods, candidates} {
@@ -74,7 +75,7 @@ func partnersOf(pods, candidates []*corev1.Pod) []*corev1.Pod {
 		x := queue[0]
 		queue = queue[1:]
 		for _, y := range candidates {
-			if joined[y.UID] || !tied(terms[x.UID], y) && !tied(terms[y.UID], x) {
+			if joined[y.UID] || !tied(terms[x.UID], y) && !tied(terms[y.UID], x) && !sameGang(x, y) {
 				continue
 			}
 			joined[y.UID] = true

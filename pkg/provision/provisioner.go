@@ -28,6 +28,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/decision"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -70,6 +71,8 @@ type Options struct {
 	// Queue is the scheduler's scheduling queue: pods held back are put back in it when what held them clears.
 	// Nil in unit tests that drive the provisioner alone.
 	Queue SchedulingQueue
+	// Gangs finds the PodGroups of gangs; nil where the cluster does not serve them.
+	Gangs gang.Groups
 }
 
 // Provisioner decides which nodes to launch for pods no node fits. It is shared by every scheduler profile of the
@@ -314,14 +317,26 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return nil
 	}
 	pending := len(pods)
-	pods = p.withAffinityPartners(ctx, pods)
+	pods = p.withPartners(ctx, pods)
 	p.setSolving(pods[pending:], true)
 	defer p.setSolving(pods[pending:], false)
 	start := p.opts.Clock.Now()
+	gangs, refused := p.gangs(ctx, pods)
+	if len(refused) > 0 {
+		kept := pods[:0:0]
+		for _, pod := range pods {
+			if _, out := refused[pod.UID]; !out {
+				kept = append(kept, pod)
+			}
+		}
+		p.refuse(pods, refused)
+		pods = kept
+	}
 	in, claimByNode, err := p.input(ctx, pods)
 	if err != nil {
 		return err
 	}
+	in.Gangs = gangs
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, in)
 	p.simMu.Unlock()
@@ -366,8 +381,15 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		}
 	}
 	p.CreateNodeClaims(ctx, launch, nil)
+	p.refuse(pods, plan.Unschedulable)
+	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
+	return nil
+}
+
+// refuse remembers why each pod of reasons could not be provisioned, and says so in an event.
+func (p *Provisioner) refuse(pods []*corev1.Pod, reasons map[types.UID]string) {
 	for _, pod := range pods {
-		reason, ok := plan.Unschedulable[pod.UID]
+		reason, ok := reasons[pod.UID]
 		if !ok {
 			continue
 		}
@@ -376,7 +398,6 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		p.mu.Unlock()
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 	}
-	return nil
 }
 
 // CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create

@@ -27,7 +27,7 @@ import (
 // installCRDs creates Stevedore's CRDs (the same files `kubectl apply -k manifests/` applies) and waits until
 // the API server serves them.
 func installCRDs(ctx context.Context, cfg *rest.Config) error {
-	files, err := fs.Glob(manifests.CRDs, "crds/stevedore.dev_*.yaml")
+	files, err := fs.Glob(manifests.CRDs, "crds/*.yaml")
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
+	"github.com/stevedore-dev/stevedore/pkg/plugins/coscheduling"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
@@ -153,7 +154,7 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 	leadership := state.NewLeadership()
 	factory, queueSort := provisioner.NewFactories(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
 	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory),
-		schedapp.WithPlugin(provisioner.QueueSortName, queueSort))
+		schedapp.WithPlugin(provisioner.QueueSortName, queueSort), schedapp.WithPlugin(coscheduling.Name, coscheduling.New))
 	cleanup()
 	if err != nil {
 		return nil, err

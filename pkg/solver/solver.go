@@ -131,6 +131,8 @@ type Input struct {
 	// CheckCandidates compares the open nodes every placement takes from the kept per-shape lists with those a scan
 	// of every open node finds, and records the differences in Plan.CandidateMismatches (tests).
 	CheckCandidates bool
+	// Gangs are the all-or-nothing groups among Pods (gangs.go).
+	Gangs []Gang
 }
 
 // Plan is the solver's answer.
@@ -298,8 +300,16 @@ type inflightState struct {
 // Solve places in.Pods. Pods are taken hardest first (see orderPods); when that greedy order leaves pods
 // unschedulable, the solve starts over with those pods first, up to maxRepairRounds times, and the plan that
 // places the most pods (then the cheapest) is kept: a pod is left unschedulable only when no order tried found it
-// a node. The same input always gives the same plan.
+// a node. A gang (Input.Gangs) is planned whole or not at all. The same input always gives the same plan.
 func (s *Solver) Solve(ctx context.Context, in Input) (*Plan, error) {
+	if len(in.Gangs) > 0 {
+		return s.solveGangs(ctx, in)
+	}
+	return s.solveOnce(ctx, in)
+}
+
+// solveOnce plans the input's pods, gangs left aside.
+func (s *Solver) solveOnce(ctx context.Context, in Input) (*Plan, error) {
 	start := time.Now()
 	s.mismatches = nil
 	s.sim.Use(in.Snapshot)

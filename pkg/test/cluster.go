@@ -6,6 +6,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,6 +53,7 @@ func NewCluster(t testing.TB, now func() time.Time, objs ...runtime.Object) *Clu
 	c := &Cluster{t: t, ctx: t.Context(), Kube: kubefake.NewClientset(kubeObjs...),
 		Stevedore: stevedorefake.NewSimpleClientset(sdObjs...), Listers: listers}
 	honorFinalizers(&c.Stevedore.Fake, c.Stevedore.Tracker(), "nodeclaims", now)
+	generateNames(&c.Stevedore.Fake, "nodeclaims")
 	honorFinalizers(&c.Kube.Fake, c.Kube.Tracker(), "nodes", now)
 	return c
 }
@@ -62,6 +64,21 @@ func isStevedore(obj runtime.Object) bool {
 		return true
 	}
 	return false
+}
+
+// generateNames makes a fake clientset name the objects of a resource created with generateName as the API server
+// does: the prefix and a suffix unique in the clientset (a counter here, random there).
+func generateNames(f *clienttesting.Fake, resource string) {
+	generated := 0
+	f.PrependReactor("create", resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
+		m, err := meta.Accessor(a.(clienttesting.CreateAction).GetObject())
+		if err != nil || m.GetName() != "" || m.GetGenerateName() == "" {
+			return false, nil, nil
+		}
+		generated++
+		m.SetName(fmt.Sprintf("%s%05d", m.GetGenerateName(), generated))
+		return false, nil, nil
+	})
 }
 
 // honorFinalizers makes a fake clientset delete objects of a resource as the API server does: an object with

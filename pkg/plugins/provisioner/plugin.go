@@ -26,6 +26,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/decision"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -108,6 +109,7 @@ func NewFactories(opts Options) (prov, queueSort frameworkruntime.PluginFactory)
 	}
 	// The scheduler's event recorder resolves references through client-go's scheme; NodeClaim events need it.
 	utilruntime.Must(stevedorev1.AddToScheme(clientgoscheme.Scheme))
+	utilruntime.Must(schedv1alpha1.AddToScheme(clientgoscheme.Scheme)) // and PodGroup events (a gang's node interrupted)
 	shared := &Shared{opts: opts, waiting: map[types.UID]waitingPod{}}
 	prov = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, err := config.Decode(obj, opts.Env)

@@ -302,3 +302,17 @@ func LiveNodeClaimsOf(t testing.TB, sb *sandbox.Sandbox, pool string) []stevedor
 	}
 	return out
 }
+
+// CheckUnbound fails the test for each named pod of the namespace that is bound to a node.
+func CheckUnbound(ctx context.Context, t testing.TB, sb *sandbox.Sandbox, ns string, names []string) {
+	t.Helper()
+	for _, name := range names {
+		p, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s bound to %s, want it unbound", name, p.Spec.NodeName)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	http "net/http"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
+	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -19,17 +20,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	StevedoreV1() stevedorev1.StevedoreV1Interface
+	CoschedulingV1alpha1() coschedulingv1alpha1.CoschedulingV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	stevedoreV1 *stevedorev1.StevedoreV1Client
+	stevedoreV1          *stevedorev1.StevedoreV1Client
+	coschedulingV1alpha1 *coschedulingv1alpha1.CoschedulingV1alpha1Client
 }
 
 // StevedoreV1 retrieves the StevedoreV1Client
 func (c *Clientset) StevedoreV1() stevedorev1.StevedoreV1Interface {
 	return c.stevedoreV1
+}
+
+// CoschedulingV1alpha1 retrieves the CoschedulingV1alpha1Client
+func (c *Clientset) CoschedulingV1alpha1() coschedulingv1alpha1.CoschedulingV1alpha1Interface {
+	return c.coschedulingV1alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -80,6 +88,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.coschedulingV1alpha1, err = coschedulingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -102,6 +114,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.stevedoreV1 = stevedorev1.New(c)
+	cs.coschedulingV1alpha1 = coschedulingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -15,6 +15,7 @@ import (
 	versioned "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	apis "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis"
 	internalinterfaces "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/internalinterfaces"
+	scheduling "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/scheduling"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -314,8 +315,13 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Stevedore() apis.Interface
+	Coscheduling() scheduling.Interface
 }
 
 func (f *sharedInformerFactory) Stevedore() apis.Interface {
 	return apis.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Coscheduling() scheduling.Interface {
+	return scheduling.New(f, f.namespace, f.tweakListOptions)
 }

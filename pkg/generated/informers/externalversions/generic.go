@@ -9,6 +9,7 @@ package externalversions
 import (
 	fmt "fmt"
 
+	v1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	v1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -40,7 +41,11 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=stevedore.dev, Version=v1
+	// Group=scheduling.x-k8s.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("podgroups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Coscheduling().V1alpha1().PodGroups().Informer()}, nil
+
+		// Group=stevedore.dev, Version=v1
 	case v1.SchemeGroupVersion.WithResource("capacitybuffers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().CapacityBuffers().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("ec2nodeclasses"):

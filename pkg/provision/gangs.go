@@ -1,0 +1,167 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provision
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/stevedore-dev/stevedore/pkg/gang"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+)
+
+// gangs returns the gangs among the pods to solve, for the solver to plan whole or not at all, each with the
+// members placed already (bound, binding, or planned by an earlier solve). A pod whose gang has no PodGroup is
+// left out of the solve, with the reason, in refused.
+func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod) (gangs []solver.Gang, refused map[types.UID]string) {
+	byKey := map[gang.Key][]types.UID{}
+	for _, pod := range pods {
+		if key, ok := gang.Of(pod); ok {
+			byKey[key] = append(byKey[key], pod.UID)
+		}
+	}
+	if len(byKey) == 0 {
+		return nil, nil
+	}
+	in := make(map[types.UID]bool, len(pods))
+	for _, pod := range pods {
+		in[pod.UID] = true
+	}
+	keys := make([]gang.Key, 0, len(byKey))
+	for key := range byKey {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	refused = map[types.UID]string{}
+	for _, key := range keys {
+		g, err := p.gangOf(key, byKey[key], in)
+		if err != nil {
+			for _, uid := range byKey[key] {
+				refused[uid] = err.Error()
+			}
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Planning a gang whole or not at all", "gang", key, "minMember", g.MinMember,
+			"inBatch", len(g.Pods), "placedAlready", g.Placed)
+		gangs = append(gangs, g)
+	}
+	return gangs, refused
+}
+
+// gangOf returns the gang of key with its pods among those solved (in), and the members placed already.
+func (p *Provisioner) gangOf(key gang.Key, pods []types.UID, in map[types.UID]bool) (solver.Gang, error) {
+	pg, err := gang.Lookup(p.opts.Gangs, key)
+	if err != nil {
+		return solver.Gang{}, err
+	}
+	members, err := p.opts.Pods.Pods(key.Namespace).List(gang.Selector(key))
+	if err != nil {
+		return solver.Gang{}, err
+	}
+	placed := 0
+	for _, m := range members {
+		if !in[m.UID] && gang.Live(m) && (m.Spec.NodeName != "" || p.plans.Held(m.UID)) {
+			placed++
+		}
+	}
+	return solver.Gang{Name: key.String(), MinMember: gang.MinMember(pg), Placed: placed, Pods: pods}, nil
+}
+
+// sameGang reports whether two pods are of one gang.
+func sameGang(a, b *corev1.Pod) bool {
+	ka, ok := gang.Of(a)
+	if !ok {
+		return false
+	}
+	kb, ok := gang.Of(b)
+	return ok && ka == kb
+}
+
+func anyGang(pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		if _, ok := gang.Of(pod); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseShortGangs gives back the NodeClaims held for a gang that the solve left short: members planned by an
+// earlier solve whose siblings' launch failed (no capacity) would keep nodes running that cannot serve the gang.
+// Only NodeClaims holding nothing but the gang's pods are deleted, and only while no pod of the gang is bound (a
+// gang that runs keeps its nodes; the member it misses waits for room). The members are planned again, all
+// together, once the NodeClaims are gone (the ledger wakes them).
+func (p *Provisioner) releaseShortGangs(ctx context.Context, gangs []solver.Gang, unschedulable map[types.UID]string) {
+	for _, g := range gangs {
+		if g.Placed > 0 && leftOut(g, unschedulable) {
+			p.releaseGang(ctx, g)
+		}
+	}
+}
+
+// leftOut reports whether the solve left the gang's pods unplanned.
+func leftOut(g solver.Gang, unschedulable map[types.UID]string) bool {
+	for _, uid := range g.Pods {
+		if _, out := unschedulable[uid]; out {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseGang deletes the NodeClaims that hold nothing but the gang's pods, unless a pod of the gang runs.
+func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang) {
+	logger := klog.FromContext(ctx)
+	key := gangKey(g.Name)
+	members, err := p.opts.Pods.Pods(key.Namespace).List(gang.Selector(key))
+	if err != nil {
+		return
+	}
+	member := map[types.UID]bool{}
+	claims := map[string]bool{}
+	for _, m := range members {
+		if m.Spec.NodeName != "" && gang.Live(m) {
+			logger.V(2).Info("Gang short of pods keeps its nodes: some of its pods run", "gang", g.Name)
+			return
+		}
+		member[m.UID] = true
+		if claim, ok := p.plans.ClaimOf(m.UID); ok {
+			claims[claim] = true
+		}
+	}
+	for _, claim := range slices.Sorted(maps.Keys(claims)) {
+		onlyGang := true
+		for _, pod := range p.plans.Pods(claim) {
+			onlyGang = onlyGang && member[pod.UID]
+		}
+		if !onlyGang {
+			continue
+		}
+		err := p.opts.Stevedore.StevedoreV1().NodeClaims().Delete(ctx, claim, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Releasing a NodeClaim of a gang that cannot be placed whole failed", "nodeclaim", claim, "gang", g.Name)
+			continue
+		}
+		metrics.GangNodeClaimsReleased.Inc()
+		logger.Info("Released a NodeClaim of a gang that cannot be placed whole", "nodeclaim", claim, "gang", g.Name,
+			"minMember", g.MinMember)
+	}
+}
+
+// gangKey reads back a solver.Gang's name.
+func gangKey(name string) gang.Key {
+	ns, n, _ := strings.Cut(name, "/")
+	return gang.Key{Namespace: ns, Name: n}
+}

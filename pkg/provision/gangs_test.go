@@ -1,0 +1,112 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provision
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/test"
+)
+
+// podGroups is a map of PodGroups.
+type podGroups map[gang.Key]*schedv1alpha1.PodGroup
+
+func (g podGroups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
+	if pg, ok := g[key]; ok {
+		return pg, nil
+	}
+	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
+}
+
+// A gang's batch takes its pending members along, and is planned whole or not at all.
+func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
+	// m5.xlarge nodes (4 vCPUs), at most three: one 3-CPU worker each
+	pool := test.NodePool("workers").Obj()
+	pool.Spec.Template.Spec.Requirements = []stevedorev1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelInstanceTypeStable, Operator: "In", Values: []string{"m5.xlarge"}}}
+	pool.Spec.Limits = stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("12")}
+	worker := func(name string) *corev1.Pod {
+		return test.Pod(name).Pending().Req("cpu", "3").Labels(schedv1alpha1.PodGroupLabel, "train").Obj()
+	}
+	train := func(minMember int32) podGroups {
+		return podGroups{{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: minMember}}}
+	}
+	tests := []struct {
+		name    string
+		groups  podGroups
+		batch   []*corev1.Pod
+		pending []*corev1.Pod
+		// wantPlanned are the pods planned; wantReason a part of the reason the others are given
+		wantPlanned []string
+		wantReason  string
+	}{
+		{name: "the member the scheduler has not tried yet joins the batch", groups: train(3),
+			batch: []*corev1.Pod{worker("w0"), worker("w1")}, pending: []*corev1.Pod{worker("w2")},
+			wantPlanned: []string{"w0", "w1", "w2"}},
+		{name: "room for three of four: none", groups: train(4),
+			batch: []*corev1.Pod{worker("w0"), worker("w1")}, pending: []*corev1.Pod{worker("w2"), worker("w3")},
+			wantReason: "gang default/train needs 4 pods placed at once and only 3 can be"},
+		{name: "no PodGroup: none", groups: podGroups{}, batch: []*corev1.Pod{worker("w0")},
+			wantReason: "PodGroup default/train (label scheduling.x-k8s.io/pod-group of the pod) does not exist"},
+		{name: "PodGroups not served: none", batch: []*corev1.Pod{worker("w0")},
+			wantReason: "the cluster does not serve PodGroups"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{pool}
+			all := append(append([]*corev1.Pod(nil), tc.batch...), tc.pending...)
+			for _, pod := range all {
+				objs = append(objs, pod)
+			}
+			h := newHarness(t, objs...)
+			sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+			if tc.groups != nil {
+				h.prov.opts.Gangs = tc.groups
+			}
+			if err := h.prov.solveBatch(h.Ctx, tc.batch); err != nil {
+				t.Fatal(err)
+			}
+			var planned []string
+			for _, pod := range all {
+				if _, ok := h.prov.plans.ClaimOf(pod.UID); ok {
+					planned = append(planned, pod.Name)
+					continue
+				}
+				if why := h.prov.unprovisionable[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) &&
+					contains(tc.batch, pod) {
+					t.Errorf("pod %s: reason %q, want it to say %q", pod.Name, why, tc.wantReason)
+				}
+			}
+			if diff := cmp.Diff(tc.wantPlanned, planned); diff != "" {
+				t.Errorf("pods planned (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func contains(pods []*corev1.Pod, pod *corev1.Pod) bool {
+	for _, p := range pods {
+		if p.UID == pod.UID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package faults
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere leaves EC2 room for three of the four
+// m5.xlarge a gang of four 3-CPU workers needs: three instances launch, the fourth finds no capacity, the gang
+// cannot be placed whole, and the three NodeClaims are released (their instances terminated) while no pod of the
+// gang is bound. With a NodePool of another type added, the gang is planned there and binds whole.
+func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *testing.T) {
+	ctx := harness.Context(t)
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "gang34", "gang34", harness.WithRequirements(
+		harness.Req(corev1.LabelInstanceTypeStable, "In", "m5.xlarge"), harness.Req(corev1.LabelTopologyZone, "In", "us-east-1a"),
+		harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")))
+	sb.AWS.EC2.SetCapacity("m5.xlarge", "us-east-1a", "on-demand", 3)
+	t.Cleanup(func() { sb.AWS.EC2.SetCapacity("m5.xlarge", "us-east-1a", "on-demand", -1) })
+	released0 := harness.Metric(t, "stevedore_nodeclaims_gang_released_total", nil)
+
+	// the pods placed wait at Permit for the rest of the gang at most 10 s
+	timeout := int32(10)
+	if _, err := sb.Stevedore.CoschedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
+		Spec:       schedv1alpha1.PodGroupSpec{MinMember: 4, ScheduleTimeoutSeconds: &timeout},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	workers, names := harness.Pods(ns, "gang34", "worker", 4, "3", "1Gi", func(p *corev1.Pod) {
+		p.Labels[schedv1alpha1.PodGroupLabel] = "train"
+	})
+	harness.CreatePods(t, sb, workers...)
+
+	// the three launched are released: nothing of the gang keeps running
+	harness.Eventually(t, "three gang34 instances launched, then all terminated", func(context.Context) (bool, error) {
+		launched, running := 0, 0
+		for _, inst := range instancesOf("gang34") {
+			launched++
+			if live(inst) {
+				running++
+			}
+		}
+		return launched == 3 && running == 0, nil
+	})
+	if got := harness.Metric(t, "stevedore_nodeclaims_gang_released_total", nil) - released0; got < 3 {
+		t.Errorf("stevedore_nodeclaims_gang_released_total went up by %v, want 3", got)
+	}
+	want := "gang " + ns + "/train needs 4 pods placed at once"
+	harness.Eventually(t, "a worker to say the gang cannot be placed whole", func(ctx context.Context) (bool, error) {
+		evs, err := harness.Events(ctx, sb, names[0])
+		for _, e := range evs {
+			if strings.HasPrefix(e, provision.ReasonFailedProvision+": ") && strings.Contains(e, want) {
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	harness.CheckUnbound(ctx, t, sb, ns, names)
+
+	// capacity elsewhere: the gang is planned there, whole
+	harness.NodePool(t, sb, "gang34-next", "gang34", harness.WithRequirements(
+		harness.Req(corev1.LabelInstanceTypeStable, "In", "c5.xlarge"), harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")))
+	bound := harness.WaitBound(t, sb, ns, names)
+	for _, p := range bound {
+		if pool := harness.Node(t, sb, p.Spec.NodeName).Labels[stevedorev1.LabelNodePool]; pool != "gang34-next" {
+			t.Errorf("pod %s on a node of NodePool %s, want gang34-next", p.Name, pool)
+		}
+	}
+	for _, inst := range instancesOf("gang34") {
+		if live(inst) {
+			t.Errorf("instance %s of gang34 runs, want none", inst.ID)
+		}
+	}
+	checkOneInstancePerNodeClaim(t, "gang34-next")
+}
