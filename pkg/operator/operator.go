@@ -40,6 +40,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
+	gangstatus "github.com/stevedore-dev/stevedore/pkg/gang/status"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
@@ -274,6 +275,14 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 		{"disruption", c.Disruption.Run},
 		{"static nodepools", staticpool.New(staticpool.Options{Stevedore: w.stevedore, NodePools: w.in.nodePools, Pods: w.in.pods.Lister(),
 			Provisioner: c.Provisioner, Recorder: w.host.Recorder}).Run},
+	}
+	if w.in.podGroups != nil {
+		groups, err := gangstatus.New(gangstatus.Options{Client: w.stevedore, PodGroups: w.in.podGroups.Lister(), Pods: w.in.pods.Lister()},
+			w.in.podGroups.Informer(), w.in.pods.Informer())
+		if err != nil {
+			return nil, nil, err
+		}
+		runs = append(runs, run{"podgroup status", groups.Run})
 	}
 	more, err := w.beside(c)
 	if err != nil {

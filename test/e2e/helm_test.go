@@ -393,6 +393,13 @@ func TestTheCRDChartRendersTheCRDs(t *testing.T) {
 		t.Fatalf("kubectl kustomize: %v\n%s", err, kustomized)
 	}
 	fromHelm, fromKustomize := objects(t, rendered), objects(t, kustomized)
+	for key := range fromKustomize {
+		// the coscheduling PodGroup CRD is also Kubeflow's and scheduler-plugins': the CRD chart leaves it out, so
+		// that helm upgrade never fights their installation of it (the main chart's crds/ carries it)
+		if strings.HasSuffix(key, ".scheduling.x-k8s.io") {
+			delete(fromKustomize, key)
+		}
+	}
 	if len(fromHelm) != len(fromKustomize) {
 		t.Errorf("the CRD chart renders %d objects, manifests/crds %d", len(fromHelm), len(fromKustomize))
 	}

@@ -23,6 +23,9 @@ import (
 // codeInvalidParameterValue is the error code of a request with a value the API (or the emulator) does not take.
 const codeInvalidParameterValue = "InvalidParameterValue"
 
+// codeInsufficientCapacity is EC2's error code for a pool out of capacity.
+const codeInsufficientCapacity = "InsufficientInstanceCapacity"
+
 // tagName is the tag the EC2 console shows as a resource's name.
 const tagName = "Name"
 

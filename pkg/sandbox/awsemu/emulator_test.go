@@ -7,6 +7,7 @@ package awsemu
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,5 +218,77 @@ func TestInjectedFaultsAreAnsweredAsAWSWould(t *testing.T) {
 	}
 	if _, err := client.DescribeSubnets(ctx(t), &ec2.DescribeSubnetsInput{}); err != nil {
 		t.Fatalf("the fault was injected once: %v", err)
+	}
+}
+
+func TestCreateFleetWithMinTargetCapacityLaunchesAllOrNothing(t *testing.T) {
+	e := startEmulator(t)
+	client := ec2.NewFromConfig(sdkConfig(e))
+	launchTemplate(t, client, "lt")
+	subnets, err := client.DescribeSubnets(ctx(t), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:karpenter.sh/discovery"), Values: []string{"test"}}}})
+	if err != nil || len(subnets.Subnets) != 3 {
+		t.Fatalf("subnets = %v, %v", subnets, err)
+	}
+	zoneOf := map[string]string{}
+	for _, s := range subnets.Subnets {
+		zoneOf[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
+	}
+	subnetA, subnetB := aws.ToString(subnets.Subnets[0].SubnetId), aws.ToString(subnets.Subnets[1].SubnetId)
+	e.EC2.SetCapacity("m5.xlarge", zoneOf[subnetA], "on-demand", 3)
+	fleet := func(minTarget int32, single bool, subnets ...string) (*ec2.CreateFleetOutput, error) {
+		var overrides []ec2types.FleetLaunchTemplateOverridesRequest
+		for _, s := range subnets {
+			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{InstanceType: "m5.xlarge", SubnetId: aws.String(s)})
+		}
+		return client.CreateFleet(ctx(t), &ec2.CreateFleetInput{
+			Type: ec2types.FleetTypeInstant,
+			LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String("lt"), Version: aws.String("$Latest")},
+				Overrides:                   overrides,
+			}},
+			TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(4),
+				DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
+			OnDemandOptions: &ec2types.OnDemandOptionsRequest{MinTargetCapacity: aws.Int32(minTarget), SingleAvailabilityZone: aws.Bool(single)},
+		})
+	}
+	launched := func(out *ec2.CreateFleetOutput) map[string]int {
+		zones := map[string]int{}
+		for _, inst := range out.Instances {
+			zones[aws.ToString(inst.LaunchTemplateAndOverrides.Overrides.SubnetId)] += len(inst.InstanceIds)
+		}
+		return zones
+	}
+
+	// room for 3 of 4 in the only zone asked: nothing launched, the pool in the errors
+	out, err := fleet(4, true, subnetA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 0 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "InsufficientInstanceCapacity" {
+		t.Fatalf("instances %+v, errors %+v; want none launched and one InsufficientInstanceCapacity", out.Instances, out.Errors)
+	}
+	if n := len(e.EC2.Instances()); n != 0 {
+		t.Fatalf("%d instances exist, want none", n)
+	}
+	// the first zone that can take all 4
+	out, err = fleet(4, true, subnetA, subnetB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := launched(out); got[subnetB] != 4 || len(got) != 1 {
+		t.Fatalf("launched by subnet %v, want 4 in %s (zone %s), none in the zone with room for 3", got, subnetB, zoneOf[subnetB])
+	}
+	// the 3 left are still there: a fleet asking at least 3 launches them
+	out, err = fleet(3, true, subnetA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := launched(out); got[subnetA] != 3 {
+		t.Fatalf("launched by subnet %v, want the 3 left in %s", got, subnetA)
+	}
+	// EC2 refuses MinTargetCapacity without one type or one zone
+	if _, err := fleet(2, false, subnetA); err == nil || !strings.Contains(err.Error(), "InvalidParameterCombination") {
+		t.Fatalf("err = %v, want InvalidParameterCombination", err)
 	}
 }

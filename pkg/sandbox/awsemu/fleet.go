@@ -53,6 +53,10 @@ func (e *EC2) createFleet(q *query) (any, *apiError) {
 	}
 	sortOverrides(overrides, strategy == "prioritized" || strategy == "capacity-optimized-prioritized")
 	resp := &createFleetResponse{RequestID: uuid.NewString(), FleetID: "fleet-" + uuid.NewString()}
+	overrides, apiErr = e.allOrNothing(q, capacityType, target, overrides, resp)
+	if apiErr != nil {
+		return nil, apiErr
+	}
 	f := &fleetLaunch{overrides: overrides, capacityType: capacityType, tags: q.tagSpecs("instance"), token: token, resp: resp,
 		failed: map[string]bool{}, launched: map[int][]string{}}
 	for n := 0; n < target; n++ {
@@ -169,9 +173,9 @@ func (e *EC2) poolError(o fleetOverride, capacityType string) (string, string) {
 	}
 	if left, limited := e.capacity[offeringKey(o.instanceType, o.zone, capacityType)]; limited && left <= 0 {
 		if capacityType == capacityTypeSpot {
-			return "InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request."
+			return codeInsufficientCapacity, "There is no Spot capacity available that matches your request."
 		}
-		return "InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", o.instanceType, o.zone)
+		return codeInsufficientCapacity, fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", o.instanceType, o.zone)
 	}
 	return "", ""
 }
@@ -243,4 +247,82 @@ func (e *EC2) fleetOverrides(q *query, capacityType string) ([]fleetOverride, *a
 		}
 	}
 	return overrides, nil
+}
+
+// allOrNothing applies the options of the capacity type's SpotOptions or OnDemandOptions that make an instant fleet
+// all or nothing: SingleInstanceType and SingleAvailabilityZone keep the overrides of one type, one zone or both
+// (the first such group, in the order tried, that can launch MinTargetCapacity instances, or one); with
+// MinTargetCapacity, when no group can, nothing is launched and each pool short of it is in the response's errors.
+// EC2 requires one of the two options with MinTargetCapacity. Caller holds e.mu.
+func (e *EC2) allOrNothing(q *query, capacityType string, target int, overrides []fleetOverride, resp *createFleetResponse) ([]fleetOverride, *apiError) {
+	prefix := "OnDemandOptions"
+	if capacityType == capacityTypeSpot {
+		prefix = "SpotOptions"
+	}
+	minTarget := q.Int(prefix+".MinTargetCapacity", 0)
+	singleType, singleZone := q.Str(prefix+".SingleInstanceType") == "true", q.Str(prefix+".SingleAvailabilityZone") == "true"
+	if minTarget > 0 && !singleType && !singleZone {
+		return nil, invalid("InvalidParameterCombination", "%s.MinTargetCapacity requires SingleInstanceType or SingleAvailabilityZone", prefix)
+	}
+	if minTarget > target {
+		return nil, invalid("InvalidTargetCapacitySpecification", "MinTargetCapacity %d exceeds TotalTargetCapacity %d", minTarget, target)
+	}
+	if !singleType && !singleZone {
+		return overrides, nil
+	}
+	var order []string
+	groups := map[string][]fleetOverride{}
+	for _, o := range overrides {
+		key := ""
+		if singleType {
+			key += o.instanceType
+		}
+		if singleZone {
+			key += "/" + o.zone
+		}
+		if _, seen := groups[key]; !seen {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], o)
+	}
+	need := max(minTarget, 1)
+	for _, key := range order {
+		if e.launchable(groups[key], capacityType, need) >= need {
+			return groups[key], nil
+		}
+	}
+	for _, o := range overrides {
+		resp.Errors = append(resp.Errors, xmlFleetError{LaunchTemplateAndOverrides: o.xml(), Lifecycle: capacityType,
+			ErrorCode:    codeInsufficientCapacity,
+			ErrorMessage: fmt.Sprintf("There is not enough capacity to fulfill your request for %d instances (MinTargetCapacity).", need)})
+	}
+	return nil, nil
+}
+
+// launchable counts, up to atMost, the instances the overrides' pools can launch now. Caller holds e.mu.
+func (e *EC2) launchable(overrides []fleetOverride, capacityType string, atMost int) int {
+	n := 0
+	counted := map[string]bool{}
+	for _, o := range overrides {
+		key := offeringKey(o.instanceType, o.zone, capacityType) + "/" + o.reservation
+		if counted[key] {
+			continue
+		}
+		counted[key] = true
+		if o.reservation != "" {
+			if cr, code, _ := e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType); code == "" {
+				n += cr.Available
+			}
+			continue
+		}
+		if code, _ := e.poolError(o, capacityType); code != "" {
+			continue
+		}
+		left, limited := e.capacity[offeringKey(o.instanceType, o.zone, capacityType)]
+		if !limited {
+			return atMost
+		}
+		n += left
+	}
+	return min(n, atMost)
 }

@@ -86,6 +86,10 @@ func TestAGangBindsWholeOrNotAtAll(t *testing.T) {
 	if len(nodes) != 4 {
 		t.Errorf("the gang's 4 pods are on %d nodes, want one each", len(nodes))
 	}
+	harness.Eventually(t, "PodGroup train Running with 4 pods running", func(ctx context.Context) (bool, error) {
+		pg, err := sb.Stevedore.CoschedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		return err == nil && pg.Status.Phase == schedv1alpha1.PodGroupRunning && pg.Status.Running == 4, err
+	})
 }
 
 // assertNothingLaunchedOrBound checks that the gang's NodePool has no NodeClaim and no pod of the gang is bound.
