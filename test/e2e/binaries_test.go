@@ -138,7 +138,14 @@ func readEnvFile(t *testing.T, path string) []string {
 // run runs a command to completion and returns its combined output.
 func run(t *testing.T, env []string, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runWithin(t, 2*time.Minute, env, name, args...)
+}
+
+// runWithin is run with its own bound on the command's time, for commands such as a sandbox scenario that bound
+// each of their own steps and may take minutes on a busy machine.
+func runWithin(t *testing.T, bound time.Duration, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)

@@ -8,7 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// scenarioBound is how long a scenario may run before the test stops it: more than the sum of the bounds the
+// scenarios put on their own steps (the inflate scenario's are 3, 4 and 4 minutes), so a slow machine fails a step
+// with the scenario's own message rather than being killed mid-step.
+const scenarioBound = 13 * time.Minute
 
 // TestDemoTellsTheStory runs what `make demo` runs (with a shorter launch delay): the inflate scenario must pass,
 // print every launch and removal, progress lines without terminal escape codes (the output is not a terminal),
@@ -16,7 +22,7 @@ import (
 // waited after their node was ready, none parked at the end.
 func TestDemoTellsTheStory(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
-	out, err := run(t, nil, scheduler, "sandbox", "--scenario", "inflate", "--launch-delay", "500ms",
+	out, err := runWithin(t, scenarioBound, nil, scheduler, "sandbox", "--scenario", "inflate", "--launch-delay", "500ms",
 		"--log-file", filepath.Join(t.TempDir(), "demo.log"))
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -50,7 +56,7 @@ func TestDemoTellsTheStory(t *testing.T) {
 // on plain types, and that every node goes at 0 replicas.
 func TestTheGPUScenarioKeepsGPUAndPlainPodsApart(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
-	out, err := run(t, nil, scheduler, "sandbox", "--scenario", "gpu", "--launch-delay", "500ms",
+	out, err := runWithin(t, scenarioBound, nil, scheduler, "sandbox", "--scenario", "gpu", "--launch-delay", "500ms",
 		"--log-file", filepath.Join(t.TempDir(), "gpu.log"))
 	t.Logf("scenario output:\n%s", out)
 	if err != nil {
