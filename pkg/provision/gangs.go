@@ -6,10 +6,15 @@ package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
@@ -164,4 +170,56 @@ func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang) {
 func gangKey(name string) gang.Key {
 	ns, n, _ := strings.Cut(name, "/")
 	return gang.Key{Namespace: ns, Name: n}
+}
+
+// launchGroups returns, for each planned node (by index), the AnnotationLaunchGroup value that makes it launch
+// with its gang's other nodes of the same shape in one all-or-nothing fleet, or "" for none. A node takes part
+// when all its pods are of one gang; its shape is its NodePool and the requirements its NodeClaim will carry (the
+// fleets of equal NodeClaims are equal). A shape of one node is no group. Group ids are unique per solve (now),
+// so a later solve's NodeClaims never wait for an earlier one's.
+func launchGroups(nodes []*solver.PlannedNode, now time.Time) []string {
+	out := make([]string, len(nodes))
+	members := map[string][]int{}
+	var order []string
+	for i, pn := range nodes {
+		key, ok := soleGang(pn.Pods)
+		if !ok {
+			continue
+		}
+		claim := NewNodeClaim(pn, "")
+		shape, err := json.Marshal(claim.Spec.Requirements)
+		if err != nil {
+			continue
+		}
+		group := key.String() + "|" + pn.NodePool.Name + "|" + claim.Annotations[stevedorev1.AnnotationLaunchOrder] + "|" + string(shape)
+		if _, seen := members[group]; !seen {
+			order = append(order, group)
+		}
+		members[group] = append(members[group], i)
+	}
+	for _, group := range order {
+		idx := members[group]
+		if len(idx) < 2 {
+			continue
+		}
+		sum := sha256.Sum256([]byte(group + "|" + strconv.FormatInt(now.UnixNano(), 10)))
+		value := stevedorev1.FormatLaunchGroup(hex.EncodeToString(sum[:8]), len(idx))
+		for _, i := range idx {
+			out[i] = value
+		}
+	}
+	return out
+}
+
+// soleGang returns the gang all the pods belong to; ok is false when one is in none or in another.
+func soleGang(pods []*corev1.Pod) (gang.Key, bool) {
+	var key gang.Key
+	for i, pod := range pods {
+		k, ok := gang.Of(pod)
+		if !ok || (i > 0 && k != key) {
+			return gang.Key{}, false
+		}
+		key = k
+	}
+	return key, len(pods) > 0
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
@@ -109,4 +110,66 @@ func contains(pods []*corev1.Pod, pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestAGangsNodesOfOneShapeLaunchAsOneGroup: the NodeClaims of a gang's nodes of one shape carry one launch group
+// of their number, for an all-or-nothing fleet; nodes of plain pods and a gang that fits one node carry none.
+func TestAGangsNodesOfOneShapeLaunchAsOneGroup(t *testing.T) {
+	pool := test.NodePool("workers").Obj()
+	pool.Spec.Template.Spec.Requirements = []stevedorev1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelInstanceTypeStable, Operator: "In", Values: []string{"m5.xlarge"}}}
+	member := func(name, group, cpu string) *corev1.Pod {
+		return test.Pod(name).Pending().Req("cpu", cpu).Labels(schedv1alpha1.PodGroupLabel, group).Obj()
+	}
+	batch := []*corev1.Pod{
+		member("train-0", "train", "3"), member("train-1", "train", "3"), member("train-2", "train", "3"), member("train-3", "train", "3"),
+		member("eval-0", "eval", "1"), member("eval-1", "eval", "1"),
+		test.Pod("plain-0").Pending().Req("cpu", "3").Obj(), test.Pod("plain-1").Pending().Req("cpu", "3").Obj(),
+	}
+	objs := []runtime.Object{pool}
+	for _, pod := range batch {
+		objs = append(objs, pod)
+	}
+	h := newHarness(t, objs...)
+	sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+	h.prov.opts.Gangs = podGroups{
+		{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}},
+		{Namespace: "default", Name: "eval"}:  {Spec: schedv1alpha1.PodGroupSpec{MinMember: 2}},
+	}
+	if err := h.prov.solveBatch(h.Ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := h.prov.opts.Stevedore.StevedoreV1().NodeClaims().List(h.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the launch group of each pod's NodeClaim
+	groupOf := map[string]string{}
+	for _, c := range claims.Items {
+		for _, pod := range strings.Split(c.Annotations[stevedorev1.AnnotationPlannedPods], ",") {
+			groupOf[strings.TrimPrefix(pod, "default/")] = c.Annotations[stevedorev1.AnnotationLaunchGroup]
+		}
+	}
+	if len(groupOf) != len(batch) {
+		t.Fatalf("%d pods planned, want %d: %v", len(groupOf), len(batch), groupOf)
+	}
+	train := groupOf["train-0"]
+	if id, size, ok := (&stevedorev1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		stevedorev1.AnnotationLaunchGroup: train}}}).LaunchGroup(); !ok || size != 4 || id == "" {
+		t.Errorf("train's launch group %q, want an id and size 4", train)
+	}
+	for _, name := range []string{"train-1", "train-2", "train-3"} {
+		if groupOf[name] != train {
+			t.Errorf("%s in launch group %q, want train-0's %q", name, groupOf[name], train)
+		}
+	}
+	for _, name := range []string{"eval-0", "eval-1", "plain-0", "plain-1"} {
+		if groupOf[name] != "" {
+			t.Errorf("%s in launch group %q, want none", name, groupOf[name])
+		}
+	}
 }

@@ -380,7 +380,13 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			logger.V(1).Info("Planned node not launched: its pods found nodes while the batch was solved", "pods", len(pn.Pods))
 		}
 	}
-	p.CreateNodeClaims(ctx, launch, nil)
+	groups := launchGroups(launch, p.opts.Clock.Now())
+	p.createNodeClaims(ctx, launch, "provisioning", func(i int) map[string]string {
+		if groups[i] == "" {
+			return nil
+		}
+		return map[string]string{stevedorev1.AnnotationLaunchGroup: groups[i]}
+	})
 	p.refuse(pods, plan.Unschedulable)
 	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
 	return nil
@@ -403,7 +409,19 @@ func (p *Provisioner) refuse(pods []*corev1.Pod, reasons map[types.UID]string) {
 // CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
 // is an API round trip), with extra annotations, and plans each node's pods on it. It returns the NodeClaims
 // created; a failed create is logged and its pods are provisioned again.
+// Extra annotations mean replacements (the metric's reason).
 func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
+	reason := "provisioning"
+	if len(annotations) > 0 {
+		reason = "replacement"
+	}
+	return p.createNodeClaims(ctx, nodes, reason, func(int) map[string]string { return annotations })
+}
+
+// createNodeClaims is CreateNodeClaims with the extra annotations of each node, by its index, and the reason the
+// created-NodeClaims metric counts them under.
+func (p *Provisioner) createNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, reason string,
+	annotationsOf func(i int) map[string]string) []*stevedorev1.NodeClaim {
 	logger := klog.FromContext(ctx)
 	created := make([]*stevedorev1.NodeClaim, len(nodes))
 	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
@@ -413,6 +431,7 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
 		}
 		nc := NewNodeClaim(pn, hash)
+		annotations := annotationsOf(i)
 		for k, v := range annotations {
 			nc.Annotations[k] = v
 		}
@@ -424,10 +443,6 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.Plan
 		p.plans.Created(claim)
 		p.plans.Plan(ctx, claim.Name, pn.Pods)
 		created[i] = claim
-		reason := "provisioning"
-		if len(annotations) > 0 {
-			reason = "replacement"
-		}
 		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
 		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
 			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,24 @@ func (c *NodeClaim) IsInitialized() bool {
 	}
 	return false
 }
+
+// LaunchGroup reads the NodeClaim's AnnotationLaunchGroup: the id of its atomic launch and how many NodeClaims
+// it has. ok is false when there is none or it does not parse (the NodeClaim then launches alone).
+func (c *NodeClaim) LaunchGroup() (id string, size int, ok bool) {
+	v := c.Annotations[AnnotationLaunchGroup]
+	i := strings.LastIndexByte(v, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	size, err := strconv.Atoi(v[i+1:])
+	if err != nil || size < 1 {
+		return "", 0, false
+	}
+	return v[:i], size, true
+}
+
+// FormatLaunchGroup is the AnnotationLaunchGroup value of a launch group.
+func FormatLaunchGroup(id string, size int) string { return id + "/" + strconv.Itoa(size) }
 
 // NodePoolHashVersion changes whenever what NodePool.TemplateHash covers changes: a NodeClaim stamped with another
 // version is not compared (its hash would differ though nothing drifted).

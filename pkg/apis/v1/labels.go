@@ -118,6 +118,10 @@ const (
 	AnnotationLaunchOrder = "stevedore.dev/launch-order"
 	// LaunchOrderListed is the value of AnnotationLaunchOrder for a launch in the listed order.
 	LaunchOrderListed = "listed"
+	// AnnotationLaunchGroup on a NodeClaim names the atomic launch it belongs to, as "<id>/<size>": the provisioner
+	// gives one to the NodeClaims of a gang that have the same shape, and the cloud provider launches the group's
+	// NodeClaims in one all-or-nothing CreateFleet (MinTargetCapacity = size, one instance type, one zone).
+	AnnotationLaunchGroup = "stevedore.dev/launch-group"
 	// AnnotationDrainDeadline on a NodeClaim (RFC 3339) ends the drain of its node: pods still there are deleted
 	// and the instance terminated, as after the terminationGracePeriod (node repair sets it).
 	AnnotationDrainDeadline = "stevedore.dev/drain-deadline"

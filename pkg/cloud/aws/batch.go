@@ -36,6 +36,9 @@ type fleetRequest struct {
 	claim     string
 	nodePool  string
 	overrides []override
+	// group and groupSize: the atomic launch the NodeClaim belongs to (AnnotationLaunchGroup), "" for none
+	group     string
+	groupSize int
 }
 
 type fleetError struct {
@@ -61,19 +64,31 @@ type fleetOutcome struct {
 type fleetBatch struct {
 	input   *ec2.CreateFleetInput
 	members []fleetMember
+	// groupSize is the launch group's size (0 for a batch of ungrouped requests): the batch is sent as soon as
+	// that many members have joined, all or nothing
+	groupSize int
+	timer     *time.Timer
 }
 
-// fleetBatcher merges identical concurrent CreateFleet requests into one call with TotalTargetCapacity N.
+// fleetBatcher merges identical concurrent CreateFleet requests into one call with TotalTargetCapacity N. The
+// requests of one launch group (a gang's NodeClaims of one shape) wait for each other, at most gatherWindow, and
+// share one all-or-nothing call.
 type fleetBatcher struct {
-	client *ec2.Client
-	window time.Duration
+	client       *ec2.Client
+	window       time.Duration
+	gatherWindow time.Duration
 
 	mu      sync.Mutex
 	pending map[string]*fleetBatch
 }
 
+// defaultGatherWindow bounds how long a launch group's first NodeClaim waits for the others: they are created
+// together and launched by parallel workers, so they arrive within a second unless the launch queue is long; the
+// group then launches with the members that came (the provisioner rolls back a gang left short).
+const defaultGatherWindow = 10 * time.Second
+
 func newFleetBatcher(client *ec2.Client, window time.Duration) *fleetBatcher {
-	return &fleetBatcher{client: client, window: window, pending: map[string]*fleetBatch{}}
+	return &fleetBatcher{client: client, window: window, gatherWindow: defaultGatherWindow, pending: map[string]*fleetBatch{}}
 }
 
 // launch joins (or opens) the batch of identical requests and waits for its result.
@@ -84,16 +99,26 @@ func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResul
 	}
 	sum := sha256.Sum256(raw)
 	key := hex.EncodeToString(sum[:])
+	window := b.window
+	if req.group != "" {
+		key += "/" + req.group
+		window = b.gatherWindow
+	}
 	member := fleetMember{ctx: ctx, claim: req.claim, nodePool: req.nodePool, done: make(chan fleetOutcome, 1)}
 	b.mu.Lock()
 	batch, open := b.pending[key]
 	if !open {
-		batch = &fleetBatch{input: req.input}
+		batch = &fleetBatch{input: req.input, groupSize: req.groupSize}
 		b.pending[key] = batch
-		time.AfterFunc(b.window, func() { b.flush(key) })
+		batch.timer = time.AfterFunc(window, func() { b.flush(key, batch) })
 	}
 	batch.members = append(batch.members, member)
+	complete := batch.groupSize > 0 && len(batch.members) >= batch.groupSize
 	b.mu.Unlock()
+	if complete {
+		batch.timer.Stop()
+		go b.flush(key, batch)
+	}
 	select {
 	case out := <-member.done:
 		return out.result, out.err
@@ -105,9 +130,12 @@ func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResul
 // flush sends a batch: one CreateFleet whose ClientToken is derived from the NodeClaims it launches for, so an SDK
 // retry of the same call never launches twice. It then tags each instance with its NodeClaim, whether or not the
 // caller still waits: the tag is what a restarted process adopts instead of launching again.
-func (b *fleetBatcher) flush(key string) {
+func (b *fleetBatcher) flush(key string, batch *fleetBatch) {
 	b.mu.Lock()
-	batch := b.pending[key]
+	if b.pending[key] != batch {
+		b.mu.Unlock()
+		return // sent already: the group was complete before its window ended
+	}
 	delete(b.pending, key)
 	b.mu.Unlock()
 	// A caller that gave up (its process is stopping) launches nothing.
@@ -132,6 +160,9 @@ func (b *fleetBatcher) flush(key string) {
 	tcs.TotalTargetCapacity = aws.Int32(int32(len(batch.members))) //nolint:gosec // G115: one member per launch call waiting in this process, far fewer than 2^31
 	in.TargetCapacitySpecification = &tcs
 	in.ClientToken = aws.String(hex.EncodeToString(tokenSum[:16]))
+	if batch.groupSize > 0 && len(batch.members) > 1 {
+		allOrNothing(&in, int32(len(batch.members))) //nolint:gosec // G115: as above
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := b.client.CreateFleet(ctx, &in)
@@ -171,6 +202,27 @@ func (b *fleetBatcher) flush(key string) {
 		}
 		m.done <- fleetOutcome{result: res}
 	}
+}
+
+// allOrNothing makes an instant fleet launch n instances or none: MinTargetCapacity n, with the single instance
+// type and single zone EC2 requires beside it (a gang's nodes of one shape are one type in one zone), in the
+// options of the fleet's capacity type.
+func allOrNothing(in *ec2.CreateFleetInput, n int32) {
+	if in.TargetCapacitySpecification.DefaultTargetCapacityType == ec2types.DefaultTargetCapacityTypeSpot {
+		opts := ec2types.SpotOptionsRequest{}
+		if in.SpotOptions != nil {
+			opts = *in.SpotOptions
+		}
+		opts.MinTargetCapacity, opts.SingleInstanceType, opts.SingleAvailabilityZone = aws.Int32(n), aws.Bool(true), aws.Bool(true)
+		in.SpotOptions = &opts
+		return
+	}
+	opts := ec2types.OnDemandOptionsRequest{}
+	if in.OnDemandOptions != nil {
+		opts = *in.OnDemandOptions
+	}
+	opts.MinTargetCapacity, opts.SingleInstanceType, opts.SingleAvailabilityZone = aws.Int32(n), aws.Bool(true), aws.Bool(true)
+	in.OnDemandOptions = &opts
 }
 
 // terminateBatcher merges terminations into TerminateInstances calls.

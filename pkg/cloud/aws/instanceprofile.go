@@ -48,6 +48,10 @@ type instanceProfiles struct {
 	iam                 *iam.Client
 	clusterName, region string
 
+	// ensuring serialises the IAM writes of ensure: concurrent first launches for a node class would otherwise
+	// each create the profile (EntityAlreadyExists) or add its role (the one-role quota)
+	ensuring sync.Mutex
+
 	mu sync.Mutex
 	// ready holds, by profile name, the role a profile was last seen holding ("" for a user's profile checked
 	// to exist)
@@ -128,6 +132,11 @@ func (p *instanceProfiles) ensure(ctx context.Context, name string, nc *stevedor
 	role := roleName(nc.Spec.Role)
 	if p.known(name, role) {
 		return nil
+	}
+	p.ensuring.Lock()
+	defer p.ensuring.Unlock()
+	if p.known(name, role) {
+		return nil // ensured while this call waited
 	}
 	var profile *iamtypes.InstanceProfile
 	out, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})

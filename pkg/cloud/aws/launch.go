@@ -121,7 +121,13 @@ func (p *Provider) launchFleet(ctx context.Context, claim *stevedorev1.NodeClaim
 		}
 		templates[o.templateKey()] = name
 	}
-	result, err := p.fleets.launch(ctx, p.fleetRequest(claim, nc, overrides, templates, capacityType))
+	req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
+	if id, size, ok := claim.LaunchGroup(); ok && size > 1 && (capacityType == stevedorev1.CapacityTypeOnDemand || capacityType == stevedorev1.CapacityTypeSpot) {
+		// a gang's NodeClaims of one shape: one all-or-nothing fleet (reserved capacity is counted per
+		// reservation, and launches alone; the provisioner rolls a short gang back)
+		req.group, req.groupSize = id, size
+	}
+	result, err := p.fleets.launch(ctx, req)
 	if err != nil {
 		return fleetResult{}, classifyLaunchError(err)
 	}

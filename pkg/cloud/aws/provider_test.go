@@ -536,3 +536,101 @@ func TestAClaimOrderedByOverlaidPricesLaunchesInItsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestALaunchGroupLaunchesAllOrNothing: the NodeClaims of one launch group (a gang's nodes of one shape) share one
+// CreateFleet that launches all of them, of one type in one zone, or none.
+func TestALaunchGroupLaunchesAllOrNothing(t *testing.T) {
+	type room struct {
+		zone, capacityType string
+		instances          int
+	}
+	for _, tc := range []struct {
+		name         string
+		capacityType string
+		zones        []string
+		room         []room
+		wantZone     string // "" when nothing may launch
+	}{
+		{name: "room for all four", capacityType: "on-demand", zones: []string{"us-east-1a"},
+			room: []room{{"us-east-1a", "on-demand", 4}}, wantZone: "us-east-1a"},
+		{name: "room for three of four: none launches", capacityType: "on-demand", zones: []string{"us-east-1a"},
+			room: []room{{"us-east-1a", "on-demand", 3}}},
+		{name: "three in one zone, four in another: all four in the other", capacityType: "on-demand", zones: []string{"us-east-1a", "us-east-1b"},
+			room: []room{{"us-east-1a", "on-demand", 3}, {"us-east-1b", "on-demand", 4}}, wantZone: "us-east-1b"},
+		{name: "two and two in two zones: none, a gang is not split across zones", capacityType: "on-demand", zones: []string{"us-east-1a", "us-east-1b"},
+			room: []room{{"us-east-1a", "on-demand", 2}, {"us-east-1b", "on-demand", 2}}},
+		{name: "spot, room for three of four: none launches", capacityType: "spot", zones: []string{"us-east-1a"},
+			room: []room{{"us-east-1a", "spot", 3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			for _, r := range tc.room {
+				f.emu.EC2.SetCapacity("m5.xlarge", r.zone, r.capacityType, r.instances)
+			}
+			const n = 4
+			type outcome struct {
+				inst *cloud.Instance
+				err  error
+			}
+			done := make(chan outcome, n)
+			for i := 0; i < n; i++ {
+				c := claim("gang-"+itoa(i), in(corev1.LabelInstanceTypeStable, "m5.xlarge"), in(stevedorev1.LabelCapacityType, tc.capacityType),
+					in(corev1.LabelTopologyZone, tc.zones...))
+				c.Annotations = map[string]string{stevedorev1.AnnotationLaunchGroup: stevedorev1.FormatLaunchGroup("g1", n)}
+				go func() {
+					inst, err := f.provider.Create(testCtx(t), c)
+					done <- outcome{inst, err}
+				}()
+			}
+			zones := map[string]bool{}
+			launched := 0
+			for i := 0; i < n; i++ {
+				o := <-done
+				if tc.wantZone == "" {
+					var ice *cloud.InsufficientCapacityError
+					if !errors.As(o.err, &ice) {
+						t.Errorf("launch gave %v, %v; want InsufficientCapacityError", o.inst, o.err)
+					}
+					continue
+				}
+				if o.err != nil {
+					t.Fatal(o.err)
+				}
+				launched++
+				zones[o.inst.Zone] = true
+			}
+			if calls := f.emu.EC2.Calls()["CreateFleet"]; calls != 1 {
+				t.Errorf("%d CreateFleet calls, want the group's one", calls)
+			}
+			if live := len(f.emu.EC2.Instances()); tc.wantZone == "" && live != 0 || tc.wantZone != "" && live != n {
+				t.Errorf("%d instances launched, want %d", live, map[bool]int{true: 0, false: n}[tc.wantZone == ""])
+			}
+			if tc.wantZone != "" && (len(zones) != 1 || !zones[tc.wantZone]) {
+				t.Errorf("the group launched in zones %v, want all in %s", zones, tc.wantZone)
+			}
+		})
+	}
+}
+
+// TestConcurrentFirstLaunchesOfANodeClassAllSucceed: launches that arrive together before the node class's instance
+// profile exists create it once and all launch (IAM refuses a second create and a second role).
+func TestConcurrentFirstLaunchesOfANodeClassAllSucceed(t *testing.T) {
+	f := newFixture(t, nil)
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		c := claim("first-"+itoa(i), in(corev1.LabelInstanceTypeStable, "m5.large"))
+		go func() {
+			_, err := f.provider.Create(testCtx(t), c)
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if profiles := f.emu.IAM.InstanceProfiles(); len(profiles) != 1 {
+		t.Errorf("%d instance profiles, want the node class's one", len(profiles))
+	}
+}

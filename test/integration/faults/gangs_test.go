@@ -19,9 +19,9 @@ import (
 )
 
 // TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere leaves EC2 room for three of the four
-// m5.xlarge a gang of four 3-CPU workers needs: three instances launch, the fourth finds no capacity, the gang
-// cannot be placed whole, and the three NodeClaims are released (their instances terminated) while no pod of the
-// gang is bound. With a NodePool of another type added, the gang is planned there and binds whole.
+// m5.xlarge a gang of four 3-CPU workers needs: the gang's four NodeClaims share one all-or-nothing fleet, which
+// launches nothing; the offering is marked unavailable, the gang cannot be placed whole and its pods say so, and
+// no pod of it is bound. With a NodePool of another type added, the gang is planned there and binds whole.
 func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *testing.T) {
 	ctx := harness.Context(t)
 	ns := harness.Namespace(t, sb)
@@ -30,7 +30,7 @@ func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *test
 		harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")))
 	sb.AWS.EC2.SetCapacity("m5.xlarge", "us-east-1a", "on-demand", 3)
 	t.Cleanup(func() { sb.AWS.EC2.SetCapacity("m5.xlarge", "us-east-1a", "on-demand", -1) })
-	released0 := harness.Metric(t, "stevedore_nodeclaims_gang_released_total", nil)
+	fleets := sb.AWS.EC2.Calls()["CreateFleet"]
 
 	// the pods placed wait at Permit for the rest of the gang at most 10 s
 	timeout := int32(10)
@@ -45,20 +45,7 @@ func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *test
 	})
 	harness.CreatePods(t, sb, workers...)
 
-	// the three launched are released: nothing of the gang keeps running
-	harness.Eventually(t, "three gang34 instances launched, then all terminated", func(context.Context) (bool, error) {
-		launched, running := 0, 0
-		for _, inst := range instancesOf("gang34") {
-			launched++
-			if live(inst) {
-				running++
-			}
-		}
-		return launched == 3 && running == 0, nil
-	})
-	if got := harness.Metric(t, "stevedore_nodeclaims_gang_released_total", nil) - released0; got < 3 {
-		t.Errorf("stevedore_nodeclaims_gang_released_total went up by %v, want 3", got)
-	}
+	// the fleet launched nothing, and the gang, planned again, cannot be placed whole
 	want := "gang " + ns + "/train needs 4 pods placed at once"
 	harness.Eventually(t, "a worker to say the gang cannot be placed whole", func(ctx context.Context) (bool, error) {
 		evs, err := harness.Events(ctx, sb, names[0])
@@ -69,6 +56,12 @@ func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *test
 		}
 		return false, err
 	})
+	if calls := sb.AWS.EC2.Calls()["CreateFleet"] - fleets; calls != 1 {
+		t.Errorf("%d CreateFleet calls, want the gang's one", calls)
+	}
+	if launched := instancesOf("gang34"); len(launched) != 0 {
+		t.Errorf("%d instances of gang34 launched, want none: the gang's fleet is all or nothing", len(launched))
+	}
 	harness.CheckUnbound(ctx, t, sb, ns, names)
 
 	// capacity elsewhere: the gang is planned there, whole
