@@ -15,6 +15,8 @@
 #    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
 #    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
 #    changes);
+#  - gangs in the sandbox: a 64-pod GPU gang's time to bind (nodes instant, after 2 s, after 30 s) beside the same
+#    pods without a PodGroup, and EC2 room for 3 of a gang's 4 nodes: what was billed in a minute, with and without;
 #  - the soak: SOAK_BURSTS (default 200) randomized bursts, the slowest wait for a ready node (make soak).
 # The solver's input is Karpenter's scheduling benchmark, in pkg/solver/testdata/karpenter-bench. BENCH_OUT is the
 # report (docs/benchmarks-raw.md); make figures redraws docs/figures from it.
@@ -78,6 +80,8 @@ run "consolidation policies in memory: evictions and cost of WhenEmptyOrUnderuti
   go test -count=1 -run '^$' -bench BenchmarkConsolidationPolicies -benchtime 1x -timeout 30m ./pkg/disruption/
 run "burst of 20 pods, nodes 30 s to come up, with a CapacityBuffer of 20 chunks and without" go test -count=1 -run '^$' \
   -bench BenchmarkBurstTimeToBind -benchtime 1x -timeout 30m ./test/bench/
+run "gangs: 64 GPU workers as a PodGroup and as plain pods, time to bind; EC2 room for 3 of 4 nodes, what was billed in a minute" \
+  go test -count=1 -run '^$' -bench 'BenchmarkGang(TimeToBind|ThreeOfFour)' -benchtime 1x -timeout 60m ./test/bench/
 run "churn: 20 scale changes, default plugin arguments" go test -count=1 -run '^$' -bench BenchmarkChurn20 \
   -benchtime 1x -timeout 60m ./test/bench/
 run "soak: ${SOAK_BURSTS:-200} randomized bursts, the slowest wait after a pod's node was ready (make soak)" \

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
-	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -100,16 +98,6 @@ func TestHandle(t *testing.T) {
 	}
 }
 
-// groups is a map of PodGroups.
-type groups map[gang.Key]*schedv1alpha1.PodGroup
-
-func (g groups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
-	if pg, ok := g[key]; ok {
-		return pg, nil
-	}
-	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
-}
-
 func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
 	const id, node = "i-0123456789abcdef0", "ip-10-0-0-1.ec2.internal"
 	worker := func(name, nodeName string) *corev1.Pod {
@@ -124,7 +112,7 @@ func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
 	train := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train"}}
 	c := New(Options{NodeClaims: l.NodeClaims, Interrupter: &recordingInterrupter{}, Offerings: &recordingMarks{}, Recorder: recorder,
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 30, 0, time.UTC)), Pods: l.Pods,
-		Gangs: groups{{Namespace: "default", Name: "train"}: train}})
+		Gangs: test.PodGroups{{Namespace: "default", Name: "train"}: train}})
 	c.Handle(context.Background(), envelopeJSON("aws.ec2", "EC2 Spot Instance Interruption Warning", `{"instance-id":"`+id+`"}`))
 	c.wg.Wait()
 	var onGang []string

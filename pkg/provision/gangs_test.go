@@ -11,27 +11,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
-
-// podGroups is a map of PodGroups.
-type podGroups map[gang.Key]*schedv1alpha1.PodGroup
-
-func (g podGroups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
-	if pg, ok := g[key]; ok {
-		return pg, nil
-	}
-	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
-}
 
 // A gang's batch takes its pending members along, and is planned whole or not at all.
 func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
@@ -43,12 +31,12 @@ func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
 	worker := func(name string) *corev1.Pod {
 		return test.Pod(name).Pending().Req("cpu", "3").Labels(schedv1alpha1.PodGroupLabel, "train").Obj()
 	}
-	train := func(minMember int32) podGroups {
-		return podGroups{{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: minMember}}}
+	train := func(minMember int32) test.PodGroups {
+		return test.PodGroups{{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: minMember}}}
 	}
 	tests := []struct {
 		name    string
-		groups  podGroups
+		groups  test.PodGroups
 		batch   []*corev1.Pod
 		pending []*corev1.Pod
 		// wantPlanned are the pods planned; wantReason a part of the reason the others are given
@@ -61,7 +49,7 @@ func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
 		{name: "room for three of four: none", groups: train(4),
 			batch: []*corev1.Pod{worker("w0"), worker("w1")}, pending: []*corev1.Pod{worker("w2"), worker("w3")},
 			wantReason: "gang default/train needs 4 pods placed at once and only 3 can be"},
-		{name: "no PodGroup: none", groups: podGroups{}, batch: []*corev1.Pod{worker("w0")},
+		{name: "no PodGroup: none", groups: test.PodGroups{}, batch: []*corev1.Pod{worker("w0")},
 			wantReason: "PodGroup default/train (label scheduling.x-k8s.io/pod-group of the pod) does not exist"},
 		{name: "PodGroups not served: none", batch: []*corev1.Pod{worker("w0")},
 			wantReason: "the cluster does not serve PodGroups"},
@@ -136,7 +124,7 @@ func TestAGangsNodesOfOneShapeLaunchAsOneGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
-	h.prov.opts.Gangs = podGroups{
+	h.prov.opts.Gangs = test.PodGroups{
 		{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}},
 		{Namespace: "default", Name: "eval"}:  {Spec: schedv1alpha1.PodGroupSpec{MinMember: 2}},
 	}

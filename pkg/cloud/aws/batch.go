@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -117,7 +118,7 @@ func (b *fleetBatcher) launch(ctx context.Context, req fleetRequest) (fleetResul
 	b.mu.Unlock()
 	if complete {
 		batch.timer.Stop()
-		go b.flush(key, batch)
+		go b.flush(key, batch) //nolint:gosec // G118: the call serves every member of the group, not the one that completed it; flush bounds it itself
 	}
 	select {
 	case out := <-member.done:
@@ -139,30 +140,11 @@ func (b *fleetBatcher) flush(key string, batch *fleetBatch) {
 	delete(b.pending, key)
 	b.mu.Unlock()
 	// A caller that gave up (its process is stopping) launches nothing.
-	live := batch.members[:0]
-	for _, m := range batch.members {
-		if m.ctx.Err() == nil {
-			live = append(live, m)
-		}
-	}
-	batch.members = live
-	if len(live) == 0 {
+	batch.members = slices.DeleteFunc(batch.members, func(m fleetMember) bool { return m.ctx.Err() != nil })
+	if len(batch.members) == 0 {
 		return
 	}
-	sort.Slice(batch.members, func(i, j int) bool { return batch.members[i].claim < batch.members[j].claim })
-	claims := make([]string, len(batch.members))
-	for i, m := range batch.members {
-		claims[i] = m.claim
-	}
-	tokenSum := sha256.Sum256([]byte(key + "/" + strings.Join(claims, ",")))
-	in := *batch.input
-	tcs := *in.TargetCapacitySpecification
-	tcs.TotalTargetCapacity = aws.Int32(int32(len(batch.members))) //nolint:gosec // G115: one member per launch call waiting in this process, far fewer than 2^31
-	in.TargetCapacitySpecification = &tcs
-	in.ClientToken = aws.String(hex.EncodeToString(tokenSum[:16]))
-	if batch.groupSize > 0 && len(batch.members) > 1 {
-		allOrNothing(&in, int32(len(batch.members))) //nolint:gosec // G115: as above
-	}
+	in := batch.fleetInput(key)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := b.client.CreateFleet(ctx, &in)
@@ -172,14 +154,7 @@ func (b *fleetBatcher) flush(key string, batch *fleetBatch) {
 		}
 		return
 	}
-	var errs []fleetError
-	for _, e := range out.Errors {
-		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
-		if lto := e.LaunchTemplateAndOverrides; lto != nil && lto.Overrides != nil {
-			fe.instanceType, fe.zone = string(lto.Overrides.InstanceType), aws.ToString(lto.Overrides.AvailabilityZone)
-		}
-		errs = append(errs, fe)
-	}
+	errs := fleetErrors(out.Errors)
 	var ids []string
 	for _, inst := range out.Instances {
 		ids = append(ids, inst.InstanceIds...)
@@ -202,6 +177,40 @@ func (b *fleetBatcher) flush(key string, batch *fleetBatch) {
 		}
 		m.done <- fleetOutcome{result: res}
 	}
+}
+
+// fleetInput is the batch's CreateFleet: a capacity of one per member (sorted by NodeClaim), a ClientToken derived
+// from the NodeClaims, and all or nothing for a launch group of more than one.
+func (batch *fleetBatch) fleetInput(key string) ec2.CreateFleetInput {
+	sort.Slice(batch.members, func(i, j int) bool { return batch.members[i].claim < batch.members[j].claim })
+	claims := make([]string, len(batch.members))
+	for i, m := range batch.members {
+		claims[i] = m.claim
+	}
+	tokenSum := sha256.Sum256([]byte(key + "/" + strings.Join(claims, ",")))
+	in := *batch.input
+	tcs := *in.TargetCapacitySpecification
+	n := int32(len(batch.members)) //nolint:gosec // G115: one member per launch call waiting in this process, far fewer than 2^31
+	tcs.TotalTargetCapacity = aws.Int32(n)
+	in.TargetCapacitySpecification = &tcs
+	in.ClientToken = aws.String(hex.EncodeToString(tokenSum[:16]))
+	if batch.groupSize > 0 && n > 1 {
+		allOrNothing(&in, n)
+	}
+	return in
+}
+
+// fleetErrors reads CreateFleet's errors with the instance type and zone each names.
+func fleetErrors(in []ec2types.CreateFleetError) []fleetError {
+	var errs []fleetError
+	for _, e := range in {
+		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
+		if lto := e.LaunchTemplateAndOverrides; lto != nil && lto.Overrides != nil {
+			fe.instanceType, fe.zone = string(lto.Overrides.InstanceType), aws.ToString(lto.Overrides.AvailabilityZone)
+		}
+		errs = append(errs, fe)
+	}
+	return errs
 }
 
 // allOrNothing makes an instant fleet launch n instances or none: MinTargetCapacity n, with the single instance

@@ -163,8 +163,17 @@ func (p *instanceProfiles) ensure(ctx context.Context, name string, nc *stevedor
 			}
 		}
 	}
+	if err := p.holdOnly(ctx, name, role, profile.Roles); err != nil {
+		return err
+	}
+	p.remember(name, role)
+	return nil
+}
+
+// holdOnly makes the instance profile hold the role and no other, given the roles it holds.
+func (p *instanceProfiles) holdOnly(ctx context.Context, name, role string, roles []iamtypes.Role) error {
 	holds := false
-	for _, r := range profile.Roles {
+	for _, r := range roles {
 		if aws.ToString(r.RoleName) == role {
 			holds = true
 			continue
@@ -183,7 +192,6 @@ func (p *instanceProfiles) ensure(ctx context.Context, name string, nc *stevedor
 			return fmt.Errorf("adding role %s to instance profile %s: %w", role, name, err)
 		}
 	}
-	p.remember(name, role)
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -24,6 +23,7 @@ import (
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // fakeHandle is the part of the framework's handle the plugin uses: the snapshot, the pods waiting at Permit and
@@ -55,16 +55,6 @@ func (w *fakeWaiting) Allow(string)    { w.answer = "allowed" }
 func (w *fakeWaiting) Reject(_, msg string) bool {
 	w.answer = "rejected: " + msg
 	return true
-}
-
-// groups is a map of PodGroups.
-type groups map[gang.Key]*schedv1alpha1.PodGroup
-
-func (g groups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
-	if pg, ok := g[key]; ok {
-		return pg, nil
-	}
-	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
 }
 
 func member(name, group string, mutate ...func(*v1.Pod)) *v1.Pod {
@@ -108,16 +98,16 @@ func TestPreEnqueueHoldsAGangUntilItsPodGroupAndMinMemberPodsExist(t *testing.T)
 		want      string
 		wantEvent bool
 	}{
-		{name: "a pod of no gang", groups: groups{}, pods: []*v1.Pod{member("a", "")}},
+		{name: "a pod of no gang", groups: test.PodGroups{}, pods: []*v1.Pod{member("a", "")}},
 		{name: "the cluster does not serve PodGroups", pods: []*v1.Pod{member("a", "train")},
 			want: "the cluster does not serve PodGroups", wantEvent: true},
-		{name: "no PodGroup", groups: groups{}, pods: []*v1.Pod{member("a", "train")},
+		{name: "no PodGroup", groups: test.PodGroups{}, pods: []*v1.Pod{member("a", "train")},
 			want: "PodGroup ml/train (label scheduling.x-k8s.io/pod-group of the pod) does not exist", wantEvent: true},
 		{name: "fewer pods than minMember, finished ones not counted",
-			groups: groups{{Namespace: "ml", Name: "train"}: train(nil)},
+			groups: test.PodGroups{{Namespace: "ml", Name: "train"}: train(nil)},
 			pods:   []*v1.Pod{member("a", "train"), member("b", "train"), member("c", "train", finished), member("d", "other")},
 			want:   "gang ml/train has 2 of the 3 pods (minMember) it needs to start scheduling"},
-		{name: "minMember pods", groups: groups{{Namespace: "ml", Name: "train"}: train(nil)},
+		{name: "minMember pods", groups: test.PodGroups{{Namespace: "ml", Name: "train"}: train(nil)},
 			pods: []*v1.Pod{member("a", "train"), member("b", "train"), member("c", "train")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +167,7 @@ func TestPermitLetsAGangBindOnlyWhole(t *testing.T) {
 			for _, p := range tc.waiting {
 				h.waiting = append(h.waiting, &fakeWaiting{pod: p})
 			}
-			c := &Coscheduling{handle: h, groups: groups{{Namespace: "ml", Name: tc.group.Name}: tc.group}, synced: func() bool { return true }}
+			c := &Coscheduling{handle: h, groups: test.PodGroups{{Namespace: "ml", Name: tc.group.Name}: tc.group}, synced: func() bool { return true }}
 			st, timeout := c.Permit(context.Background(), nil, tc.pod, "n1")
 			if st.Code() != tc.wantCode || timeout != tc.wantTimeout {
 				t.Errorf("Permit = %v, %s; want %s, %s", st, timeout, tc.wantCode, tc.wantTimeout)

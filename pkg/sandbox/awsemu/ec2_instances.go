@@ -137,6 +137,7 @@ func (e *EC2) rebootInstances(q *query) (any, *apiError) {
 func (e *EC2) beginTermination(inst *Instance, reason string) {
 	inst.State = stateShuttingDown
 	inst.StateReason = reason
+	inst.TerminatedAt = e.clock.Now()
 	id := inst.ID
 	e.clock.AfterFunc(e.shuttingDownDuration, func() {
 		e.mu.Lock()

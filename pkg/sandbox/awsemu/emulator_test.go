@@ -128,6 +128,11 @@ func TestCreateFleetFallsBackPastPoolsWithoutCapacityAndHonoursClientToken(t *te
 	if err != nil || len(term.TerminatingInstances) != 2 || term.TerminatingInstances[0].CurrentState.Name != ec2types.InstanceStateNameShuttingDown {
 		t.Fatalf("terminate = %+v, %v", term, err)
 	}
+	for _, inst := range e.EC2.Instances() {
+		if inst.TerminatedAt.IsZero() || inst.TerminatedAt.Before(inst.LaunchTime) {
+			t.Errorf("instance %s: terminated at %v, launched %v; want the termination's time", inst.ID, inst.TerminatedAt, inst.LaunchTime)
+		}
+	}
 	_, err = client.DescribeInstances(ctx(t), &ec2.DescribeInstancesInput{InstanceIds: []string{"i-0000000000000dead"}})
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidInstanceID.NotFound" {

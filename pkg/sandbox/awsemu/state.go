@@ -117,11 +117,14 @@ type Instance struct {
 	PrivateIP      string
 	PrivateDNSName string
 	// CapacityType is "spot" or "on-demand".
-	CapacityType   string
-	Price          float64
-	State          string
-	StateReason    string
-	LaunchTime     time.Time
+	CapacityType string
+	Price        float64
+	State        string
+	StateReason  string
+	LaunchTime   time.Time
+	// TerminatedAt is when termination began (the state left running): EC2 bills an instance from LaunchTime
+	// to then. Zero while it runs.
+	TerminatedAt   time.Time
 	Tags           map[string]string
 	LaunchTemplate LaunchTemplateData
 	ClientToken    string

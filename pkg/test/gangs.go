@@ -1,0 +1,23 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package test
+
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
+)
+
+// PodGroups is a fixed set of coscheduling PodGroups by gang, read as gang.Groups reads a lister.
+type PodGroups map[gang.Key]*schedv1alpha1.PodGroup
+
+// Get returns the gang's PodGroup, or a NotFound error.
+func (g PodGroups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
+	if pg, ok := g[key]; ok {
+		return pg, nil
+	}
+	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
+}
