@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -89,10 +90,11 @@ type Options struct {
 	Reservations CapacityBlocks
 	// BlockCheckInterval is how often the Capacity Blocks of nodes are checked. Default 30s.
 	BlockCheckInterval time.Duration
-	// Pods and Gangs find the gangs whose pods run on an interrupted node, to report it on their PodGroups (nil:
-	// not reported).
-	Pods  corelisters.PodLister
-	Gangs gang.Groups
+	// Pods, Gangs and WorkloadGroups find the gangs whose pods run on an interrupted node, to report it on their
+	// PodGroups (nil: not reported).
+	Pods           corelisters.PodLister
+	Gangs          gang.Groups
+	WorkloadGroups gang.WorkloadGroups
 }
 
 // Controller polls the interruption queue.
@@ -354,13 +356,27 @@ func (c *Controller) event(claim *stevedorev1.NodeClaim, note string) {
 	c.opts.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "Interruption", "Interrupt", "%s", note)
 }
 
+// podGroup returns a gang's PodGroup object, of whichever API declares it.
+func (c *Controller) podGroup(key gang.Key) (runtime.Object, error) {
+	if key.API == gang.Workload {
+		if c.opts.WorkloadGroups == nil {
+			return nil, fmt.Errorf("PodGroup %s: the Workload API is not served", key)
+		}
+		return c.opts.WorkloadGroups.Get(key)
+	}
+	if c.opts.Gangs == nil {
+		return nil, fmt.Errorf("PodGroup %s: coscheduling PodGroups are not served", key)
+	}
+	return c.opts.Gangs.Get(key)
+}
+
 // ReasonGangInterrupted is the reason of the event on a PodGroup one of whose nodes is interrupted.
 const ReasonGangInterrupted = "GangInterrupted"
 
 // reportGangs records, on the PodGroup of each gang with pods on the claim's node, that the node is interrupted:
 // the gang loses those pods, and with them its quorum.
 func (c *Controller) reportGangs(claim *stevedorev1.NodeClaim, kind Kind) {
-	if c.opts.Recorder == nil || c.opts.Pods == nil || c.opts.Gangs == nil || claim.Status.NodeName == "" {
+	if c.opts.Recorder == nil || c.opts.Pods == nil || claim.Status.NodeName == "" {
 		return
 	}
 	pods, err := c.opts.Pods.List(labels.Everything())
@@ -375,7 +391,7 @@ func (c *Controller) reportGangs(claim *stevedorev1.NodeClaim, kind Kind) {
 	}
 	keys := slices.SortedFunc(maps.Keys(onNode), func(a, b gang.Key) int { return strings.Compare(a.String(), b.String()) })
 	for _, key := range keys {
-		pg, err := c.opts.Gangs.Get(key)
+		pg, err := c.podGroup(key)
 		if err != nil {
 			continue
 		}

@@ -16,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -103,8 +105,11 @@ func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
 	worker := func(name, nodeName string) *corev1.Pod {
 		return test.Pod(name).Node(nodeName).Labels(schedv1alpha1.PodGroupLabel, "train").Obj()
 	}
+	// a gang of the Workload API beside it
+	infer := test.Pod("x0").Node(node).Obj()
+	infer.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("infer")}
 	l, err := test.NewListers(test.NodeClaim("c", "default").Launched(node, "p4d.24xlarge", "us-east-1a", "spot", "10.0").InstanceID(id).Obj(),
-		worker("w1", node), worker("w0", node), worker("w2", "ip-10-0-0-2.ec2.internal"), test.Pod("web").Node(node).Obj())
+		worker("w1", node), worker("w0", node), worker("w2", "ip-10-0-0-2.ec2.internal"), test.Pod("web").Node(node).Obj(), infer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +117,9 @@ func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
 	train := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train"}}
 	c := New(Options{NodeClaims: l.NodeClaims, Interrupter: &recordingInterrupter{}, Offerings: &recordingMarks{}, Recorder: recorder,
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 30, 0, time.UTC)), Pods: l.Pods,
-		Gangs: test.PodGroups{{Namespace: "default", Name: "train"}: train}})
+		Gangs: test.PodGroups{{Namespace: "default", Name: "train"}: train},
+		WorkloadGroups: test.WorkloadPodGroups{{API: gang.Workload, Namespace: "default", Name: "infer"}: {
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infer"}}}})
 	c.Handle(context.Background(), envelopeJSON("aws.ec2", "EC2 Spot Instance Interruption Warning", `{"instance-id":"`+id+`"}`))
 	c.wg.Wait()
 	var onGang []string
@@ -121,7 +128,8 @@ func TestAnInterruptedNodeOfAGangIsReportedOnItsPodGroup(t *testing.T) {
 			onGang = append(onGang, e)
 		}
 	}
-	want := []string{"Warning GangInterrupted SpotInterruption: node " + node + " (NodeClaim c) of the gang is being drained; its pods w0, w1 stop"}
+	want := []string{"Warning GangInterrupted SpotInterruption: node " + node + " (NodeClaim c) of the gang is being drained; its pods x0 stop",
+		"Warning GangInterrupted SpotInterruption: node " + node + " (NodeClaim c) of the gang is being drained; its pods w0, w1 stop"}
 	if diff := cmp.Diff(want, onGang); diff != "" {
 		t.Errorf("events on the PodGroup (-want +got):\n%s", diff)
 	}

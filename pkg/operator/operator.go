@@ -21,6 +21,7 @@ import (
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -95,7 +96,7 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 	if err != nil {
 		return nil, err
 	}
-	in := newInformers(host.Informers, stevedore, gang.Served(ctx, kube.Discovery()))
+	in := newInformers(host.Informers, stevedore, gang.Served(ctx, kube.Discovery()), gang.WorkloadServed(ctx, kube.Discovery()))
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -129,13 +130,15 @@ type informerSet struct {
 	classes    stevedoreinformers.EC2NodeClassInformer
 	buffers    stevedoreinformers.CapacityBufferInformer
 	overlays   stevedoreinformers.NodeOverlayInformer
-	// podGroups are the coscheduling PodGroups of gangs; nil where the cluster does not serve them.
-	podGroups schedinformers.PodGroupInformer
-	nodePools listers.NodePoolLister // in their canonical form, as every controller reads them
+	// podGroups are the coscheduling PodGroups of gangs, workloadGroups the Workload API's; each nil where the
+	// cluster does not serve them.
+	podGroups      schedinformers.PodGroupInformer
+	workloadGroups schedulinginformers.PodGroupInformer
+	nodePools      listers.NodePoolLister // in their canonical form, as every controller reads them
 }
 
 // newInformers registers the informers now, so that the host's factory starts them with its own.
-func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, podGroupsServed bool) *informerSet {
+func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, podGroupsServed, workloadGroupsServed bool) *informerSet {
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
 		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
@@ -153,6 +156,10 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 		in.podGroups = sf.Coscheduling().V1alpha1().PodGroups()
 		in.podGroups.Informer()
 	}
+	if workloadGroupsServed {
+		in.workloadGroups = kf.Scheduling().V1beta1().PodGroups()
+		in.workloadGroups.Informer()
+	}
 	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
 }
@@ -165,6 +172,14 @@ func (in *informerSet) gangs() gang.Groups {
 	return gang.ListerGroups{Lister: in.podGroups.Lister()}
 }
 
+// workloads finds the Workload API's PodGroups; nil where the cluster does not serve them.
+func (in *informerSet) workloads() gang.WorkloadGroups {
+	if in.workloadGroups == nil {
+		return nil
+	}
+	return gang.WorkloadListerGroups{Lister: in.workloadGroups.Lister()}
+}
+
 // synced are the informers the controllers wait for.
 func (in *informerSet) synced() []cache.InformerSynced {
 	synced := []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
@@ -172,6 +187,9 @@ func (in *informerSet) synced() []cache.InformerSynced {
 		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced}
 	if in.podGroups != nil {
 		synced = append(synced, in.podGroups.Informer().HasSynced)
+	}
+	if in.workloadGroups != nil {
+		synced = append(synced, in.workloadGroups.Informer().HasSynced)
 	}
 	return synced
 }
@@ -301,7 +319,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	p := provision.New(provision.Options{Args: w.args, SchedulerName: w.host.SchedulerName,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
-		Queue: w.host.Queue, Gangs: in.gangs(),
+		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(),
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -369,7 +387,7 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 	interrupts := interruption.New(interruption.Options{Args: w.args,
 		Queue: w.provider.SQS(), NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
 		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Reservations: w.provider,
-		Pods: in.pods.Lister(), Gangs: in.gangs(),
+		Pods: in.pods.Lister(), Gangs: in.gangs(), WorkloadGroups: in.workloads(),
 	})
 	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),
 		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len})

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,12 +51,15 @@ func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod) (gangs []so
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	refused = map[types.UID]string{}
 	for _, key := range keys {
-		g, err := p.gangOf(key, byKey[key], in)
+		g, isGang, err := p.gangOf(key, byKey[key], in)
 		if err != nil {
 			for _, uid := range byKey[key] {
 				refused[uid] = err.Error()
 			}
 			continue
+		}
+		if !isGang {
+			continue // a Workload API group of the basic policy: its pods are planned one by one
 		}
 		klog.FromContext(ctx).V(2).Info("Planning a gang whole or not at all", "gang", key, "minMember", g.MinMember,
 			"inBatch", len(g.Pods), "placedAlready", g.Placed)
@@ -66,15 +68,16 @@ func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod) (gangs []so
 	return gangs, refused
 }
 
-// gangOf returns the gang of key with its pods among those solved (in), and the members placed already.
-func (p *Provisioner) gangOf(key gang.Key, pods []types.UID, in map[types.UID]bool) (solver.Gang, error) {
-	pg, err := gang.Lookup(p.opts.Gangs, key)
-	if err != nil {
-		return solver.Gang{}, err
+// gangOf returns the gang of key with its pods among those solved (in), and the members placed already; isGang is
+// false for a group whose policy is not a gang.
+func (p *Provisioner) gangOf(key gang.Key, pods []types.UID, in map[types.UID]bool) (g solver.Gang, isGang bool, err error) {
+	need, isGang, err := gang.Need(p.opts.Gangs, p.opts.WorkloadGroups, key)
+	if err != nil || !isGang {
+		return solver.Gang{}, false, err
 	}
-	members, err := p.opts.Pods.Pods(key.Namespace).List(gang.Selector(key))
+	members, err := gang.Members(p.opts.Pods, key)
 	if err != nil {
-		return solver.Gang{}, err
+		return solver.Gang{}, false, err
 	}
 	placed := 0
 	for _, m := range members {
@@ -82,7 +85,7 @@ func (p *Provisioner) gangOf(key gang.Key, pods []types.UID, in map[types.UID]bo
 			placed++
 		}
 	}
-	return solver.Gang{Name: key.String(), MinMember: gang.MinMember(pg), Placed: placed, Pods: pods}, nil
+	return solver.Gang{Name: key.String(), MinMember: need, Placed: placed, Pods: pods}, true, nil
 }
 
 // sameGang reports whether two pods are of one gang.
@@ -109,10 +112,19 @@ func anyGang(pods []*corev1.Pod) bool {
 // Only NodeClaims holding nothing but the gang's pods are deleted, and only while no pod of the gang is bound (a
 // gang that runs keeps its nodes; the member it misses waits for room). The members are planned again, all
 // together, once the NodeClaims are gone (the ledger wakes them).
-func (p *Provisioner) releaseShortGangs(ctx context.Context, gangs []solver.Gang, unschedulable map[types.UID]string) {
+func (p *Provisioner) releaseShortGangs(ctx context.Context, gangs []solver.Gang, pods []*corev1.Pod, unschedulable map[types.UID]string) {
+	byUID := make(map[types.UID]*corev1.Pod, len(pods))
+	for _, pod := range pods {
+		byUID[pod.UID] = pod
+	}
 	for _, g := range gangs {
-		if g.Placed > 0 && leftOut(g, unschedulable) {
-			p.releaseGang(ctx, g)
+		if g.Placed == 0 || !leftOut(g, unschedulable) || len(g.Pods) == 0 {
+			continue
+		}
+		if pod := byUID[g.Pods[0]]; pod != nil {
+			if key, ok := gang.Of(pod); ok {
+				p.releaseGang(ctx, g, key)
+			}
 		}
 	}
 }
@@ -128,10 +140,9 @@ func leftOut(g solver.Gang, unschedulable map[types.UID]string) bool {
 }
 
 // releaseGang deletes the NodeClaims that hold nothing but the gang's pods, unless a pod of the gang runs.
-func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang) {
+func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang, key gang.Key) {
 	logger := klog.FromContext(ctx)
-	key := gangKey(g.Name)
-	members, err := p.opts.Pods.Pods(key.Namespace).List(gang.Selector(key))
+	members, err := gang.Members(p.opts.Pods, key)
 	if err != nil {
 		return
 	}
@@ -164,12 +175,6 @@ func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang) {
 		logger.Info("Released a NodeClaim of a gang that cannot be placed whole", "nodeclaim", claim, "gang", g.Name,
 			"minMember", g.MinMember)
 	}
-}
-
-// gangKey reads back a solver.Gang's name.
-func gangKey(name string) gang.Key {
-	ns, n, _ := strings.Cut(name, "/")
-	return gang.Key{Namespace: ns, Name: n}
 }
 
 // launchGroups returns, for each planned node (by index), the AnnotationLaunchGroup value that makes it launch

@@ -11,12 +11,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -61,12 +63,7 @@ func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
 			for _, pod := range all {
 				objs = append(objs, pod)
 			}
-			h := newHarness(t, objs...)
-			sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+			h := newSolvingHarness(t, objs...)
 			if tc.groups != nil {
 				h.prov.opts.Gangs = tc.groups
 			}
@@ -118,12 +115,7 @@ func TestAGangsNodesOfOneShapeLaunchAsOneGroup(t *testing.T) {
 	for _, pod := range batch {
 		objs = append(objs, pod)
 	}
-	h := newHarness(t, objs...)
-	sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+	h := newSolvingHarness(t, objs...)
 	h.prov.opts.Gangs = test.PodGroups{
 		{Namespace: "default", Name: "train"}: {Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}},
 		{Namespace: "default", Name: "eval"}:  {Spec: schedv1alpha1.PodGroupSpec{MinMember: 2}},
@@ -160,4 +152,82 @@ func TestAGangsNodesOfOneShapeLaunchAsOneGroup(t *testing.T) {
 			t.Errorf("%s in launch group %q, want none", name, groupOf[name])
 		}
 	}
+}
+
+// TestWorkloadAPIGangsArePlannedWhole: pods whose spec.schedulingGroup names a Workload API PodGroup of the gang
+// policy are planned whole or not at all, as coscheduling gangs are; the basic policy plans them one by one.
+func TestWorkloadAPIGangsArePlannedWhole(t *testing.T) {
+	// m5.xlarge nodes (4 vCPUs), at most three: one 3-CPU worker each
+	pool := test.NodePool("workers").Obj()
+	pool.Spec.Template.Spec.Requirements = []stevedorev1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelInstanceTypeStable, Operator: "In", Values: []string{"m5.xlarge"}}}
+	pool.Spec.Limits = stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("12")}
+	group := "train"
+	worker := func(name string) *corev1.Pod {
+		p := test.Pod(name).Pending().Req("cpu", "3").Obj()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &group}
+		return p
+	}
+	key := gang.Key{API: gang.Workload, Namespace: "default", Name: "train"}
+	withPolicy := func(policy schedulingv1beta1.PodGroupSchedulingPolicy) test.WorkloadPodGroups {
+		return test.WorkloadPodGroups{key: {Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: policy}}}
+	}
+	gangOf := func(minCount int32) test.WorkloadPodGroups {
+		return withPolicy(schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}})
+	}
+	batch := []*corev1.Pod{worker("w0"), worker("w1"), worker("w2"), worker("w3")}
+	for _, tc := range []struct {
+		name        string
+		groups      gang.WorkloadGroups
+		wantPlanned int
+		wantReason  string
+	}{
+		{name: "minCount 4, room for three: none", groups: gangOf(4), wantReason: "gang default/train needs 4 pods placed at once and only 3 can be"},
+		{name: "minCount 3, room for three: three", groups: gangOf(3), wantPlanned: 3},
+		{name: "the basic policy: each pod on its own", groups: withPolicy(schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}),
+			wantPlanned: 3},
+		{name: "no PodGroup: none", groups: test.WorkloadPodGroups{}, wantReason: "PodGroup default/train (spec.schedulingGroup of the pod, scheduling.k8s.io/v1beta1) does not exist"},
+		{name: "the Workload API not served: none", wantReason: "the cluster does not serve PodGroups (scheduling.k8s.io/v1beta1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{pool}
+			pods := make([]*corev1.Pod, len(batch))
+			for i, pod := range batch {
+				pods[i] = pod.DeepCopy()
+				objs = append(objs, pods[i])
+			}
+			h := newSolvingHarness(t, objs...)
+			if tc.groups != nil {
+				h.prov.opts.WorkloadGroups = tc.groups
+			}
+			if err := h.prov.solveBatch(h.Ctx, pods); err != nil {
+				t.Fatal(err)
+			}
+			planned := 0
+			for _, pod := range pods {
+				if _, ok := h.prov.plans.ClaimOf(pod.UID); ok {
+					planned++
+					continue
+				}
+				if why := h.prov.unprovisionable[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) {
+					t.Errorf("pod %s: reason %q, want it to say %q", pod.Name, why, tc.wantReason)
+				}
+			}
+			if planned != tc.wantPlanned {
+				t.Errorf("%d pods planned, want %d", planned, tc.wantPlanned)
+			}
+		})
+	}
+}
+
+// newSolvingHarness is a harness whose provisioner solves with a real simulator (the scheduler's Filter plugins).
+func newSolvingHarness(t *testing.T, objs ...runtime.Object) *harness {
+	t.Helper()
+	h := newHarness(t, objs...)
+	sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+	return h
 }

@@ -71,8 +71,10 @@ type Options struct {
 	// Queue is the scheduler's scheduling queue: pods held back are put back in it when what held them clears.
 	// Nil in unit tests that drive the provisioner alone.
 	Queue SchedulingQueue
-	// Gangs finds the PodGroups of gangs; nil where the cluster does not serve them.
-	Gangs gang.Groups
+	// Gangs finds the coscheduling PodGroups of gangs, WorkloadGroups the Workload API's; each nil where the
+	// cluster does not serve them.
+	Gangs          gang.Groups
+	WorkloadGroups gang.WorkloadGroups
 }
 
 // Provisioner decides which nodes to launch for pods no node fits. It is shared by every scheduler profile of the
@@ -388,7 +390,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return map[string]string{stevedorev1.AnnotationLaunchGroup: groups[i]}
 	})
 	p.refuse(pods, plan.Unschedulable)
-	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
+	p.releaseShortGangs(ctx, gangs, pods, plan.Unschedulable)
 	return nil
 }
 

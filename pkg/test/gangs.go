@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package test
 
 import (
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
@@ -20,4 +21,16 @@ func (g PodGroups) Get(key gang.Key) (*schedv1alpha1.PodGroup, error) {
 		return pg, nil
 	}
 	return nil, apierrors.NewNotFound(schedv1alpha1.Resource("podgroups"), key.Name)
+}
+
+// WorkloadPodGroups is a fixed set of the Workload API's PodGroups by group, read as gang.WorkloadGroups reads a
+// lister.
+type WorkloadPodGroups map[gang.Key]*schedulingv1beta1.PodGroup
+
+// Get returns the group's PodGroup, or a NotFound error.
+func (g WorkloadPodGroups) Get(key gang.Key) (*schedulingv1beta1.PodGroup, error) {
+	if pg, ok := g[key]; ok {
+		return pg, nil
+	}
+	return nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), key.Name)
 }

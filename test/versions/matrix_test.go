@@ -66,7 +66,7 @@ func checks() []check {
 		{Name: "consolidation", Run: checkConsolidation, Says: "an underused node is consolidated away"},
 		{Name: "interruption", Run: checkInterruption, Says: "a spot interruption moves the pods to a replacement"},
 		{Name: "gangs", Smoke: true, Run: checkGangs, Only: func(m minor) bool { return m.Gangs }, OwnSandbox: true,
-			Says: "a PodGroup's pods wait until the gang is complete, then launch and bind together"},
+			Says: "a Workload API PodGroup's pods wait until the gang is complete, are planned whole (nothing is launched while only part of the gang fits), then launch and bind together"},
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/kubernetes/pkg/features"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
@@ -239,13 +241,18 @@ func checkInterruption(t *testing.T, sb *sandbox.Sandbox, _ minor) {
 	})
 }
 
-// checkGangs: the pods of a PodGroup of minCount 3 are held while two exist (a pod created after them, outside the
-// gang, gets its node and binds meanwhile: no node is launched for the incomplete gang), and the third completes
-// the gang: all three launch and bind.
+// checkGangs: the pods of a Workload API PodGroup of minCount 3, 3-CPU workers one per m5.xlarge, are held while
+// two exist (a pod created after them, outside the gang, gets its node and binds meanwhile: no node is launched
+// for the incomplete gang); with the third, the NodePool's limit leaves room for two of the three nodes, so the
+// provisioner plans none of them and each says why; with the limit raised, all three launch and bind.
 func checkGangs(t *testing.T, sb *sandbox.Sandbox, _ minor) {
 	ctx := context.Background()
 	ns := harness.Namespace(t, sb)
-	harness.NodePool(t, sb, "gang", "gang", noConsolidation)
+	harness.NodePool(t, sb, "gang-marker", "gang-marker", noConsolidation)
+	harness.NodePool(t, sb, "gang", "gang", noConsolidation, harness.WithRequirements(harness.Req(corev1.LabelInstanceTypeStable, "In", "m5.xlarge")),
+		func(np *stevedorev1.NodePool) {
+			np.Spec.Limits = stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
+		})
 	group := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
 		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
 			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}}}
@@ -253,15 +260,16 @@ func checkGangs(t *testing.T, sb *sandbox.Sandbox, _ minor) {
 		t.Fatalf("creating PodGroup: %v", err)
 	}
 	worker := func(name string) *corev1.Pod {
-		p := harness.Isolated(harness.Pod(ns, name, "1", "1Gi"), "gang")
+		p := harness.Isolated(harness.Pod(ns, name, "3", "1Gi"), "gang")
 		p.Labels["app"] = "worker"
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &group.Name}
 		return p
 	}
-	harness.CreatePods(t, sb, worker("worker-0"), worker("worker-1"))
-	harness.CreatePods(t, sb, harness.Isolated(harness.Pod(ns, "marker", "100m", "64Mi"), "gang"))
+	names := []string{"worker-0", "worker-1", "worker-2"}
+	harness.CreatePods(t, sb, worker(names[0]), worker(names[1]))
+	harness.CreatePods(t, sb, harness.Isolated(harness.Pod(ns, "marker", "100m", "64Mi"), "gang-marker"))
 	harness.WaitBound(t, sb, ns, []string{"marker"})
-	for _, name := range []string{"worker-0", "worker-1"} {
+	for _, name := range names[:2] {
 		p, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -270,13 +278,37 @@ func checkGangs(t *testing.T, sb *sandbox.Sandbox, _ minor) {
 			t.Errorf("%s of an incomplete gang got node %q, nominated %q", name, p.Spec.NodeName, p.Status.NominatedNodeName)
 		}
 	}
-	for _, c := range harness.NodeClaimsOf(t, sb, "gang") {
-		if planned := c.Annotations[stevedorev1.AnnotationPlannedPods]; strings.Contains(planned, "worker") {
-			t.Errorf("NodeClaim %s was launched for the incomplete gang: %s", c.Name, planned)
+	if claims := harness.NodeClaimsOf(t, sb, "gang"); len(claims) > 0 {
+		t.Errorf("%d NodeClaims launched for the incomplete gang", len(claims))
+	}
+
+	// the gang complete, with room for two of its three nodes: none is launched
+	harness.CreatePods(t, sb, worker(names[2]))
+	want := "gang " + ns + "/train needs 3 pods placed at once and only 2 can be"
+	harness.WaitEventSaying(t, sb, names[2], provision.ReasonFailedProvision, want)
+	if claims := harness.NodeClaimsOf(t, sb, "gang"); len(claims) > 0 {
+		t.Errorf("%d NodeClaims launched for a gang that cannot be placed whole", len(claims))
+	}
+	harness.CheckUnbound(ctx, t, sb, ns, names)
+
+	// room for three: the gang launches and binds whole
+	np, err := sb.Stevedore.StevedoreV1().NodePools().Get(ctx, "gang", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.Spec.Limits = stevedorev1.Limits{corev1.ResourceCPU: resource.MustParse("12")}
+	if _, err := sb.Stevedore.StevedoreV1().NodePools().Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, p := range harness.WaitBound(t, sb, ns, names) {
+		if p.Labels["app"] == "worker" {
+			nodes[p.Spec.NodeName] = true
 		}
 	}
-	harness.CreatePods(t, sb, worker("worker-2"))
-	harness.WaitBound(t, sb, ns, []string{"worker-0", "worker-1", "worker-2"})
+	if len(nodes) != 3 {
+		t.Errorf("the gang's 3 pods are on %d nodes, want one each", len(nodes))
+	}
 }
 
 // TestNewNodesFollowAnUpgradedControlPlane upgrades the control plane from 1.36 to 1.37 under a running Stevedore,

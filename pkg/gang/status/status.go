@@ -70,7 +70,7 @@ func (c *Controller) enqueueGroup(obj any) {
 
 func (c *Controller) enqueuePod(obj any) {
 	if pod, ok := reconcile.Deleted[*corev1.Pod](obj); ok {
-		if key, ok := gang.Of(pod); ok {
+		if key, ok := gang.CoschedulingOf(pod); ok {
 			c.queue.Add(key.String())
 		}
 	}

@@ -88,7 +88,7 @@ func (c *Coscheduling) Name() string { return Name }
 
 // PreEnqueue holds a gang's pod until its PodGroup exists and at least minMember of its pods do.
 func (c *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	key, ok := gang.Of(pod)
+	key, ok := gang.CoschedulingOf(pod)
 	if !ok {
 		return nil
 	}
@@ -123,7 +123,7 @@ func (c *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status 
 // bound), and lets the ones waiting bind with it; until then it waits, at most the PodGroup's
 // scheduleTimeoutSeconds.
 func (c *Coscheduling) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	key, ok := gang.Of(pod)
+	key, ok := gang.CoschedulingOf(pod)
 	if !ok {
 		return nil, 0
 	}
@@ -142,7 +142,7 @@ func (c *Coscheduling) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod
 		logger.V(2).Info("Gang has nodes for its pods; letting them bind", "gang", key, "pod", klog.KObj(pod), "node", nodeName,
 			"placed", placed, "minMember", minMember)
 		c.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-			if k, ok := gang.Of(wp.GetPod()); ok && k == key {
+			if k, ok := gang.CoschedulingOf(wp.GetPod()); ok && k == key {
 				wp.Allow(Name)
 			}
 		})
@@ -165,7 +165,7 @@ func (c *Coscheduling) placed(key gang.Key, self types.UID) (int, error) {
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if k, ok := gang.Of(p); ok && k == key && p.UID != self && gang.Live(p) {
+			if k, ok := gang.CoschedulingOf(p); ok && k == key && p.UID != self && gang.Live(p) {
 				n++
 			}
 		}
@@ -181,13 +181,13 @@ func (c *Coscheduling) Reserve(context.Context, fwk.CycleState, *v1.Pod, string)
 // Unreserve sends the gang's pods waiting at Permit back to the queue with a pod of theirs that did not bind
 // (its wait timed out, a later plugin refused it), so that no part of the gang binds alone.
 func (c *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	key, ok := gang.Of(pod)
+	key, ok := gang.CoschedulingOf(pod)
 	if !ok {
 		return
 	}
 	rejected := 0
 	c.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, ok := gang.Of(wp.GetPod()); ok && k == key && wp.GetPod().UID != pod.UID {
+		if k, ok := gang.CoschedulingOf(wp.GetPod()); ok && k == key && wp.GetPod().UID != pod.UID {
 			if wp.Reject(Name, fmt.Sprintf("pod %s of gang %s did not bind", pod.Name, key)) {
 				rejected++
 			}
@@ -213,11 +213,11 @@ func sameGang(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, erro
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", newObj)
 	}
-	mine, ok := gang.Of(pod)
+	mine, ok := gang.CoschedulingOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	if theirs, ok := gang.Of(added); ok && theirs == mine {
+	if theirs, ok := gang.CoschedulingOf(added); ok && theirs == mine {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -61,16 +61,23 @@ func launchTemplate(t *testing.T, client *ec2.Client, name string) {
 	}
 }
 
+// discoverySubnets returns the emulator's three subnets tagged for discovery.
+func discoverySubnets(t *testing.T, client *ec2.Client) []ec2types.Subnet {
+	t.Helper()
+	out, err := client.DescribeSubnets(ctx(t), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:karpenter.sh/discovery"), Values: []string{"test"}}}})
+	if err != nil || len(out.Subnets) != 3 {
+		t.Fatalf("subnets = %v, %v", out, err)
+	}
+	return out.Subnets
+}
+
 func TestCreateFleetFallsBackPastPoolsWithoutCapacityAndHonoursClientToken(t *testing.T) {
 	e := startEmulator(t)
 	client := ec2.NewFromConfig(sdkConfig(e))
 	launchTemplate(t, client, "lt")
-	subnets, err := client.DescribeSubnets(ctx(t), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:karpenter.sh/discovery"), Values: []string{"test"}}}})
-	if err != nil || len(subnets.Subnets) != 3 {
-		t.Fatalf("subnets = %v, %v", subnets, err)
-	}
-	subnetA := aws.ToString(subnets.Subnets[0].SubnetId)
+	subnets := discoverySubnets(t, client)
+	subnetA := aws.ToString(subnets[0].SubnetId)
 	e.EC2.SetCapacity("m5.large", "us-east-1a", "spot", 0)
 	in := &ec2.CreateFleetInput{
 		Type:        ec2types.FleetTypeInstant,
@@ -230,16 +237,12 @@ func TestCreateFleetWithMinTargetCapacityLaunchesAllOrNothing(t *testing.T) {
 	e := startEmulator(t)
 	client := ec2.NewFromConfig(sdkConfig(e))
 	launchTemplate(t, client, "lt")
-	subnets, err := client.DescribeSubnets(ctx(t), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:karpenter.sh/discovery"), Values: []string{"test"}}}})
-	if err != nil || len(subnets.Subnets) != 3 {
-		t.Fatalf("subnets = %v, %v", subnets, err)
-	}
+	subnets := discoverySubnets(t, client)
 	zoneOf := map[string]string{}
-	for _, s := range subnets.Subnets {
+	for _, s := range subnets {
 		zoneOf[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
 	}
-	subnetA, subnetB := aws.ToString(subnets.Subnets[0].SubnetId), aws.ToString(subnets.Subnets[1].SubnetId)
+	subnetA, subnetB := aws.ToString(subnets[0].SubnetId), aws.ToString(subnets[1].SubnetId)
 	e.EC2.SetCapacity("m5.xlarge", zoneOf[subnetA], "on-demand", 3)
 	fleet := func(minTarget int32, single bool, subnets ...string) (*ec2.CreateFleetOutput, error) {
 		var overrides []ec2types.FleetLaunchTemplateOverridesRequest

@@ -5,8 +5,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package faults
 
 import (
-	"context"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,15 +45,7 @@ func TestAGangFacingThreeOfFourKeepsNothingRunningThenRunsWholeElsewhere(t *test
 
 	// the fleet launched nothing, and the gang, planned again, cannot be placed whole
 	want := "gang " + ns + "/train needs 4 pods placed at once"
-	harness.Eventually(t, "a worker to say the gang cannot be placed whole", func(ctx context.Context) (bool, error) {
-		evs, err := harness.Events(ctx, sb, names[0])
-		for _, e := range evs {
-			if strings.HasPrefix(e, provision.ReasonFailedProvision+": ") && strings.Contains(e, want) {
-				return true, nil
-			}
-		}
-		return false, err
-	})
+	harness.WaitEventSaying(t, sb, names[0], provision.ReasonFailedProvision, want)
 	if calls := sb.AWS.EC2.Calls()["CreateFleet"] - fleets; calls != 1 {
 		t.Errorf("%d CreateFleet calls, want the gang's one", calls)
 	}

@@ -87,6 +87,20 @@ func WaitEvent(t testing.TB, sb *sandbox.Sandbox, name, reason string) string {
 	return found
 }
 
+// WaitEventSaying waits until the object has an event of the reason whose message contains text.
+func WaitEventSaying(t testing.TB, sb *sandbox.Sandbox, name, reason, text string) {
+	t.Helper()
+	Eventually(t, "a "+reason+" event on "+name+" saying "+text, func(ctx context.Context) (bool, error) {
+		evs, err := Events(ctx, sb, name)
+		for _, e := range evs {
+			if strings.HasPrefix(e, reason+": ") && strings.Contains(e, text) {
+				return true, nil
+			}
+		}
+		return false, err
+	})
+}
+
 // Pods returns n pods prefix-0..n-1 labelled app=prefix, isolated to a test's NodePools, and their names.
 func Pods(ns, isolation, prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) ([]*corev1.Pod, []string) {
 	var out []*corev1.Pod
