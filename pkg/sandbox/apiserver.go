@@ -120,6 +120,9 @@ func runAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, ext
 	if err != nil {
 		return nil, err
 	}
+	if info := unlinkedVersion(effectiveVersion); info != nil {
+		serveVersion(&config.Aggregator.GenericConfig.Config, info) // the aggregator serves every request first
+	}
 	completedConfig, err := config.Complete()
 	if err != nil {
 		return nil, err
