@@ -8,9 +8,10 @@ package manifests
 
 import "embed"
 
-// CRDs holds crds/stevedore.dev_*.yaml and the coscheduling PodGroup's, crds/scheduling.x-k8s.io_*.yaml.
+// CRDs holds crds/stevedore.dev_*.yaml, the coscheduling PodGroup's, crds/scheduling.x-k8s.io_*.yaml, and the
+// ProvisioningRequest's, crds/autoscaling.x-k8s.io_*.yaml.
 //
-//go:embed crds/stevedore.dev_*.yaml crds/scheduling.x-k8s.io_*.yaml
+//go:embed crds/stevedore.dev_*.yaml crds/scheduling.x-k8s.io_*.yaml crds/autoscaling.x-k8s.io_*.yaml
 var CRDs embed.FS
 
 // Examples holds examples/*.yaml.

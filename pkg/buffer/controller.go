@@ -60,6 +60,9 @@ type Options struct {
 	// Simulator answers where chunks fit (the buffer's own, not the live provisioning path's).
 	Simulator *simulation.Simulator
 	Recorder  events.EventRecorder
+	// Ahead returns the warm pods that take room before the buffers' chunks (the bookings of ProvisioningRequests);
+	// nil for none.
+	Ahead func() []*corev1.Pod
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
 }
@@ -72,16 +75,12 @@ type Controller struct {
 	pods []*corev1.Pod
 }
 
-// New returns a controller and gives the provisioner its chunks as warm pods.
+// New returns a controller. Its chunks are warm pods: the caller gives Pods to the provisioner (SetWarmPods).
 func New(opts Options) *Controller {
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
-	c := &Controller{opts: opts}
-	if opts.Provisioner != nil {
-		opts.Provisioner.SetWarmPods(c.Pods)
-	}
-	return c
+	return &Controller{opts: opts}
 }
 
 // Run reconciles every Interval until ctx ends.
@@ -135,7 +134,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	c.mu.Lock()
 	c.pods = all
 	c.mu.Unlock()
-	plan, err := c.opts.Provisioner.ProvisionWarm(ctx, c.opts.Simulator, all)
+	var ahead []*corev1.Pod
+	if c.opts.Ahead != nil {
+		ahead = c.opts.Ahead()
+	}
+	plan, err := c.opts.Provisioner.ProvisionWarm(ctx, c.opts.Simulator, ahead, all)
 	if err != nil {
 		return err
 	}

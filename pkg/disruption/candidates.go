@@ -206,6 +206,9 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 	if podutil.DoNotDisrupt(cand.Node.Annotations, time.Time{}, now) {
 		return &verdict{reason: RetainDoNotDisrupt, message: "the node is annotated do-not-disrupt"}
 	}
+	if request := cand.NodeClaim.Annotations[stevedorev1.AnnotationProvisioningRequest]; request != "" && c.opts.Booked != nil && c.opts.Booked(request) {
+		return &verdict{reason: RetainBooked, message: fmt.Sprintf("the node was launched for ProvisioningRequest %s, whose booking holds", request)}
+	}
 	if nominated {
 		return &verdict{reason: RetainNominated, message: "pending pods are nominated to the node"}
 	}

@@ -296,8 +296,15 @@ func TestBlocked(t *testing.T) {
 	noSelector := pdb("none", "web", 0)
 	noSelector.Spec.Selector = nil
 	const podBlocked = "pod default/web is annotated do-not-disrupt"
+	booked := func(w *test.NodeClaimWrapper) { w.Annotations(stevedorev1.AnnotationProvisioningRequest, "ml/train") }
+	bookings := func(held bool) func(*Controller) {
+		return func(c *Controller) {
+			c.opts.Booked = func(request string) bool { return held && request == "ml/train" }
+		}
+	}
 	tests := []struct {
 		name  string
+		claim func(*test.NodeClaimWrapper)
 		node  func(*test.NodeWrapper)
 		pod   []func(*test.PodWrapper)
 		noPod bool
@@ -348,12 +355,15 @@ func TestBlocked(t *testing.T) {
 			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: "the node was just launched as a replacement"},
 		{name: "protection lapses", noPod: true,
 			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(-time.Second)) }, want: ""},
+		{name: "launched for a ProvisioningRequest whose booking holds", claim: booked, setup: bookings(true),
+			want: "the node was launched for ProvisioningRequest ml/train, whose booking holds"},
+		{name: "launched for a ProvisioningRequest whose booking ended", claim: booked, setup: bookings(false), want: ""},
 		{name: "a replacement that got pods is no longer protected",
 			setup: func(c *Controller) { c.activity.protect([]string{"claim-a"}, t0.Add(time.Minute)) }, want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := objects(test.NodePool("default"), machine{name: "a", pool: "default", typ: "m5.large", node: tc.node},
+			objs := objects(test.NodePool("default"), machine{name: "a", pool: "default", typ: "m5.large", node: tc.node, claim: tc.claim},
 				node("b", "m5.large"), tc.extra)
 			if !tc.noPod {
 				w := pod("web", "a", "100m", "128Mi")

@@ -58,6 +58,9 @@ type Options struct {
 	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
 	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
 	OverlaidTypes func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool)
+	// Booked reports whether the booking of a ProvisioningRequest ("namespace/name") holds: the nodes launched for
+	// it are left alone. Nil: none does.
+	Booked func(request string) bool
 	// DryRun makes the controller write nothing (no Drifted condition): for DryRun's offline use.
 	DryRun bool
 }

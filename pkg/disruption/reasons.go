@@ -57,6 +57,9 @@ const (
 	RetainPodDisruptionBudget RetainReason = "PodDisruptionBudget"
 	// RetainGang: one of its pods runs in a gang (a coscheduling PodGroup): moving it would stop the whole gang.
 	RetainGang RetainReason = "Gang"
+	// RetainBooked: the node was launched for a ProvisioningRequest whose booking holds (its pods have not all
+	// come yet).
+	RetainBooked RetainReason = "ProvisioningRequestBooked"
 	// RetainNominated: pending pods are nominated to the node (passing; not reported).
 	RetainNominated RetainReason = "Nominated"
 	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).

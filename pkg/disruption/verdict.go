@@ -55,7 +55,7 @@ func (v *verdict) poolWide() bool {
 
 // blocks reports whether the verdict blocks every voluntary disruption, not only consolidation.
 func (v *verdict) blocks() bool {
-	return v.reason == RetainDoNotDisrupt || v.reason == RetainPodDisruptionBudget || v.reason == RetainGang
+	return v.reason == RetainDoNotDisrupt || v.reason == RetainPodDisruptionBudget || v.reason == RetainGang || v.reason == RetainBooked
 }
 
 // leave records why the pass left a candidate (the last verdict of a pass wins).

@@ -168,10 +168,10 @@ var (
 // Provisioning and node lifecycle metrics.
 var (
 	// NodeClaimsCreated counts NodeClaims created, by NodePool, capacity type planned and reason (provisioning,
-	// replacement).
+	// replacement, booking: for a ProvisioningRequest).
 	NodeClaimsCreated = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemNodeClaims, Name: "created_total",
-		Help:           "NodeClaims created, by NodePool, planned capacity type and reason (provisioning, replacement).",
+		Help:           "NodeClaims created, by NodePool, planned capacity type and reason (provisioning, replacement, booking).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelNodePool, labelCapacityType, labelReason})
 	// GangNodeClaimsReleased counts NodeClaims deleted because the gang they were launched for cannot be placed

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -45,12 +46,14 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
+	autoscalinginformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling/v1"
 	schedinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/scheduling/v1alpha1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/lifecycle"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/provreq"
 	"github.com/stevedore-dev/stevedore/pkg/report"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -96,7 +99,8 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 	if err != nil {
 		return nil, err
 	}
-	in := newInformers(host.Informers, stevedore, gang.Served(ctx, kube.Discovery()), gang.WorkloadServed(ctx, kube.Discovery()))
+	in := newInformers(host.Informers, stevedore, served{podGroups: gang.Served(ctx, kube.Discovery()),
+		workloadGroups: gang.WorkloadServed(ctx, kube.Discovery()), provisioningRequests: provreq.APIServed(ctx, kube.Discovery())})
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -134,11 +138,20 @@ type informerSet struct {
 	// cluster does not serve them.
 	podGroups      schedinformers.PodGroupInformer
 	workloadGroups schedulinginformers.PodGroupInformer
-	nodePools      listers.NodePoolLister // in their canonical form, as every controller reads them
+	// requests are the ProvisioningRequests, templates the PodTemplates they and buffers name; requests is nil
+	// where the cluster does not serve them.
+	requests  autoscalinginformers.ProvisioningRequestInformer
+	templates coreinformers.PodTemplateInformer
+	nodePools listers.NodePoolLister // in their canonical form, as every controller reads them
+}
+
+// served says which optional APIs the cluster serves.
+type served struct {
+	podGroups, workloadGroups, provisioningRequests bool
 }
 
 // newInformers registers the informers now, so that the host's factory starts them with its own.
-func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, podGroupsServed, workloadGroupsServed bool) *informerSet {
+func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, apis served) *informerSet {
 	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
 	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
 		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
@@ -152,13 +165,19 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 	in.pools.Informer()
 	in.classes.Informer()
 	in.overlays.Informer()
-	if podGroupsServed {
+	if apis.podGroups {
 		in.podGroups = sf.Coscheduling().V1alpha1().PodGroups()
 		in.podGroups.Informer()
 	}
-	if workloadGroupsServed {
+	if apis.workloadGroups {
 		in.workloadGroups = kf.Scheduling().V1beta1().PodGroups()
 		in.workloadGroups.Informer()
+	}
+	if apis.provisioningRequests {
+		in.requests = sf.AutoscalingX().V1().ProvisioningRequests()
+		in.requests.Informer()
+		in.templates = kf.Core().V1().PodTemplates()
+		in.templates.Informer()
 	}
 	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
@@ -190,6 +209,9 @@ func (in *informerSet) synced() []cache.InformerSynced {
 	}
 	if in.workloadGroups != nil {
 		synced = append(synced, in.workloadGroups.Informer().HasSynced)
+	}
+	if in.requests != nil {
+		synced = append(synced, in.requests.Informer().HasSynced, in.templates.Informer().HasSynced)
 	}
 	return synced
 }
@@ -262,6 +284,8 @@ type wiring struct {
 	overlaid  cloud.Provider
 	// terminator drains and terminates deleted NodeClaims' nodes (built with the lifecycle, run on its own).
 	terminator *termination.Terminator
+	// requests serves ProvisioningRequests; nil where the cluster does not serve them.
+	requests *provreq.Controller
 }
 
 // simulator is a scheduler framework over a snapshot of its own, reading the host's informers.
@@ -274,6 +298,9 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 	c := &Controllers{}
 	var err error
 	if c.Provisioner, c.Lifecycle, err = w.provisioner(); err != nil {
+		return nil, nil, err
+	}
+	if w.requests, err = w.provisioningRequests(c.Provisioner); err != nil {
 		return nil, nil, err
 	}
 	if c.Disruption, err = w.disruption(c.Provisioner); err != nil {
@@ -354,6 +381,33 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	return p, lc, nil
 }
 
+// booked reports whether a ProvisioningRequest's booking holds; nil where the cluster does not serve them.
+func (w *wiring) booked() func(string) bool {
+	if w.requests == nil {
+		return nil
+	}
+	return w.requests.Holds
+}
+
+// provisioningRequests builds the ProvisioningRequest controller; nil where the cluster does not serve them.
+func (w *wiring) provisioningRequests(p *provision.Provisioner) (*provreq.Controller, error) {
+	in := w.in
+	if in.requests == nil {
+		return nil, nil
+	}
+	sim, err := w.simulator()
+	if err != nil {
+		return nil, err
+	}
+	c := provreq.New(provreq.Options{Kube: w.kube, Stevedore: w.stevedore, Requests: in.requests.Lister(),
+		Templates: in.templates.Lister(), Pods: in.pods.Lister(), Nodes: in.nodes.Lister(), NodeClaims: in.claims.Lister(),
+		Provisioner: p, Simulator: sim, Recorder: w.host.Recorder, BookingTime: w.args.ProvisioningRequestBookingTime.Duration})
+	if err := c.Register(in.pods.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // disruption builds the disruption controller, which prices candidates under the NodeOverlays in force.
 func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, error) {
 	sim, err := w.simulator()
@@ -364,7 +418,7 @@ func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, e
 	d := disruption.New(disruption.Options{Args: w.args,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
-		Recorder: w.host.Recorder,
+		Recorder: w.host.Recorder, Booked: w.booked(),
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {
@@ -398,9 +452,20 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 	if err != nil {
 		return nil, err
 	}
+	var runs []run
+	var bookings func() []*corev1.Pod // the ProvisioningRequests' pods, which take room ahead of the buffers'
+	if w.requests != nil {
+		bookings = w.requests.Pods
+		runs = append(runs, run{"provisioning requests", w.requests.Run})
+	}
 	warm := buffer.New(buffer.Options{Kube: w.kube, Stevedore: w.stevedore, Buffers: in.buffers.Lister(), Provisioner: c.Provisioner,
-		Simulator: sim, Recorder: w.host.Recorder})
-	runs := []run{{"capacity buffers", warm.Run}, {"status", reporter.Run}, {"capacity blocks", interrupts.RunCapacityBlocks}}
+		Simulator: sim, Recorder: w.host.Recorder, Ahead: bookings})
+	if bookings != nil {
+		c.Provisioner.SetWarmPods(bookings, warm.Pods)
+	} else {
+		c.Provisioner.SetWarmPods(warm.Pods)
+	}
+	runs = append(runs, run{"capacity buffers", warm.Run}, run{"status", reporter.Run}, run{"capacity blocks", interrupts.RunCapacityBlocks})
 	if *w.args.PodDeletionCost {
 		costs := deletioncost.New(deletioncost.Options{Kube: w.kube, Pods: in.pods.Lister(), Nodes: in.nodes.Lister(),
 			NodeClaims: in.claims.Lister(), NodePools: in.nodePools})

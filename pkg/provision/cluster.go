@@ -39,12 +39,13 @@ type Cluster struct {
 // sim, so that the room they will take is not promised to another node's pods; those that fit no target keep no
 // room (the provisioner launches nodes for them). Displaced counts them.
 //
-// Warm pods (capacity buffers) are placed after them, so the room they keep is kept in every answer.
+// Warm pods (bookings of ProvisioningRequests, then capacity buffers) are placed after them, so the room they keep is kept in every answer.
 func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
-	return p.cluster(ctx, sim, true)
+	return p.cluster(ctx, sim, p.warmPods())
 }
 
-func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, withWarm bool) (*Cluster, error) {
+// cluster builds the model with held, pods that keep room (warm pods), placed after the displaced ones.
+func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, held []*corev1.Pod) (*Cluster, error) {
 	in, _, err := p.input(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -61,9 +62,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, wi
 		}
 	}
 	c.Displaced = len(displaced)
-	if withWarm {
-		displaced = append(displaced, p.warmPods()...)
-	}
+	displaced = append(displaced, held...)
 	if len(displaced) == 0 {
 		return c, nil
 	}

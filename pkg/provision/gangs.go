@@ -179,15 +179,25 @@ func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang, key gang.K
 
 // launchGroups returns, for each planned node (by index), the AnnotationLaunchGroup value that makes it launch
 // with its gang's other nodes of the same shape in one all-or-nothing fleet, or "" for none. A node takes part
-// when all its pods are of one gang; its shape is its NodePool and the requirements its NodeClaim will carry (the
-// fleets of equal NodeClaims are equal). A shape of one node is no group. Group ids are unique per solve (now),
-// so a later solve's NodeClaims never wait for an earlier one's.
+// when all its pods are of one gang.
 func launchGroups(nodes []*solver.PlannedNode, now time.Time) []string {
+	return groupsByShape(nodes, now, func(pn *solver.PlannedNode) (string, bool) {
+		key, ok := soleGang(pn.Pods)
+		return key.String(), ok
+	})
+}
+
+// groupsByShape returns, for each planned node (by index), the AnnotationLaunchGroup value that makes it launch
+// with the other nodes of its group (groupOf; false for none) and shape in one all-or-nothing fleet, or "" for
+// none. A node's shape is its NodePool and the requirements its NodeClaim will carry (the fleets of equal
+// NodeClaims are equal). A shape of one node is no group. Group ids are unique per solve (now), so a later
+// solve's NodeClaims never wait for an earlier one's.
+func groupsByShape(nodes []*solver.PlannedNode, now time.Time, groupOf func(*solver.PlannedNode) (string, bool)) []string {
 	out := make([]string, len(nodes))
 	members := map[string][]int{}
 	var order []string
 	for i, pn := range nodes {
-		key, ok := soleGang(pn.Pods)
+		owner, ok := groupOf(pn)
 		if !ok {
 			continue
 		}
@@ -196,7 +206,7 @@ func launchGroups(nodes []*solver.PlannedNode, now time.Time) []string {
 		if err != nil {
 			continue
 		}
-		group := key.String() + "|" + pn.NodePool.Name + "|" + claim.Annotations[stevedorev1.AnnotationLaunchOrder] + "|" + string(shape)
+		group := owner + "|" + pn.NodePool.Name + "|" + claim.Annotations[stevedorev1.AnnotationLaunchOrder] + "|" + string(shape)
 		if _, seen := members[group]; !seen {
 			order = append(order, group)
 		}

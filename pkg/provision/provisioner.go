@@ -89,8 +89,8 @@ type Provisioner struct {
 	plans *ledger.Ledger
 
 	mu sync.Mutex
-	// warm returns the warm pods (capacity buffers).
-	warm func() []*corev1.Pod
+	// warm are the sources of warm pods (bookings, capacity buffers), in the order their pods take room.
+	warm []func() []*corev1.Pod
 	// unprovisionable remembers why a pod could not be provisioned, until NodePools or NodeClaims change or a
 	// minute passes.
 	unprovisionable map[types.UID]unprovisionable

@@ -15,13 +15,15 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
-// SetWarmPods gives the provisioner the pods of warm capacity (capacity buffers): virtual pods no node runs, for
-// which room is kept. Disruption's cluster model places them before it answers what may go (so the room they
-// keep is not consolidated away); provisioning for real pods ignores them (real pods take that room first).
-func (p *Provisioner) SetWarmPods(pods func() []*corev1.Pod) {
+// SetWarmPods gives the provisioner the pods of warm capacity (bookings of ProvisioningRequests, capacity
+// buffers): virtual pods no node runs, for which room is kept, from each source in the order given (the first
+// source's pods take room first). Disruption's cluster model places them before it answers what may go (so the
+// room they keep is not consolidated away); provisioning for real pods ignores them (real pods take that room
+// first).
+func (p *Provisioner) SetWarmPods(sources ...func() []*corev1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.warm = pods
+	p.warm = sources
 }
 
 // HasWarmPods reports whether there is warm capacity to keep room for.
@@ -29,12 +31,13 @@ func (p *Provisioner) HasWarmPods() bool { return len(p.warmPods()) > 0 }
 
 func (p *Provisioner) warmPods() []*corev1.Pod {
 	p.mu.Lock()
-	f := p.warm
+	sources := p.warm
 	p.mu.Unlock()
-	if f == nil {
-		return nil
+	var out []*corev1.Pod
+	for _, pods := range sources {
+		out = append(out, pods()...)
 	}
-	return f()
+	return out
 }
 
 // WarmPlan is where warm capacity goes.
@@ -48,15 +51,15 @@ type WarmPlan struct {
 }
 
 // ProvisionWarm keeps room for warm pods: those that fit the room left on the nodes (after the pods waiting for a
-// place took theirs) count as placed; nodes are launched for the others, carrying no pod, so that pending pods
-// may be nominated to them and later solves see their room free. sim is the caller's own simulator (not the live
-// path's, which provisioning for real pods must not wait for).
-func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, pods []*corev1.Pod) (*WarmPlan, error) {
+// place and the warm pods ahead of them took theirs) count as placed; nodes are launched for the others, carrying
+// no pod, so that pending pods may be nominated to them and later solves see their room free. sim is the
+// caller's own simulator (not the live path's, which provisioning for real pods must not wait for).
+func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, ahead, pods []*corev1.Pod) (*WarmPlan, error) {
 	out := &WarmPlan{Placed: map[string]bool{}, Unschedulable: map[string]string{}}
 	if len(pods) == 0 {
 		return out, nil
 	}
-	c, err := p.cluster(ctx, sim, false)
+	c, err := p.cluster(ctx, sim, ahead)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ const (
 	DefaultDisruptionPollInterval    = 10 * time.Second
 	DefaultDisruptionValidationDelay = 15 * time.Second
 	DefaultGarbageCollectionInterval = time.Minute
+	// DefaultProvisioningRequestBookingTime is how long a ProvisioningRequest's room is held (Cluster
+	// Autoscaler's).
+	DefaultProvisioningRequestBookingTime = 10 * time.Minute
 	// DefaultKubernetesVersionCheckInterval separates reads of the API server's version.
 	DefaultKubernetesVersionCheckInterval = 5 * time.Minute
 	// DefaultPermitTimeout and MaxPermitTimeout bound how long Permit holds a pod for an initializing node (the
@@ -91,6 +94,7 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 	defDuration(&a.DisruptionPollInterval, DefaultDisruptionPollInterval)
 	defDuration(&a.DisruptionValidationDelay, DefaultDisruptionValidationDelay)
 	defDuration(&a.GarbageCollectionInterval, DefaultGarbageCollectionInterval)
+	defDuration(&a.ProvisioningRequestBookingTime, DefaultProvisioningRequestBookingTime)
 	defDuration(&a.SpotInterruptionNotice, DefaultSpotInterruptionNotice)
 	defDuration(&a.KubernetesVersionCheckInterval, DefaultKubernetesVersionCheckInterval)
 	if a.MaxInstanceTypes == 0 {

@@ -89,6 +89,9 @@ type ProvisionerArgs struct {
 	DisableDisruption bool `json:"disableDisruption,omitempty"`
 	// DisruptionPollInterval separates disruption passes that found nothing to do. Default 10s.
 	DisruptionPollInterval metav1.Duration `json:"disruptionPollInterval,omitempty"`
+	// ProvisioningRequestBookingTime is how long the room found or launched for a ProvisioningRequest is held for
+	// its pods once it is Provisioned. Default 10m (Cluster Autoscaler's).
+	ProvisioningRequestBookingTime metav1.Duration `json:"provisioningRequestBookingTime,omitempty"`
 	// DisruptionValidationDelay is how long an emptiness or consolidation decision waits before it is checked
 	// again against the cluster and carried out. Default 15s.
 	DisruptionValidationDelay metav1.Duration `json:"disruptionValidationDelay,omitempty"`

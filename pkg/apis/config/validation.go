@@ -117,6 +117,7 @@ func (a ProvisionerArgs) validateDurations() field.ErrorList {
 		{"disruptionPollInterval", a.DisruptionPollInterval}, {"disruptionValidationDelay", a.DisruptionValidationDelay},
 		{"garbageCollectionInterval", a.GarbageCollectionInterval}, {"spotInterruptionNotice", a.SpotInterruptionNotice},
 		{"kubernetesVersionCheckInterval", a.KubernetesVersionCheckInterval},
+		{"provisioningRequestBookingTime", a.ProvisioningRequestBookingTime},
 	} {
 		if d.d.Duration <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(d.name), d.d.Duration.String(), "must be positive"))

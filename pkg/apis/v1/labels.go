@@ -122,6 +122,9 @@ const (
 	// gives one to the NodeClaims of a gang that have the same shape, and the cloud provider launches the group's
 	// NodeClaims in one all-or-nothing CreateFleet (MinTargetCapacity = size, one instance type, one zone).
 	AnnotationLaunchGroup = "stevedore.dev/launch-group"
+	// AnnotationProvisioningRequest on a NodeClaim names the ProvisioningRequest ("namespace/name") it was launched
+	// for: disruption leaves its node alone while the request's booking holds.
+	AnnotationProvisioningRequest = "stevedore.dev/provisioning-request"
 	// AnnotationDrainDeadline on a NodeClaim (RFC 3339) ends the drain of its node: pods still there are deleted
 	// and the instance terminated, as after the terminationGracePeriod (node repair sets it).
 	AnnotationDrainDeadline = "stevedore.dev/drain-deadline"

@@ -25,7 +25,9 @@ var sb *sandbox.Sandbox
 
 func TestMain(m *testing.M) {
 	harness.Run(m, sandbox.Options{WithScheduler: true, LaunchDelay: 500 * time.Millisecond,
-		PluginArgs: map[string]any{"disableDisruption": true}}, func(s *sandbox.Sandbox) { sb = s })
+		// a booking short enough to watch it expire
+		PluginArgs: map[string]any{"disableDisruption": true, "provisioningRequestBookingTime": bookingTime.String()}},
+		func(s *sandbox.Sandbox) { sb = s })
 }
 
 func TestABurstOfPodsGetsNodesAndEveryPodBindsWhereItWasNominated(t *testing.T) {

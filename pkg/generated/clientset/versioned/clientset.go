@@ -11,6 +11,7 @@ import (
 	http "net/http"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
+	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -20,6 +21,7 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	StevedoreV1() stevedorev1.StevedoreV1Interface
+	AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface
 	CoschedulingV1alpha1() coschedulingv1alpha1.CoschedulingV1alpha1Interface
 }
 
@@ -27,12 +29,18 @@ type Interface interface {
 type Clientset struct {
 	*discovery.DiscoveryClient
 	stevedoreV1          *stevedorev1.StevedoreV1Client
+	autoscalingXV1       *autoscalingxv1.AutoscalingXV1Client
 	coschedulingV1alpha1 *coschedulingv1alpha1.CoschedulingV1alpha1Client
 }
 
 // StevedoreV1 retrieves the StevedoreV1Client
 func (c *Clientset) StevedoreV1() stevedorev1.StevedoreV1Interface {
 	return c.stevedoreV1
+}
+
+// AutoscalingXV1 retrieves the AutoscalingXV1Client
+func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
+	return c.autoscalingXV1
 }
 
 // CoschedulingV1alpha1 retrieves the CoschedulingV1alpha1Client
@@ -88,6 +96,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.autoscalingXV1, err = autoscalingxv1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.coschedulingV1alpha1, err = coschedulingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.stevedoreV1 = stevedorev1.New(c)
+	cs.autoscalingXV1 = autoscalingxv1.New(c)
 	cs.coschedulingV1alpha1 = coschedulingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

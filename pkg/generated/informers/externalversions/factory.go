@@ -14,6 +14,7 @@ import (
 
 	versioned "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	apis "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis"
+	autoscaling "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling"
 	internalinterfaces "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/internalinterfaces"
 	scheduling "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/scheduling"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -315,11 +316,16 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Stevedore() apis.Interface
+	AutoscalingX() autoscaling.Interface
 	Coscheduling() scheduling.Interface
 }
 
 func (f *sharedInformerFactory) Stevedore() apis.Interface {
 	return apis.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) AutoscalingX() autoscaling.Interface {
+	return autoscaling.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Coscheduling() scheduling.Interface {

@@ -9,8 +9,9 @@ package externalversions
 import (
 	fmt "fmt"
 
+	v1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1"
 	v1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
-	v1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	apisv1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -41,20 +42,24 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=scheduling.x-k8s.io, Version=v1alpha1
+	// Group=autoscaling.x-k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithResource("provisioningrequests"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1().ProvisioningRequests().Informer()}, nil
+
+		// Group=scheduling.x-k8s.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("podgroups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Coscheduling().V1alpha1().PodGroups().Informer()}, nil
 
 		// Group=stevedore.dev, Version=v1
-	case v1.SchemeGroupVersion.WithResource("capacitybuffers"):
+	case apisv1.SchemeGroupVersion.WithResource("capacitybuffers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().CapacityBuffers().Informer()}, nil
-	case v1.SchemeGroupVersion.WithResource("ec2nodeclasses"):
+	case apisv1.SchemeGroupVersion.WithResource("ec2nodeclasses"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().EC2NodeClasses().Informer()}, nil
-	case v1.SchemeGroupVersion.WithResource("nodeclaims"):
+	case apisv1.SchemeGroupVersion.WithResource("nodeclaims"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodeClaims().Informer()}, nil
-	case v1.SchemeGroupVersion.WithResource("nodeoverlays"):
+	case apisv1.SchemeGroupVersion.WithResource("nodeoverlays"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodeOverlays().Informer()}, nil
-	case v1.SchemeGroupVersion.WithResource("nodepools"):
+	case apisv1.SchemeGroupVersion.WithResource("nodepools"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().NodePools().Informer()}, nil
 
 	}

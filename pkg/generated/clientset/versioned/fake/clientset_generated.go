@@ -10,6 +10,8 @@ import (
 	clientset "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
 	fakestevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1/fake"
+	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1"
+	fakeautoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1/fake"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	fakecoschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +90,11 @@ var (
 // StevedoreV1 retrieves the StevedoreV1Client
 func (c *Clientset) StevedoreV1() stevedorev1.StevedoreV1Interface {
 	return &fakestevedorev1.FakeStevedoreV1{Fake: &c.Fake}
+}
+
+// AutoscalingXV1 retrieves the AutoscalingXV1Client
+func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
+	return &fakeautoscalingxv1.FakeAutoscalingXV1{Fake: &c.Fake}
 }
 
 // CoschedulingV1alpha1 retrieves the CoschedulingV1alpha1Client

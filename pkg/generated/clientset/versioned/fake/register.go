@@ -7,6 +7,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package fake
 
 import (
+	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
 	stevedorev1.AddToScheme,
+	autoscalingxv1.AddToScheme,
 	coschedulingv1alpha1.AddToScheme,
 }
 

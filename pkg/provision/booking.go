@@ -1,0 +1,103 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provision
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+)
+
+// Booking asks for room for a set of virtual pods, all of them or none: the pods a ProvisioningRequest stands for.
+type Booking struct {
+	// Name names the booking in the reasons given (namespace/name of the request).
+	Name string
+	// Pods are the virtual pods.
+	Pods []*corev1.Pod
+	// Ahead are the warm pods that take room before these (the bookings before this one).
+	Ahead []*corev1.Pod
+	// Launch allows new nodes for the pods the cluster's nodes have no room for; without it only the room there
+	// is counts.
+	Launch bool
+	// Annotations go on the NodeClaims launched.
+	Annotations map[string]string
+}
+
+// BookingPlan is where a booking's pods have room.
+type BookingPlan struct {
+	// Nodes names, by pod UID, the node each pod has room on: a node of the cluster or of a NodeClaim in flight.
+	Nodes map[types.UID]string
+	// Unschedulable says why the pods have no room, by pod UID; when set, no pod of the booking has any.
+	Unschedulable map[types.UID]string
+	// Launched are the NodeClaims created for the pods without room; they launch all or nothing, one fleet per
+	// shape, and carry no pod (the room stays free for the pods that consume the booking).
+	Launched []*stevedorev1.NodeClaim
+}
+
+// ProvisionBooking finds room for every pod of the booking or for none: on the room the cluster's nodes (and the
+// NodeClaims in flight) have left once the pods waiting for a place and the booking's Ahead took theirs, and, when
+// b.Launch, on new nodes, created here. sim is the caller's own simulator.
+func (p *Provisioner) ProvisionBooking(ctx context.Context, sim *simulation.Simulator, b Booking) (*BookingPlan, error) {
+	out := &BookingPlan{Nodes: map[types.UID]string{}, Unschedulable: map[types.UID]string{}}
+	if len(b.Pods) == 0 {
+		return out, nil
+	}
+	c, err := p.cluster(ctx, sim, b.Ahead)
+	if err != nil {
+		return nil, err
+	}
+	uids := make([]types.UID, len(b.Pods))
+	for i, pod := range b.Pods {
+		uids[i] = pod.UID
+	}
+	in := solver.Input{Pods: b.Pods, Snapshot: c.Snapshot, InFlight: c.Targets, Region: c.Region,
+		Gangs: []solver.Gang{{Name: b.Name, MinMember: len(b.Pods), Pods: uids}}}
+	if b.Launch {
+		in.NodePools = c.NodePools
+	}
+	plan, err := solver.NewSolver(sim).Solve(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("planning the %d pods of %s: %w", len(b.Pods), b.Name, err)
+	}
+	if len(plan.Unschedulable) > 0 {
+		for uid, why := range plan.Unschedulable {
+			out.Unschedulable[uid] = why
+		}
+		return out, nil
+	}
+	for node, placed := range plan.InFlight {
+		for _, pod := range placed {
+			out.Nodes[pod.UID] = node
+		}
+	}
+	if len(plan.NewNodes) == 0 {
+		return out, nil
+	}
+	groups := groupsByShape(plan.NewNodes, time.Now(), func(*solver.PlannedNode) (string, bool) { return b.Name, true })
+	for _, pn := range plan.NewNodes {
+		for _, pod := range pn.Pods {
+			out.Nodes[pod.UID] = "" // on a node being launched
+		}
+		pn.Pods = nil // the room stays free for the pods that consume the booking
+	}
+	out.Launched = p.createNodeClaims(ctx, plan.NewNodes, "booking", func(i int) map[string]string {
+		annotations := map[string]string{}
+		for k, v := range b.Annotations {
+			annotations[k] = v
+		}
+		if groups[i] != "" {
+			annotations[stevedorev1.AnnotationLaunchGroup] = groups[i]
+		}
+		return annotations
+	})
+	return out, nil
+}
