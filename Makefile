@@ -36,11 +36,19 @@ $(BIN)/deadcode: hack/lint/go.mod
 $(BIN)/helm: hack/helm/go.mod
 	cd hack/helm && $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
+# Kueue's controller manager and its CRDs (a test runs them against a sandbox), pinned in hack/kueue/go.mod
+$(BIN)/kueue: hack/kueue/go.mod
+	cd hack/kueue && $(GO) build -o $(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
+$(BIN)/kueue-crds: hack/kueue/go.mod
+	rm -rf $(BIN)/kueue-crds && cp -r "$$(cd hack/kueue && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components/crd/bases" \
+	  $(BIN)/kueue-crds && chmod -R u+w $(BIN)/kueue-crds
+
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
 ## pods deleted on their way to a new node, repeated
-test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry kube-binaries
+test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds kube-binaries
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
 	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
@@ -60,8 +68,9 @@ unit:
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 
 ## integration: integration and e2e tests only
-integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry kube-binaries
+integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds kube-binaries
 	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 
 ## test-versions: the version matrix in full: every check on every supported Kubernetes minor (make test runs the
