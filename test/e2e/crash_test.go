@@ -54,10 +54,10 @@ func conditionTrue(c *stevedorev1.NodeClaim, typ string) bool {
 // launch, registration, consolidation and termination, restarts it, and checks after each restart that it
 // recovered from the API server and the cloud alone: every pod Running, no instance without a NodeClaim (leak),
 // no NodeClaim with two instances and no node launched for pods that another node took (duplicate). Runs
-// STEVEDORE_CRASH_RUNS times (default 24, six per kill point); STEVEDORE_CRASH_SEED replays a run's randomness.
+// STEVEDORE_CRASH_RUNS times (default 16, four per kill point); STEVEDORE_CRASH_SEED replays a run's randomness.
 func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
-	runs := envInt(t, "STEVEDORE_CRASH_RUNS", 24)
+	runs := envInt(t, "STEVEDORE_CRASH_RUNS", 16)
 	seed := uint64(envInt(t, "STEVEDORE_CRASH_SEED", int(time.Now().UnixNano()%1e9))) //nolint:gosec // G115: any int is a seed; a negative one wraps to the same seed every time
 	t.Logf("seed %d (STEVEDORE_CRASH_SEED replays it), %d runs", seed, runs)
 	rng := rand.New(rand.NewPCG(seed, seed))
