@@ -394,9 +394,10 @@ func TestTheCRDChartRendersTheCRDs(t *testing.T) {
 	}
 	fromHelm, fromKustomize := objects(t, rendered), objects(t, kustomized)
 	for key := range fromKustomize {
-		// the coscheduling PodGroup CRD is also Kubeflow's and scheduler-plugins': the CRD chart leaves it out, so
-		// that helm upgrade never fights their installation of it (the main chart's crds/ carries it)
-		if strings.HasSuffix(key, ".scheduling.x-k8s.io") {
+		// the coscheduling PodGroup CRD is also Kubeflow's and scheduler-plugins', the ProvisioningRequest CRD Cluster
+		// Autoscaler's: the CRD chart leaves them out, so that helm upgrade never fights their installation of them
+		// (the main chart's crds/ carries them)
+		if strings.HasSuffix(key, ".scheduling.x-k8s.io") || strings.HasSuffix(key, ".autoscaling.x-k8s.io") {
 			delete(fromKustomize, key)
 		}
 	}
