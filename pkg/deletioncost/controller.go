@@ -11,6 +11,7 @@ package deletioncost
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -100,7 +101,9 @@ type rankedNode struct {
 
 // Costs: a node's cost depends on the node alone, so that a change on one node re-patches only its own pods.
 const (
-	leavingCost = 0
+	// LeavingCost is the cost of a pod on a node being disrupted: below any other value, so that the ReplicaSet
+	// controller deletes it before any sibling (a pod with no cost counts as 0), and a surge's successor stays.
+	LeavingCost = math.MinInt32
 	// staticCost is above every other node's (maxPods*1000 + 999 + 1).
 	staticCost = 1 << 20
 	maxPods    = 999
@@ -112,7 +115,7 @@ const (
 func (n rankedNode) cost() int {
 	switch {
 	case n.leaving:
-		return leavingCost
+		return LeavingCost
 	case n.static:
 		return staticCost
 	}

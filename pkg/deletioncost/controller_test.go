@@ -6,6 +6,7 @@ package deletioncost
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 
@@ -25,8 +26,8 @@ func TestCostOrdersNodesAsConsolidationRemovesThem(t *testing.T) {
 		node rankedNode
 		want int
 	}{
-		{rankedNode{name: "draining", leaving: true, pods: 9}, 0},
-		{rankedNode{name: "static-draining", static: true, leaving: true}, 0},
+		{rankedNode{name: "draining", leaving: true, pods: 9}, math.MinInt32},
+		{rankedNode{name: "static-draining", static: true, leaving: true}, math.MinInt32},
 		{rankedNode{name: "a-empty", pods: 0}, 1},
 		{rankedNode{name: "b-empty", pods: 0}, 1},
 		{rankedNode{name: "two-light", pods: 2, requested: 0.1}, 2101},

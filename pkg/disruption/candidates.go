@@ -38,6 +38,16 @@ type Candidate struct {
 	DisruptionCost float64
 	// BlockedBecause says why voluntary disruption must leave the node alone ("" when it may disrupt it).
 	BlockedBecause string
+	// Surging names the pods ("namespace/name") that would move by surging their owners; Evicted says why each
+	// other pod would be evicted. Both are empty without a Surger.
+	Surging map[string]bool
+	Evicted map[string]string
+	// evictionBlocked says why evicting the node's pods would be refused now, where surging them is not (a
+	// PodDisruptionBudget at its limit): a command that evicts (interruption, repair) sees the node blocked.
+	evictionBlocked string
+	// surgeBusy says why a pod of the node waits before it can surge (its owner is rolling out, scaling or surging
+	// for another node).
+	surgeBusy string
 }
 
 func (c *Candidate) String() string {
@@ -136,6 +146,7 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 			continue
 		}
 		cand := newCandidate(node, claim, ps.pool, prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)), byNode[node.Name])
+		c.planMoves(cand)
 		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
 			cand.BlockedBecause = why.message
 			v.leave(cand, why)
@@ -212,26 +223,73 @@ func (c *Controller) blocked(cand *Candidate, nominated bool, pdbs *pdbIndex, no
 	if nominated {
 		return &verdict{reason: RetainNominated, message: "pending pods are nominated to the node"}
 	}
+	if cand.surgeBusy != "" {
+		return &verdict{reason: RetainSurging, message: cand.surgeBusy}
+	}
 	if c.activity.isProtected(cand.NodeClaim.Name, cand.Empty(), now) {
 		return &verdict{reason: RetainJustLaunched, message: "the node was just launched as a replacement"}
 	}
 	for _, pod := range cand.Pods {
-		started := pod.CreationTimestamp.Time
-		if pod.Status.StartTime != nil {
-			started = pod.Status.StartTime.Time
-		}
-		if podutil.DoNotDisrupt(pod.Annotations, started, now) {
-			return &verdict{reason: RetainDoNotDisrupt, message: fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)}
-		}
-		if key, ok := gang.Of(pod); ok && gang.Live(pod) {
-			return &verdict{reason: RetainGang, message: fmt.Sprintf("pod %s/%s runs in gang %s, which stops whole if one of its pods is moved",
-				pod.Namespace, pod.Name, key)}
-		}
-		if why := pdbs.blocks(pod); why != "" {
-			return &verdict{reason: RetainPodDisruptionBudget, message: fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)}
+		if why := blockedByPod(cand, pod, pdbs, now); why != nil {
+			return why
 		}
 	}
 	return nil
+}
+
+// blockedByPod says why one of the node's pods keeps voluntary disruption off it, or nil.
+func blockedByPod(cand *Candidate, pod *corev1.Pod, pdbs *pdbIndex, now time.Time) *verdict {
+	started := pod.CreationTimestamp.Time
+	if pod.Status.StartTime != nil {
+		started = pod.Status.StartTime.Time
+	}
+	if podutil.DoNotDisrupt(pod.Annotations, started, now) {
+		return &verdict{reason: RetainDoNotDisrupt, message: fmt.Sprintf("pod %s/%s is annotated do-not-disrupt", pod.Namespace, pod.Name)}
+	}
+	if key, ok := gang.Of(pod); ok && gang.Live(pod) {
+		return &verdict{reason: RetainGang, message: fmt.Sprintf("pod %s/%s runs in gang %s, which stops whole if one of its pods is moved",
+			pod.Namespace, pod.Name, key)}
+	}
+	if why := pdbs.blocks(pod); why != "" {
+		msg := fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
+		if cand.Surging[podutil.Key(pod)] {
+			// a surge deletes the old pod by scaling its owner down: no eviction, no budget taken
+			if cand.evictionBlocked == "" {
+				cand.evictionBlocked = msg
+			}
+			return nil
+		}
+		return &verdict{reason: RetainPodDisruptionBudget, message: msg}
+	}
+	return nil
+}
+
+// planMoves says how each of the candidate's pods would move: by surging its owner or by eviction.
+func (c *Controller) planMoves(cand *Candidate) {
+	if c.opts.Surge == nil {
+		return
+	}
+	cand.Surging, cand.Evicted = map[string]bool{}, map[string]string{}
+	surged := map[string]int32{}
+	for _, pod := range cand.Pods {
+		if _, why, wait := c.opts.Surge.Check(pod, cand.NodePool.Spec.Disruption.Replacement, surged[ownerKey(pod)]); why != "" {
+			if wait && cand.surgeBusy == "" {
+				cand.surgeBusy = fmt.Sprintf("pod %s/%s waits to surge: %s", pod.Namespace, pod.Name, why)
+			}
+			cand.Evicted[podutil.Key(pod)] = why
+			continue
+		}
+		surged[ownerKey(pod)]++
+		cand.Surging[podutil.Key(pod)] = true
+	}
+}
+
+// ownerKey identifies a pod's controller.
+func ownerKey(pod *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return pod.Namespace + "/" + string(ref.UID)
+	}
+	return ""
 }
 
 // evictionCost weighs how much evicting a pod hurts: one per pod, more for a higher pod-deletion-cost or

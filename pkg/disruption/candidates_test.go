@@ -12,13 +12,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -302,6 +306,11 @@ func TestBlocked(t *testing.T) {
 			c.opts.Booked = func(request string) bool { return held && request == "ml/train" }
 		}
 	}
+	bare := func(w *test.PodWrapper) { w.OwnerReferences = nil }
+	surger := func(annotations map[string]string) func(*Controller) {
+		return func(c *Controller) { c.opts.Surge = surgerOf(t, annotations) }
+	}
+	evictAnnotated := func(w *test.PodWrapper) { w.Annotations(stevedorev1.AnnotationReplacement, "Evict") }
 	tests := []struct {
 		name  string
 		claim func(*test.NodeClaimWrapper)
@@ -337,6 +346,16 @@ func TestBlocked(t *testing.T) {
 		{name: "PDB allowing no disruption", extra: []runtime.Object{pdb("web-pdb", "web", 0)},
 			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
 		{name: "PDB allowing a disruption", extra: []runtime.Object{pdb("web-pdb", "web", 1)}, want: ""},
+		{name: "PDB allowing no disruption of a pod that surges",
+			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil), want: ""},
+		{name: "PDB allowing no disruption of a pod annotated Evict", pod: []func(*test.PodWrapper){evictAnnotated},
+			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil),
+			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
+		{name: "PDB allowing no disruption of a bare pod", pod: []func(*test.PodWrapper){bare}, extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil),
+			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
+		{name: "a pod whose owner surges for another node waits",
+			setup: surger(map[string]string{stevedorev1.AnnotationSurge: "1:2"}),
+			want: "pod default/web waits to surge: its ReplicaSet rs-web is surging already"},
 		{name: "two PDBs select the pod", extra: []runtime.Object{pdb("one", "web", 1), pdb("two", "web", 1)},
 			want: "pod default/web: more than one PodDisruptionBudget selects it"},
 		{name: "PDB of another namespace", extra: []runtime.Object{otherNS}, want: ""},
@@ -549,4 +568,23 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 		node("a", "m5.large"), pinned("local", "a"))...)
 	pass(t, h)
 	expect(t, h, 0, "", RetainConsolidationOff)
+}
+
+// surgerOf is a Surger whose cache holds one bare ReplicaSet, default/rs-web of one replica (pod web's), with
+// annotations.
+func surgerOf(t *testing.T, annotations map[string]string) *surge.Surger {
+	t.Helper()
+	one := int32(1)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs-web", Namespace: "default", UID: "ReplicaSet-rs-web", Annotations: annotations},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one}, Status: appsv1.ReplicaSetStatus{Replicas: 1}}
+	indexer := func(objs ...any) cache.Indexer {
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		for _, o := range objs {
+			if err := idx.Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return idx
+	}
+	return surge.New(surge.Options{ReplicaSets: appslisters.NewReplicaSetLister(indexer(rs)), Deployments: appslisters.NewDeploymentLister(indexer())})
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // AnnotationReplaces on a replacement NodeClaim names the nodes it replaces.
@@ -102,7 +104,12 @@ type startedCommand struct {
 	wait time.Duration
 	// short says a forceful command got fewer replacements than it asked for (it goes ahead anyway).
 	short error
+	// surge says pods of the command's nodes move by surging their owners before the nodes go.
+	surge bool
 }
+
+// surges reports whether the command surges pods (it then finishes in the background, as it waits for them).
+func (s *startedCommand) surges() bool { return s.surge }
 
 // begin starts a command: taint the nodes so nothing new lands, and create the replacements. The command's nodes
 // are held (queue.holds) from here until finish returns. When not all replacements could be created a voluntary
@@ -110,7 +117,7 @@ type startedCommand struct {
 func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, error) {
 	klog.FromContext(ctx).Info("Disrupting nodes", "method", cmd.Method, "reason", cmd.Reason, "action", cmd.Action(), "nodes", cmd.String(),
 		"pods", cmd.Pods, "replacements", describeReplacements(cmd.Replacements), "hourlySavings", fmt.Sprintf("%.4f", cmd.Savings()),
-		"evaluation", cmd.evaluated.Round(time.Microsecond))
+		"evaluation", cmd.evaluated.Round(time.Microsecond), "moves", describeMoves(cmd))
 	c.queue.hold(cmd)
 	note := disruptingNote(cmd)
 	for _, cand := range cmd.Candidates {
@@ -121,7 +128,7 @@ func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, 
 		}
 		c.w.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
 	}
-	s := &startedCommand{cmd: cmd}
+	s := &startedCommand{cmd: cmd, surge: c.opts.Surge != nil && !cmd.Evict && anySurging(cmd)}
 	if len(cmd.Replacements) == 0 {
 		return s, nil
 	}
@@ -177,9 +184,120 @@ func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
 		c.opts.Metrics.decision(cmd, "failed")
 		klog.FromContext(ctx).Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", failure)
 	}
+	if s.surge {
+		if err := c.surge(ctx, cmd); err != nil {
+			c.rollback(ctx, cmd, s.created)
+			c.failed(cmd, err)
+			return err
+		}
+	}
 	err := c.deleteClaims(ctx, cmd)
 	c.opts.Metrics.decision(cmd, "succeeded")
 	return err
+}
+
+// surge moves the pods of the command's nodes that can surge, make-before-break, and records on each node which
+// moved. A pod whose surge fails is evicted by the drain, as any other; when a PodDisruptionBudget would refuse
+// that eviction, a voluntary command is abandoned instead (surge returns why) and the node stays.
+func (c *Controller) surge(ctx context.Context, cmd *Command) error {
+	var pods []*corev1.Pod
+	modes := map[string]stevedorev1.Replacement{}
+	for _, cand := range cmd.Candidates {
+		for _, pod := range cand.Pods {
+			cur, err := c.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
+			if err != nil || cur.UID != pod.UID || !podutil.Reschedulable(cur) {
+				continue // gone meanwhile
+			}
+			pods = append(pods, cur)
+			modes[podutil.Key(cur)] = cand.NodePool.Spec.Disruption.Replacement
+		}
+	}
+	res := c.opts.Surge.Move(ctx, pods, func(p *corev1.Pod) stevedorev1.Replacement { return modes[podutil.Key(p)] },
+		c.opts.Args.RegistrationTimeout.Duration)
+	c.opts.Metrics.surged("moved", len(res.Moved))
+	pdbs := newPDBIndex(c.opts.PDBs)
+	var refused []string
+	for _, cand := range cmd.Candidates {
+		refused = append(refused, c.reportSurge(cand, res, pdbs, cmd.Forceful)...)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%s", strings.Join(refused, "; "))
+	}
+	return nil
+}
+
+// reportSurge records which of the node's pods moved and which did not surge; it returns, for a voluntary command,
+// the pods that did not surge and whose eviction a PodDisruptionBudget would refuse.
+func (c *Controller) reportSurge(cand *Candidate, res surge.Result, pdbs *pdbIndex, forceful bool) []string {
+	moved := map[string]bool{}
+	for _, key := range res.Moved {
+		moved[key] = true
+	}
+	var here, failed, refused []string
+	for _, pod := range cand.Pods {
+		key := podutil.Key(pod)
+		switch {
+		case moved[key]:
+			here = append(here, key)
+		case cand.Surging[key] && res.Failed[key] != "":
+			failed = append(failed, fmt.Sprintf("%s (%s)", key, res.Failed[key]))
+			c.opts.Metrics.surged("failed", 1)
+			if why := pdbs.blocks(pod); why != "" && !forceful {
+				refused = append(refused, fmt.Sprintf("pod %s did not surge (%s) and %s", key, res.Failed[key], why))
+			}
+		}
+	}
+	if len(here) > 0 {
+		c.w.event(cand, corev1.EventTypeNormal, ReasonSurged, "moved make-before-break: "+listSome(here, 10))
+	}
+	if len(failed) > 0 {
+		c.w.event(cand, corev1.EventTypeWarning, ReasonSurgeFailed, "did not surge, evicted instead: "+listSome(failed, 5))
+	}
+	return refused
+}
+
+// anySurging reports whether a pod of the command's nodes would surge.
+func anySurging(cmd *Command) bool {
+	for _, cand := range cmd.Candidates {
+		if len(cand.Surging) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// listSome joins at most n items, saying how many more there are.
+func listSome(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// describeMoves says how the command's pods move: which surge, which are evicted and why.
+func describeMoves(cmd *Command) string {
+	if cmd.Evict {
+		return ""
+	}
+	var surging, evicted []string
+	for _, cand := range cmd.Candidates {
+		for _, pod := range cand.Pods {
+			key := podutil.Key(pod)
+			if cand.Surging[key] {
+				surging = append(surging, key)
+			} else if why, ok := cand.Evicted[key]; ok {
+				evicted = append(evicted, fmt.Sprintf("%s (%s)", key, why))
+			}
+		}
+	}
+	var parts []string
+	if len(surging) > 0 {
+		parts = append(parts, "surging "+listSome(surging, 5))
+	}
+	if len(evicted) > 0 {
+		parts = append(parts, "evicting "+listSome(evicted, 3))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // failed records a voluntary command that did not go through: the nodes stay.
@@ -201,6 +319,9 @@ func disruptingNote(cmd *Command) string {
 	}
 	if len(cmd.Scores) > 0 {
 		note += "; " + describeScores(cmd.Scores)
+	}
+	if moves := describeMoves(cmd); moves != "" {
+		note += "; " + moves
 	}
 	return note
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // Options configure the disruption controller.
@@ -58,6 +59,9 @@ type Options struct {
 	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
 	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
 	OverlaidTypes func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool)
+	// Surge moves pods make-before-break, for the NodePools and pods whose replacement is Surge; nil: every pod is
+	// evicted.
+	Surge *surge.Surger
 	// Booked reports whether the booking of a ProvisioningRequest ("namespace/name") holds: the nodes launched for
 	// it are left alone. Nil: none does.
 	Booked func(request string) bool
@@ -183,7 +187,7 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	if s.wait > 0 {
+	if s.wait > 0 || s.surges() {
 		c.queue.finishLater(ctx, cmd, func(ctx context.Context) error { return c.finish(ctx, s) })
 		return true, nil
 	}

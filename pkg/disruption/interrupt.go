@@ -63,12 +63,15 @@ func (c *Controller) Interrupt(ctx context.Context, req InterruptRequest) error 
 		if cand.BlockedBecause != "" {
 			return fmt.Errorf("%w: %s", ErrBlocked, cand.BlockedBecause)
 		}
+		if cand.evictionBlocked != "" {
+			return fmt.Errorf("%w: %s", ErrBlocked, cand.evictionBlocked)
+		}
 		if !newBudgets(ctx, v, "").take(cand) {
 			return ErrBudget
 		}
 	}
 	cmd := &Command{Method: MethodInterruption, Reason: stevedorev1.DisruptionReason(req.Reason), Forceful: req.Forceful,
-		Candidates: []*Candidate{cand}, ReplacementWait: &req.ReplacementWait}
+		Candidates: []*Candidate{cand}, ReplacementWait: &req.ReplacementWait, Evict: true}
 	if err := c.planReplacements(ctx, cmd); err != nil {
 		// The drain goes on without replacements: evicted pods are provisioned for as they go Pending.
 		klog.FromContext(ctx).Error(err, "Planning replacements for an interrupted node failed", "nodeclaim", req.NodeClaim)

@@ -37,3 +37,9 @@ func (*Metrics) nodeDisrupted(cand *Candidate, reason string) {
 func (*Metrics) garbageCollected(kind string) {
 	metrics.GarbageCollected.WithLabelValues(kind).Inc()
 }
+
+func (*Metrics) surged(result string, n int) {
+	if n > 0 {
+		metrics.PodsSurged.WithLabelValues(result).Add(float64(n))
+	}
+}

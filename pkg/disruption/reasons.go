@@ -37,6 +37,10 @@ const (
 	ReasonDisrupting        = "Disrupting"
 	ReasonDisruptionFailed  = "DisruptionFailed"
 	ReasonDisruptionBlocked = "DisruptionBlocked"
+	// ReasonSurged: pods of the node moved make-before-break (their successors were Ready before they went).
+	ReasonSurged = "Surged"
+	// ReasonSurgeFailed: pods of the node did not surge and are evicted instead.
+	ReasonSurgeFailed = "SurgeFailed"
 )
 
 // Event reasons of repair.
@@ -62,6 +66,9 @@ const (
 	RetainBooked RetainReason = "ProvisioningRequestBooked"
 	// RetainNominated: pending pods are nominated to the node (passing; not reported).
 	RetainNominated RetainReason = "Nominated"
+	// RetainSurging: a pod of the node waits for a surge under way that moves a sibling of it (passing; not
+	// reported).
+	RetainSurging RetainReason = "Surging"
 	// RetainJustLaunched: the node was just launched as a replacement (passing; not reported).
 	RetainJustLaunched RetainReason = "JustLaunched"
 	// RetainWhenEmpty: the NodePool's consolidationPolicy is WhenEmpty and the node runs pods.

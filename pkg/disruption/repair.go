@@ -170,7 +170,7 @@ func (m *repair) Find(ctx context.Context, v *clusterView) (*Command, error) {
 		poolNames = append(poolNames, name)
 	}
 	sort.Strings(poolNames)
-	cmd := &Command{Reason: ReasonUnhealthy, Forceful: true}
+	cmd := &Command{Reason: ReasonUnhealthy, Forceful: true, Evict: true}
 	anyReachable := false
 	for _, name := range poolNames {
 		ps := v.pools[name]

@@ -63,6 +63,8 @@ type Command struct {
 	ReplacementWait *time.Duration
 	// DrainTimeout, when positive, bounds the drain of the command's nodes (their pods are deleted after it).
 	DrainTimeout time.Duration
+	// Evict says the command's pods are evicted, never surged: the node is going (interruption, repair).
+	Evict bool
 	// Scores are the move's scores for the Balanced NodePools among its nodes'.
 	Scores    []poolScore
 	evaluated time.Duration

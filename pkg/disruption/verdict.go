@@ -41,7 +41,7 @@ func (v *verdict) key() string {
 // passing reports whether the verdict is too short-lived to be worth an event or a condition.
 func (v *verdict) passing() bool {
 	switch v.reason {
-	case RetainNominated, RetainJustLaunched, RetainConsolidateAfter, RetainOtherMove, RetainStatic:
+	case RetainNominated, RetainJustLaunched, RetainSurging, RetainConsolidateAfter, RetainOtherMove, RetainStatic:
 		return true
 	}
 	return false

@@ -80,6 +80,12 @@ var (
 		Help:           "Hourly price (USD) saved by the disruption commands carried out, by method.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelMethod})
+	// PodsSurged counts the pods disruption moved by surging their owners, by result.
+	PodsSurged = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemDisruption, Name: "pods_surged_total",
+		Help:           "Pods of disrupted nodes moved make-before-break (their owner scaled up until the successor was Ready), by result: moved, or failed (then evicted, or the command abandoned).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	// DisruptionEvaluation times how long each method takes to find a command.
 	DisruptionEvaluation = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace: namespace, Subsystem: subsystemDisruption, Name: "evaluation_duration_seconds",
@@ -364,7 +370,7 @@ var registerOnce sync.Once
 
 // All returns every Stevedore metric.
 func All() []metrics.Registerable {
-	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, DisruptionEvaluation,
+	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, PodsSurged, DisruptionEvaluation,
 		ConsolidationScore, ConsolidationMoves,
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, GangNodeClaimsReleased, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
@@ -58,6 +59,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 	"github.com/stevedore-dev/stevedore/pkg/staticpool"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // Host is what the process hosting the controllers gives them: its API access, its informer factory (started by
@@ -128,12 +130,16 @@ type informerSet struct {
 	nodes      coreinformers.NodeInformer
 	pods       coreinformers.PodInformer
 	daemonSets appsinformers.DaemonSetInformer
-	pdbs       policyinformers.PodDisruptionBudgetInformer
-	claims     stevedoreinformers.NodeClaimInformer
-	pools      stevedoreinformers.NodePoolInformer
-	classes    stevedoreinformers.EC2NodeClassInformer
-	buffers    stevedoreinformers.CapacityBufferInformer
-	overlays   stevedoreinformers.NodeOverlayInformer
+	// deployments, replicaSets and hpas are the owners a surge scales, and the HPAs that bound them.
+	deployments appsinformers.DeploymentInformer
+	replicaSets appsinformers.ReplicaSetInformer
+	hpas        autoscalingv2informers.HorizontalPodAutoscalerInformer
+	pdbs        policyinformers.PodDisruptionBudgetInformer
+	claims      stevedoreinformers.NodeClaimInformer
+	pools       stevedoreinformers.NodePoolInformer
+	classes     stevedoreinformers.EC2NodeClassInformer
+	buffers     stevedoreinformers.CapacityBufferInformer
+	overlays    stevedoreinformers.NodeOverlayInformer
 	// podGroups are the coscheduling PodGroups of gangs, workloadGroups the Workload API's; each nil where the
 	// cluster does not serve them.
 	podGroups      schedinformers.PodGroupInformer
@@ -160,6 +166,10 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 	in.nodes.Informer()
 	in.pods.Informer()
 	in.daemonSets.Informer()
+	in.deployments, in.replicaSets, in.hpas = kf.Apps().V1().Deployments(), kf.Apps().V1().ReplicaSets(), kf.Autoscaling().V2().HorizontalPodAutoscalers()
+	in.deployments.Informer()
+	in.replicaSets.Informer()
+	in.hpas.Informer()
 	in.pdbs.Informer()
 	in.claims.Informer()
 	in.pools.Informer()
@@ -419,6 +429,8 @@ func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, e
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
 		Recorder: w.host.Recorder, Booked: w.booked(),
+		Surge: surge.New(surge.Options{Kube: w.kube, Pods: in.pods.Lister(), ReplicaSets: in.replicaSets.Lister(),
+			Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister()}),
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {

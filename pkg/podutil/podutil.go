@@ -68,3 +68,21 @@ func DoNotDisrupt(annotations map[string]string, started, now time.Time) bool {
 	}
 	return false
 }
+
+// Key is the pod's "namespace/name".
+func Key(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// Finished reports whether the pod succeeded or failed.
+func Finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// Ready reports whether the pod's Ready condition is true.
+func Ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -66,6 +66,17 @@ spec:
         lastTransitionTime: {{ $now | Quote }}
 `
 
+// AnnotationReadyAfter on a pod (a duration, such as "5s") delays its readiness in the sandbox: it is Pending,
+// not Ready, for that long after it is bound, as a container that starts and then passes its readiness probe.
+const AnnotationReadyAfter = "sandbox.stevedore.dev/ready-after"
+
+// readyAfter delays kwok's pod-ready stage by the pod's AnnotationReadyAfter (none without it).
+func readyAfter() *kwokv1alpha1.StageDelay {
+	zero := int64(0)
+	return &kwokv1alpha1.StageDelay{DurationMilliseconds: &zero, DurationFrom: &kwokv1alpha1.ExpressionFrom{
+		JQ: &kwokv1alpha1.ExpressionJQ{Expression: fmt.Sprintf(".metadata.annotations[%q]", AnnotationReadyAfter)}}}
+}
+
 // startKwok runs kwok's simulated kubelets in this process: Nodes annotated kwok.x-k8s.io/node=fake report
 // Ready and renew their Lease, pods bound to them become Running, Job pods complete, deleted pods go away.
 func startKwok(ctx context.Context, kubeconfig string, leaseDuration time.Duration) error {
@@ -75,6 +86,9 @@ func startKwok(ctx context.Context, kubeconfig string, leaseDuration time.Durati
 		var st kwokv1alpha1.Stage
 		if err := yaml.Unmarshal([]byte(raw), &st); err != nil {
 			return fmt.Errorf("kwok stage: %w", err)
+		}
+		if st.Name == "pod-ready" {
+			st.Spec.Delay = readyAfter()
 		}
 		kwokv1alpha1.SetObjectDefaults_Stage(&st)
 		in, err := internalversion.ConvertToInternalStage(&st)

@@ -98,13 +98,18 @@ func UnregisteredTaint() corev1.Taint {
 // Ownership and lifecycle keys are Stevedore's own, so that a cluster that also runs Karpenter never confuses
 // the two.
 const (
-	LabelNodePool          = "stevedore.dev/nodepool"
-	LabelNodeClaim         = "stevedore.dev/nodeclaim"
-	LabelInitialized       = "stevedore.dev/initialized"
-	TaintUnregistered      = "stevedore.dev/unregistered"
-	TaintDisrupted         = "stevedore.dev/disrupted"
-	TerminationFinalizer   = "stevedore.dev/termination"
-	DoNotDisruptKey        = "stevedore.dev/do-not-disrupt"
+	LabelNodePool        = "stevedore.dev/nodepool"
+	LabelNodeClaim       = "stevedore.dev/nodeclaim"
+	LabelInitialized     = "stevedore.dev/initialized"
+	TaintUnregistered    = "stevedore.dev/unregistered"
+	TaintDisrupted       = "stevedore.dev/disrupted"
+	TerminationFinalizer = "stevedore.dev/termination"
+	DoNotDisruptKey      = "stevedore.dev/do-not-disrupt"
+	// AnnotationReplacement on a pod (Surge or Evict) overrides its NodePool's spec.disruption.replacement.
+	AnnotationReplacement = "stevedore.dev/replacement"
+	// AnnotationSurge on a Deployment or ReplicaSet records a surge under way, as "<replicas before>:<replicas
+	// during>": a process that takes over scales back a surge the one before it left.
+	AnnotationSurge        = "stevedore.dev/surge"
 	AnnotationNodePoolHash = "stevedore.dev/nodepool-hash"
 	// AnnotationNodePoolHashVersion is the version of the hash function that computed AnnotationNodePoolHash.
 	AnnotationNodePoolHashVersion = "stevedore.dev/nodepool-hash-version"

@@ -260,7 +260,27 @@ type Disruption struct {
 	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	Budgets []Budget `json:"budgets,omitempty"`
+
+	// Replacement is how the pods of a node being disrupted move. Surge starts each pod's successor first, when
+	// its owner can scale (a Deployment or a ReplicaSet), and removes the old pod only once the successor is Ready;
+	// Evict evicts the pods through the Eviction API. Pods that cannot surge are evicted either way. A pod's
+	// stevedore.dev/replacement annotation (Surge or Evict) overrides it.
+	// +kubebuilder:default=Surge
+	// +kubebuilder:validation:Enum=Surge;Evict
+	// +optional
+	Replacement Replacement `json:"replacement,omitempty"`
 }
+
+// Replacement is how a disrupted node's pods move.
+type Replacement string
+
+// Replacements.
+const (
+	// ReplacementSurge starts a pod's successor and waits for it to be Ready before the pod goes.
+	ReplacementSurge Replacement = "Surge"
+	// ReplacementEvict evicts the pod; its owner creates the successor afterwards.
+	ReplacementEvict Replacement = "Evict"
+)
 
 // DisruptionReason names why a node is voluntarily disrupted.
 // +kubebuilder:validation:Enum=Empty;Underutilized;Drifted

@@ -12,7 +12,7 @@ const DefaultExpireAfter = 720 * time.Hour
 // Normalize rewrites the older spellings Stevedore accepts (Karpenter v1beta1 and early v1 manifests) into the
 // canonical form and fills the defaults the API server does not: WhenUnderutilized becomes
 // WhenEmptyOrUnderutilized, spec.disruption.expireAfter moves to spec.template.spec.expireAfter when the template
-// has none, expireAfter defaults to 720h, and the node class reference gets its group and kind.
+// has none, expireAfter defaults to 720h, replacement to Surge, and the node class reference gets its group and kind.
 // Readers call it on their own copy; the stored object is left as the user wrote it.
 func (np *NodePool) Normalize() {
 	d := &np.Spec.Disruption
@@ -22,6 +22,9 @@ func (np *NodePool) Normalize() {
 	}
 	if d.ConsolidateAfter == nil {
 		d.ConsolidateAfter = NewDuration(0)
+	}
+	if d.Replacement == "" {
+		d.Replacement = ReplacementSurge
 	}
 	if len(d.Budgets) == 0 {
 		d.Budgets = []Budget{{Nodes: "10%"}}

@@ -17,6 +17,8 @@ func TestNodePoolNormalize(t *testing.T) {
 		wantExpire  string
 		wantGroup   string
 		wantBudgets int
+		// wantReplacement is Surge unless set
+		wantReplacement Replacement
 	}{
 		{
 			name:        "empty NodePool gets every default",
@@ -48,6 +50,15 @@ func TestNodePoolNormalize(t *testing.T) {
 			wantBudgets: 1,
 		},
 		{
+			name:            "a replacement set is kept",
+			in:              NodePool{Spec: NodePoolSpec{Disruption: Disruption{Replacement: ReplacementEvict}}},
+			wantPolicy:      ConsolidationPolicyWhenEmptyOrUnderutilized,
+			wantExpire:      (720 * time.Hour).String(),
+			wantGroup:       GroupName,
+			wantBudgets:     1,
+			wantReplacement: ReplacementEvict,
+		},
+		{
 			name: "Karpenter's node class group maps onto Stevedore's",
 			in: NodePool{Spec: NodePoolSpec{Template: NodeClaimTemplate{Spec: NodeClaimTemplateSpec{
 				NodeClassRef: &NodeClassReference{Group: KarpenterNodeClassGroup, Kind: "EC2NodeClass", Name: "x"},
@@ -76,6 +87,13 @@ func TestNodePoolNormalize(t *testing.T) {
 			}
 			if got := len(np.Spec.Disruption.Budgets); got != tc.wantBudgets {
 				t.Errorf("budgets = %d, want %d", got, tc.wantBudgets)
+			}
+			want := tc.wantReplacement
+			if want == "" {
+				want = ReplacementSurge
+			}
+			if got := np.Spec.Disruption.Replacement; got != want {
+				t.Errorf("replacement = %q, want %q", got, want)
 			}
 		})
 	}

@@ -1,0 +1,582 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+// Package surge moves pods make-before-break. A pod whose owner can scale (a Deployment, or a ReplicaSet of its
+// own) is moved by scaling the owner up by one: the successor is scheduled and becomes Ready while the old pod
+// still serves; then the old pod is ranked first for deletion (pod-deletion-cost) and the owner scaled back, so
+// that the ReplicaSet controller deletes the old pod. No eviction is made and the owner never has fewer Ready
+// replicas than before; its replica count and template end as they were.
+package surge
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
+)
+
+// Options configure a Surger.
+type Options struct {
+	Kube        kubernetes.Interface
+	Pods        corelisters.PodLister
+	ReplicaSets appslisters.ReplicaSetLister
+	Deployments appslisters.DeploymentLister
+	// HPAs are read for their maxReplicas; nil: none is.
+	HPAs autoscalinglisters.HorizontalPodAutoscalerLister
+	// Interval is how often a surge looks at its successors (default 1s).
+	Interval time.Duration
+}
+
+// Surger moves pods by surging their owners.
+type Surger struct {
+	opts Options
+}
+
+// New returns a Surger.
+func New(opts Options) *Surger {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	return &Surger{opts: opts}
+}
+
+// The kinds of owner a surge scales.
+const (
+	kindDeployment = "Deployment"
+	kindReplicaSet = "ReplicaSet"
+)
+
+// Owner is the workload whose scale a surge changes.
+type Owner struct {
+	// Kind is Deployment or ReplicaSet.
+	Kind      string
+	Namespace string
+	Name      string
+	// ReplicaSet is the ReplicaSet that owns the pods (the Deployment's only active one).
+	ReplicaSet *appsv1.ReplicaSet
+}
+
+func (o Owner) String() string { return fmt.Sprintf("%s %s/%s", o.Kind, o.Namespace, o.Name) }
+
+// Check says how a pod on a node of a NodePool whose replacement is mode would move: by surging its owner (the
+// owner is returned), or else why not. wait says the reason passes (the owner is rolling out, scaling or surging
+// already): the pod had better wait for it than be evicted. extra is how many of the owner's pods the same move
+// surges already (the HPA's maxReplicas must leave room for one more).
+func (s *Surger) Check(pod *corev1.Pod, mode stevedorev1.Replacement, extra int32) (owner Owner, why string, wait bool) {
+	if why := evicts(pod, mode); why != "" {
+		return Owner{}, why, false
+	}
+	ref := metav1.GetControllerOf(pod)
+	rs, err := s.opts.ReplicaSets.ReplicaSets(pod.Namespace).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		return Owner{}, fmt.Sprintf("its ReplicaSet %s is not found", ref.Name), false
+	}
+	if rs.DeletionTimestamp != nil {
+		return Owner{}, fmt.Sprintf("its ReplicaSet %s is being deleted", rs.Name), false
+	}
+	owner = Owner{Kind: kindReplicaSet, Namespace: rs.Namespace, Name: rs.Name, ReplicaSet: rs}
+	replicas := ptrValue(rs.Spec.Replicas)
+	if dref := metav1.GetControllerOf(rs); dref != nil {
+		if dref.Kind != kindDeployment {
+			return Owner{}, fmt.Sprintf("its ReplicaSet is controlled by a %s", dref.Kind), false
+		}
+		d, err := s.opts.Deployments.Deployments(rs.Namespace).Get(dref.Name)
+		if err != nil || d.UID != dref.UID {
+			return Owner{}, fmt.Sprintf("its Deployment %s is not found", dref.Name), false
+		}
+		if why, wait := s.rollingOut(d, rs); why != "" {
+			return Owner{}, why, wait
+		}
+		owner = Owner{Kind: kindDeployment, Namespace: d.Namespace, Name: d.Name, ReplicaSet: rs}
+		replicas = ptrValue(d.Spec.Replicas)
+	} else {
+		switch {
+		case rs.Annotations[stevedorev1.AnnotationSurge] != "":
+			return Owner{}, fmt.Sprintf("its ReplicaSet %s is surging already", rs.Name), true
+		case rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas != replicas:
+			return Owner{}, fmt.Sprintf("its ReplicaSet %s is scaling", rs.Name), true
+		}
+	}
+	if why := s.hpaRoom(owner, replicas+extra+1); why != "" {
+		return Owner{}, why, false
+	}
+	return owner, "", false
+}
+
+// evicts says why a pod is evicted whatever its owner's state: its replacement (the pod's annotation, else mode) is
+// Evict, or its owner is not a ReplicaSet.
+func evicts(pod *corev1.Pod, mode stevedorev1.Replacement) string {
+	if v, ok := pod.Annotations[stevedorev1.AnnotationReplacement]; ok {
+		switch stevedorev1.Replacement(v) {
+		case stevedorev1.ReplacementSurge, stevedorev1.ReplacementEvict:
+			mode = stevedorev1.Replacement(v)
+		default:
+			return fmt.Sprintf("its %s annotation %q is neither Surge nor Evict", stevedorev1.AnnotationReplacement, v)
+		}
+	}
+	if mode == stevedorev1.ReplacementEvict {
+		return "its replacement is Evict"
+	}
+	ref := metav1.GetControllerOf(pod)
+	switch {
+	case ref == nil:
+		return "a pod with no owner cannot surge"
+	case ref.Kind == "StatefulSet":
+		return "a StatefulSet's pod keeps its identity and cannot surge"
+	case ref.Kind != kindReplicaSet || !strings.HasPrefix(ref.APIVersion, "apps/"):
+		return fmt.Sprintf("a %s's pod cannot surge", ref.Kind)
+	}
+	return ""
+}
+
+// rollingOut says why a Deployment cannot surge now, and whether that passes: a surge under way, or a rollout
+// or scaling under way (a surge would land in whichever ReplicaSet the Deployment controller chooses, and fight
+// it) pass; a paused Deployment or one being deleted does not.
+func (s *Surger) rollingOut(d *appsv1.Deployment, rs *appsv1.ReplicaSet) (string, bool) {
+	switch {
+	case d.DeletionTimestamp != nil:
+		return fmt.Sprintf("its Deployment %s is being deleted", d.Name), false
+	case d.Spec.Paused:
+		return fmt.Sprintf("its Deployment %s is paused", d.Name), false
+	case d.Annotations[stevedorev1.AnnotationSurge] != "":
+		return fmt.Sprintf("its Deployment %s is surging already", d.Name), true
+	}
+	want := ptrValue(d.Spec.Replicas)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.Replicas != want {
+		return fmt.Sprintf("its Deployment %s is rolling out or scaling (%d of %d replicas updated, %d in all)", d.Name, st.UpdatedReplicas,
+			want, st.Replicas), true
+	}
+	siblings, err := s.opts.ReplicaSets.ReplicaSets(d.Namespace).List(labels.Everything())
+	if err != nil {
+		return err.Error(), true
+	}
+	for _, other := range siblings {
+		if other.UID == rs.UID || !metav1.IsControlledBy(other, d) {
+			continue
+		}
+		if ptrValue(other.Spec.Replicas) > 0 || other.Status.Replicas > 0 {
+			return fmt.Sprintf("its Deployment %s is rolling out (ReplicaSet %s still has pods)", d.Name, other.Name), true
+		}
+	}
+	if st.AvailableReplicas != want {
+		// a surge waits for every pod of the ReplicaSet to be Ready, which a failing pod never is
+		return fmt.Sprintf("its Deployment %s has %d of %d replicas available", d.Name, st.AvailableReplicas, want), false
+	}
+	return "", false
+}
+
+// hpaRoom says why an HPA would undo a scale to replicas: it is above the HPA's maxReplicas.
+func (s *Surger) hpaRoom(o Owner, replicas int32) string {
+	if s.opts.HPAs == nil {
+		return ""
+	}
+	hpas, err := s.opts.HPAs.HorizontalPodAutoscalers(o.Namespace).List(labels.Everything())
+	if err != nil {
+		return err.Error()
+	}
+	for _, h := range hpas {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind == o.Kind && ref.Name == o.Name && replicas > h.Spec.MaxReplicas {
+			return fmt.Sprintf("HorizontalPodAutoscaler %s is at its maxReplicas %d", h.Name, h.Spec.MaxReplicas)
+		}
+	}
+	return ""
+}
+
+// Result is what Move did, pod by pod ("namespace/name").
+type Result struct {
+	// Moved are the pods whose successors are Ready and that their ReplicaSets are deleting.
+	Moved []string
+	// Failed says why each other pod did not move; it is still there.
+	Failed map[string]string
+}
+
+// surging is one owner's surge: its pods that move and the scale before and during it.
+type surging struct {
+	owner    Owner
+	pods     []*corev1.Pod
+	from, to int32
+	// oldCosts are the pods' deletion-cost annotations before the surge ("" when absent), to restore on failure.
+	oldCosts map[string][2]*string
+	ready    bool
+	failure  string
+}
+
+// Move moves pods by surging their owners, each owner by as many replicas as it has pods among them: it waits up
+// to timeout for the successors to be Ready, then scales each owner back with the old pods ranked first for
+// deletion. Pods that cannot surge, and the pods of an owner whose successors are not Ready in time, are listed
+// in Failed (their owner is scaled back, which deletes the successors that are not Ready).
+func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.Replacement, timeout time.Duration) Result {
+	res := Result{Failed: map[string]string{}}
+	surges := s.group(pods, modes, res.Failed)
+	var active []*surging
+	for _, sg := range surges {
+		if err := s.start(ctx, sg); err != nil {
+			sg.failure = err.Error()
+			s.restoreCosts(ctx, sg)
+			continue
+		}
+		klog.FromContext(ctx).Info("Surging", "owner", sg.owner.String(), "replicas", sg.to, "from", sg.from, "moving", podNames(sg.pods))
+		active = append(active, sg)
+	}
+	if len(active) > 0 {
+		_ = wait.PollUntilContextTimeout(ctx, s.opts.Interval, timeout, true, func(context.Context) (bool, error) {
+			done := true
+			for _, sg := range active {
+				if !sg.ready && sg.failure == "" {
+					sg.ready, sg.failure = s.successorsReady(sg)
+				}
+				done = done && (sg.ready || sg.failure != "")
+			}
+			return done, nil
+		})
+	}
+	for _, sg := range active {
+		s.end(ctx, sg, timeout)
+	}
+	for _, sg := range surges {
+		for _, pod := range sg.pods {
+			if sg.failure != "" {
+				res.Failed[podutil.Key(pod)] = fmt.Sprintf("%s: %s", sg.owner, sg.failure)
+			} else {
+				res.Moved = append(res.Moved, podutil.Key(pod))
+			}
+		}
+	}
+	return res
+}
+
+// group gathers the pods that can surge by owner, in the order of their names; why each other pod cannot goes to
+// failed.
+func (s *Surger) group(pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.Replacement, failed map[string]string) []*surging {
+	var out []*surging
+	byOwner := map[string]*surging{}
+	for _, pod := range sortedPods(pods) {
+		key := ""
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			key = pod.Namespace + "/" + string(ref.UID)
+		}
+		sg := byOwner[key]
+		var extra int32
+		if sg != nil {
+			extra = int32(len(sg.pods)) //nolint:gosec // G115: the pods of a few nodes
+		}
+		owner, why, _ := s.Check(pod, modes(pod), extra)
+		if why != "" {
+			failed[podutil.Key(pod)] = why
+			continue
+		}
+		if sg == nil {
+			sg = &surging{owner: owner, oldCosts: map[string][2]*string{}}
+			byOwner[key] = sg
+			out = append(out, sg)
+		}
+		sg.pods = append(sg.pods, pod)
+	}
+	return out
+}
+
+// end ends a surge that started: the owner is scaled back and, when the successors were Ready, the old pods'
+// deletion confirmed; a surge that did not go through gets its pods' deletion costs back.
+func (s *Surger) end(ctx context.Context, sg *surging, timeout time.Duration) {
+	if !sg.ready && sg.failure == "" {
+		sg.failure = fmt.Sprintf("its successors were not Ready within %s", timeout)
+	}
+	if err := s.scaleBack(ctx, sg); err != nil && sg.failure == "" {
+		sg.failure = err.Error()
+	}
+	if sg.ready && sg.failure == "" {
+		sg.failure = s.confirm(ctx, sg)
+	}
+	if sg.failure != "" {
+		s.restoreCosts(ctx, sg)
+	}
+}
+
+// start ranks the owner's moving pods first for deletion, records the surge on the owner and scales it up.
+func (s *Surger) start(ctx context.Context, sg *surging) error {
+	for _, pod := range sg.pods {
+		sg.oldCosts[podutil.Key(pod)] = [2]*string{annotation(pod, deletioncost.AnnotationDeletionCost), annotation(pod, deletioncost.AnnotationManaged)}
+		cost := strconv.Itoa(deletioncost.LeavingCost)
+		if err := s.patchCost(ctx, pod, &cost, &cost); err != nil {
+			return fmt.Errorf("ranking pod %s/%s first for deletion: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	scale, err := s.getScale(ctx, sg.owner)
+	if err != nil {
+		return err
+	}
+	sg.from = scale.Spec.Replicas
+	sg.to = sg.from + int32(len(sg.pods)) //nolint:gosec // G115: the pods of a few nodes
+	if err := s.annotate(ctx, sg.owner, fmt.Sprintf("%d:%d", sg.from, sg.to)); err != nil {
+		return fmt.Errorf("recording the surge on %s: %w", sg.owner, err)
+	}
+	// read again after the record's write: that resourceVersion is the scale's precondition
+	scale, err = s.getScale(ctx, sg.owner)
+	if err == nil && scale.Spec.Replicas != sg.from {
+		err = fmt.Errorf("its replicas changed to %d meanwhile", scale.Spec.Replicas)
+	}
+	if err == nil {
+		scale.Spec.Replicas = sg.to
+		err = s.updateScale(ctx, sg.owner, scale)
+	}
+	if err != nil {
+		_ = s.annotate(ctx, sg.owner, "")
+		return fmt.Errorf("scaling %s to %d: %w", sg.owner, sg.to, err)
+	}
+	return nil
+}
+
+// successorsReady reports whether every pod of the owner's ReplicaSet is Ready and there are as many as the
+// surge asked for (the ReplicaSet controller then deletes the lowest-cost pods, the old ones); or why the surge
+// stops (someone else changed the owner's scale).
+func (s *Surger) successorsReady(sg *surging) (bool, string) {
+	want, ok := s.currentReplicas(sg.owner)
+	if !ok {
+		return false, "it was deleted"
+	}
+	if want != sg.to {
+		return false, fmt.Sprintf("its replicas were changed to %d while it surged", want)
+	}
+	pods, err := s.opts.Pods.Pods(sg.owner.Namespace).List(labels.Everything())
+	if err != nil {
+		return false, ""
+	}
+	ready := int32(0)
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, sg.owner.ReplicaSet) || podutil.Finished(pod) {
+			continue
+		}
+		if pod.Spec.NodeName == "" || !podutil.Ready(pod) {
+			return false, ""
+		}
+		ready++
+	}
+	return ready >= sg.to, ""
+}
+
+// currentReplicas is the owner's spec.replicas as the informers see it.
+func (s *Surger) currentReplicas(o Owner) (int32, bool) {
+	if o.Kind == kindDeployment {
+		d, err := s.opts.Deployments.Deployments(o.Namespace).Get(o.Name)
+		if err != nil {
+			return 0, false
+		}
+		return ptrValue(d.Spec.Replicas), true
+	}
+	rs, err := s.opts.ReplicaSets.ReplicaSets(o.Namespace).Get(o.Name)
+	if err != nil {
+		return 0, false
+	}
+	return ptrValue(rs.Spec.Replicas), true
+}
+
+// scaleBack returns the owner to the replicas it had, if they are still the surge's (someone else's change
+// stands), and removes the surge's record.
+func (s *Surger) scaleBack(ctx context.Context, sg *surging) error {
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+		scale, err := s.getScale(ctx, sg.owner)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		if scale.Spec.Replicas != sg.to {
+			klog.FromContext(ctx).Info("Not scaling back a surge: the replicas were changed meanwhile", "owner", sg.owner.String(),
+				"replicas", scale.Spec.Replicas, "surge", sg.to)
+			return true, nil
+		}
+		scale.Spec.Replicas = sg.from
+		err = s.updateScale(ctx, sg.owner, scale)
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("scaling %s back to %d: %w", sg.owner, sg.from, err)
+	}
+	if err := s.annotate(ctx, sg.owner, ""); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the surge's record from %s: %w", sg.owner, err)
+	}
+	return nil
+}
+
+// confirm waits for the ReplicaSet controller to delete the old pods; it says why not when it deleted others.
+func (s *Surger) confirm(ctx context.Context, sg *surging) string {
+	gone := func(pod *corev1.Pod) bool {
+		cur, err := s.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
+		return err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil
+	}
+	var left []string
+	_ = wait.PollUntilContextTimeout(ctx, s.opts.Interval, 30*time.Second, true, func(context.Context) (bool, error) {
+		left = left[:0]
+		for _, pod := range sg.pods {
+			if !gone(pod) {
+				left = append(left, pod.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if len(left) > 0 {
+		return fmt.Sprintf("its ReplicaSet did not delete %s after the scale-down", strings.Join(left, ", "))
+	}
+	return ""
+}
+
+// Recover scales back the surges a process that stopped left under way: owners recorded as surging whose replicas
+// are still the surge's return to what they had; the records are removed.
+func (s *Surger) Recover(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	var owners []Owner
+	if ds, err := s.opts.Deployments.List(labels.Everything()); err == nil {
+		for _, d := range ds {
+			if d.Annotations[stevedorev1.AnnotationSurge] != "" {
+				owners = append(owners, Owner{Kind: kindDeployment, Namespace: d.Namespace, Name: d.Name})
+			}
+		}
+	}
+	if rss, err := s.opts.ReplicaSets.List(labels.Everything()); err == nil {
+		for _, rs := range rss {
+			if rs.Annotations[stevedorev1.AnnotationSurge] != "" && metav1.GetControllerOf(rs) == nil {
+				owners = append(owners, Owner{Kind: kindReplicaSet, Namespace: rs.Namespace, Name: rs.Name})
+			}
+		}
+	}
+	sort.Slice(owners, func(i, j int) bool { return owners[i].String() < owners[j].String() })
+	for _, o := range owners {
+		raw := s.recorded(o)
+		var from, to int32
+		if _, err := fmt.Sscanf(raw, "%d:%d", &from, &to); err != nil {
+			logger.Error(err, "A surge record is not understood; removing it", "owner", o.String(), "record", raw)
+			_ = s.annotate(ctx, o, "")
+			continue
+		}
+		if err := s.scaleBack(ctx, &surging{owner: o, from: from, to: to}); err != nil {
+			logger.Error(err, "Scaling back a surge a stopped process left", "owner", o.String())
+			continue
+		}
+		logger.Info("Scaled back a surge a stopped process left", "owner", o.String(), "replicas", from)
+	}
+}
+
+func (s *Surger) recorded(o Owner) string {
+	if o.Kind == kindDeployment {
+		if d, err := s.opts.Deployments.Deployments(o.Namespace).Get(o.Name); err == nil {
+			return d.Annotations[stevedorev1.AnnotationSurge]
+		}
+		return ""
+	}
+	if rs, err := s.opts.ReplicaSets.ReplicaSets(o.Namespace).Get(o.Name); err == nil {
+		return rs.Annotations[stevedorev1.AnnotationSurge]
+	}
+	return ""
+}
+
+func (s *Surger) getScale(ctx context.Context, o Owner) (*autoscalingv1.Scale, error) {
+	if o.Kind == kindDeployment {
+		return s.opts.Kube.AppsV1().Deployments(o.Namespace).GetScale(ctx, o.Name, metav1.GetOptions{})
+	}
+	return s.opts.Kube.AppsV1().ReplicaSets(o.Namespace).GetScale(ctx, o.Name, metav1.GetOptions{})
+}
+
+func (s *Surger) updateScale(ctx context.Context, o Owner, scale *autoscalingv1.Scale) error {
+	var err error
+	if o.Kind == kindDeployment {
+		_, err = s.opts.Kube.AppsV1().Deployments(o.Namespace).UpdateScale(ctx, o.Name, scale, metav1.UpdateOptions{})
+	} else {
+		_, err = s.opts.Kube.AppsV1().ReplicaSets(o.Namespace).UpdateScale(ctx, o.Name, scale, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// annotate sets the owner's surge record (removes it when value is "").
+func (s *Surger) annotate(ctx context.Context, o Owner, value string) error {
+	v := "null"
+	if value != "" {
+		v = strconv.Quote(value)
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, stevedorev1.AnnotationSurge, v))
+	var err error
+	if o.Kind == kindDeployment {
+		_, err = s.opts.Kube.AppsV1().Deployments(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	} else {
+		_, err = s.opts.Kube.AppsV1().ReplicaSets(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	return err
+}
+
+// patchCost sets (nil: removes) a pod's deletion cost and Stevedore's record of it.
+func (s *Surger) patchCost(ctx context.Context, pod *corev1.Pod, cost, managed *string) error {
+	value := func(v *string) string {
+		if v == nil {
+			return "null"
+		}
+		return strconv.Quote(*v)
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s,%q:%s}}}`, deletioncost.AnnotationDeletionCost, value(cost),
+		deletioncost.AnnotationManaged, value(managed)))
+	_, err := s.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// restoreCosts puts back the deletion costs of the pods of a surge that did not go through.
+func (s *Surger) restoreCosts(ctx context.Context, sg *surging) {
+	for _, pod := range sg.pods {
+		old, ok := sg.oldCosts[podutil.Key(pod)]
+		if !ok {
+			continue
+		}
+		if err := s.patchCost(ctx, pod, old[0], old[1]); err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "Restoring a pod's deletion cost after a surge that did not go through", "pod", klog.KObj(pod))
+		}
+	}
+}
+
+func annotation(pod *corev1.Pod, key string) *string {
+	if v, ok := pod.Annotations[key]; ok {
+		return &v
+	}
+	return nil
+}
+
+func sortedPods(pods []*corev1.Pod) []*corev1.Pod {
+	out := append([]*corev1.Pod(nil), pods...)
+	sort.Slice(out, func(i, j int) bool { return podutil.Key(out[i]) < podutil.Key(out[j]) })
+	return out
+}
+
+func podNames(pods []*corev1.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = podutil.Key(p)
+	}
+	return out
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}

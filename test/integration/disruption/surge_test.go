@@ -1,0 +1,179 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package disruption
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/disruption"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// apart keeps the pods labelled key=value on different nodes.
+func apart(pod *corev1.PodSpec, key, value string) {
+	pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}}}}}
+}
+
+// TestConsolidationSurgesSingleReplicaDeploymentsWithNoMomentAtZeroReady runs three single-replica Deployments
+// whose pods take 3 s to become Ready (one under an HPA, one under a minAvailable=1 PodDisruptionBudget), one per
+// node beside a 3-CPU filler; once the filler is gone, consolidation replaces every node by a cheaper one. A
+// watch on each Deployment's pods records every readiness change: none of them is ever without a Ready pod, every
+// pod moved, and the Deployments end with one replica and no surge left under way.
+func TestConsolidationSurgesSingleReplicaDeploymentsWithNoMomentAtZeroReady(t *testing.T) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	solos := []string{"plain", "scaled", "budgeted"}
+	nodePoolOfSolos(t, "surge", stevedorev1.ReplacementSurge)
+	fillerAndSolos(t, ns, "surge", solos)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To(int32(1)), MaxReplicas: 3,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "scaled"},
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(int32(80))}}}}}}
+	if _, err := sb.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "budgeted", Namespace: ns}, Spec: policyv1.PodDisruptionBudgetSpec{
+		MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "budgeted"}}}}
+	if _, err := sb.Kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, nodes := runningSolos(t, ns, solos)
+	harness.Eventually(t, "the PodDisruptionBudget to allow no disruption", func(ctx context.Context) (bool, error) {
+		cur, err := sb.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "budgeted", metav1.GetOptions{})
+		return err == nil && cur.Status.ObservedGeneration == cur.Generation && cur.Status.CurrentHealthy == 1 && cur.Status.DisruptionsAllowed == 0, err
+	})
+	lowest := map[string]func() int32{}
+	for _, name := range solos {
+		lowest[name] = watchAvailable(t, ns, name)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range solos {
+				dumpDrain(t, ns, name)
+			}
+		}
+	})
+
+	harness.Scale(t, sb, ns, "filler", 0)
+	waitSolosMoved(t, ns, "surge", solos, before, nodes)
+	for _, name := range solos {
+		if got := lowest[name](); got < 1 {
+			t.Errorf("Deployment %s had no Ready pod at one point while its pod moved", name)
+		}
+		d, err := sb.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ptr.Deref(d.Spec.Replicas, 0); got != 1 {
+			t.Errorf("Deployment %s ends with %d replicas, want 1", name, got)
+		}
+		if v, ok := d.Annotations[stevedorev1.AnnotationSurge]; ok {
+			t.Errorf("Deployment %s still records a surge (%q)", name, v)
+		}
+	}
+	// every pod moved make-before-break: a Surged event names it
+	events, err := sb.Kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + disruption.ReasonSurged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range solos {
+		key := ns + "/" + before[name].Name
+		found := false
+		for _, ev := range events.Items {
+			found = found || strings.Contains(ev.Message, key)
+		}
+		if !found {
+			t.Errorf("no %s event names pod %s", disruption.ReasonSurged, key)
+		}
+	}
+}
+
+// nodePoolOfSolos makes an on-demand NodePool whose pods move by replacement (a spot node is replaced only by a
+// choice of cheaper spot types, spot-to-spot consolidation).
+func nodePoolOfSolos(t *testing.T, pool string, replacement stevedorev1.Replacement) {
+	harness.NodePool(t, sb, pool, pool, budget("100%"), func(np *stevedorev1.NodePool) {
+		np.Spec.Disruption.Replacement = replacement
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			harness.Req(stevedorev1.LabelCapacityType, "In", stevedorev1.CapacityTypeOnDemand))
+	})
+}
+
+// fillerAndSolos runs, on the NodePool, a filler of one 3-CPU pod per node for each solo, then the solos: single-
+// replica Deployments of 250m whose pods take 3 s to become Ready and keep apart, so each lands beside a filler pod.
+func fillerAndSolos(t *testing.T, ns, pool string, solos []string) {
+	filler := harness.Deployment(ns, "filler", int32(len(solos)), "3", "1Gi") //nolint:gosec // G115: a test's few Deployments
+	apart(&filler.Spec.Template.Spec, "app", "filler")
+	harness.IsolatedDeployment(t, sb, filler, pool)
+	harness.WaitRunning(t, sb, ns, "filler", len(solos))
+	for _, name := range solos {
+		d := harness.Deployment(ns, name, 1, "250m", "128Mi")
+		d.Spec.Template.Labels["group"] = "solo"
+		d.Spec.Template.Annotations = map[string]string{sandbox.AnnotationReadyAfter: "3s"}
+		apart(&d.Spec.Template.Spec, "group", "solo")
+		harness.IsolatedDeployment(t, sb, d, pool)
+	}
+}
+
+// runningSolos waits for each solo's pod to run and returns the pods and the nodes they run on.
+func runningSolos(t *testing.T, ns string, solos []string) (map[string]corev1.Pod, map[string]bool) {
+	before, nodes := map[string]corev1.Pod{}, map[string]bool{}
+	for _, name := range solos {
+		pods := harness.WaitRunning(t, sb, ns, name, 1)
+		before[name] = pods[0]
+		nodes[pods[0].Spec.NodeName] = true
+	}
+	return before, nodes
+}
+
+// waitSolosMoved waits until the NodePool's first nodes are gone and each solo runs one new, Ready pod elsewhere.
+func waitSolosMoved(t *testing.T, ns, pool string, solos []string, before map[string]corev1.Pod, nodes map[string]bool) {
+	harness.EventuallyWithin(t, 6*time.Minute, "every single-replica pod moved off the filler's nodes, which are gone", func(ctx context.Context) (bool, error) {
+		for _, c := range harness.NodeClaimsOf(t, sb, pool) {
+			if c.DeletionTimestamp != nil || nodes[c.Status.NodeName] {
+				return false, nil
+			}
+		}
+		for _, name := range solos {
+			pods, err := harness.RunningPods(ctx, sb, ns, name)
+			if err != nil || len(pods) != 1 || pods[0].UID == before[name].UID || nodes[pods[0].Spec.NodeName] || !podReady(&pods[0]) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestConsolidationWithEvictLeavesASingleReplicaDeploymentWithNoReadyPod is the same move with replacement Evict:
+// the watch sees the Deployment without a Ready pod between the eviction and its successor's readiness (what
+// Surge avoids, and what shows the watch can tell).
+func TestConsolidationWithEvictLeavesASingleReplicaDeploymentWithNoReadyPod(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	solos := []string{"evicted"}
+	nodePoolOfSolos(t, "evict", stevedorev1.ReplacementEvict)
+	fillerAndSolos(t, ns, "evict", solos)
+	before, nodes := runningSolos(t, ns, solos)
+	lowest := watchAvailable(t, ns, "evicted")
+	harness.Scale(t, sb, ns, "filler", 0)
+	waitSolosMoved(t, ns, "evict", solos, before, nodes)
+	if got := lowest(); got != 0 {
+		t.Errorf("with Evict, the Deployment had at least %d Ready pod throughout; the successor of an evicted pod cannot be Ready before it goes", got)
+	}
+}
