@@ -355,7 +355,7 @@ func TestBlocked(t *testing.T) {
 			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
 		{name: "a pod whose owner surges for another node waits",
 			setup: surger(map[string]string{stevedorev1.AnnotationSurge: "1:2"}),
-			want: "pod default/web waits to surge: its ReplicaSet rs-web is surging already"},
+			want:  "pod default/web waits to surge: its ReplicaSet rs-web is surging already"},
 		{name: "two PDBs select the pod", extra: []runtime.Object{pdb("one", "web", 1), pdb("two", "web", 1)},
 			want: "pod default/web: more than one PodDisruptionBudget selects it"},
 		{name: "PDB of another namespace", extra: []runtime.Object{otherNS}, want: ""},
