@@ -215,6 +215,9 @@ func (c *Controller) surge(ctx context.Context, cmd *Command) error {
 	res := c.opts.Surge.Move(ctx, pods, func(p *corev1.Pod) stevedorev1.Replacement { return modes[podutil.Key(p)] },
 		c.opts.Args.RegistrationTimeout.Duration)
 	c.opts.Metrics.surged("moved", len(res.Moved))
+	if len(res.Failed) > 0 {
+		klog.FromContext(ctx).Info("Pods did not surge; they are evicted", "method", cmd.Method, "nodes", cmd.String(), "pods", res.Failed)
+	}
 	pdbs := newPDBIndex(c.opts.PDBs)
 	var refused []string
 	for _, cand := range cmd.Candidates {

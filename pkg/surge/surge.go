@@ -29,6 +29,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -164,27 +165,39 @@ func (s *Surger) rollingOut(d *appsv1.Deployment, rs *appsv1.ReplicaSet) (string
 	}
 	want := ptrValue(d.Spec.Replicas)
 	st := d.Status
+	// status.replicas counts the pods of every ReplicaSet of the Deployment: equal to the updated ones, no older
+	// ReplicaSet has pods
 	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.Replicas != want {
 		return fmt.Sprintf("its Deployment %s is rolling out or scaling (%d of %d replicas updated, %d in all)", d.Name, st.UpdatedReplicas,
 			want, st.Replicas), true
 	}
-	siblings, err := s.opts.ReplicaSets.ReplicaSets(d.Namespace).List(labels.Everything())
-	if err != nil {
-		return err.Error(), true
-	}
-	for _, other := range siblings {
-		if other.UID == rs.UID || !metav1.IsControlledBy(other, d) {
-			continue
+	if st.AvailableReplicas < want {
+		// the status may lag behind the pods; a surge waits for every pod of the ReplicaSet to be Ready, which a
+		// failing pod never is
+		if ready := s.readyPods(rs, st.AvailableReplicas); ready < want {
+			return fmt.Sprintf("its Deployment %s has %d of %d replicas Ready", d.Name, ready, want), false
 		}
-		if ptrValue(other.Spec.Replicas) > 0 || other.Status.Replicas > 0 {
-			return fmt.Sprintf("its Deployment %s is rolling out (ReplicaSet %s still has pods)", d.Name, other.Name), true
-		}
-	}
-	if st.AvailableReplicas != want {
-		// a surge waits for every pod of the ReplicaSet to be Ready, which a failing pod never is
-		return fmt.Sprintf("its Deployment %s has %d of %d replicas available", d.Name, st.AvailableReplicas, want), false
 	}
 	return "", false
+}
+
+// readyPods counts the ReplicaSet's Ready pods from the pod cache (the Deployment's status lags behind it), or is
+// fallback without a pod cache.
+func (s *Surger) readyPods(rs *appsv1.ReplicaSet, fallback int32) int32 {
+	if s.opts.Pods == nil {
+		return fallback
+	}
+	pods, err := s.opts.Pods.Pods(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return fallback
+	}
+	var ready int32
+	for _, pod := range pods {
+		if pod.DeletionTimestamp == nil && metav1.IsControlledBy(pod, rs) && podutil.Ready(pod) {
+			ready++
+		}
+	}
+	return ready
 }
 
 // hpaRoom says why an HPA would undo a scale to replicas: it is above the HPA's maxReplicas.
@@ -333,15 +346,19 @@ func (s *Surger) start(ctx context.Context, sg *surging) error {
 	if err := s.annotate(ctx, sg.owner, fmt.Sprintf("%d:%d", sg.from, sg.to)); err != nil {
 		return fmt.Errorf("recording the surge on %s: %w", sg.owner, err)
 	}
-	// read again after the record's write: that resourceVersion is the scale's precondition
-	scale, err = s.getScale(ctx, sg.owner)
-	if err == nil && scale.Spec.Replicas != sg.from {
-		err = fmt.Errorf("its replicas changed to %d meanwhile", scale.Spec.Replicas)
-	}
-	if err == nil {
+	// the resourceVersion read is the precondition: a conflict (the owner's status written meanwhile) reads again,
+	// and the replicas must still be those recorded
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := s.getScale(ctx, sg.owner)
+		if err != nil {
+			return err
+		}
+		if scale.Spec.Replicas != sg.from {
+			return fmt.Errorf("its replicas changed to %d meanwhile", scale.Spec.Replicas)
+		}
 		scale.Spec.Replicas = sg.to
-		err = s.updateScale(ctx, sg.owner, scale)
-	}
+		return s.updateScale(ctx, sg.owner, scale)
+	})
 	if err != nil {
 		_ = s.annotate(ctx, sg.owner, "")
 		return fmt.Errorf("scaling %s to %d: %w", sg.owner, sg.to, err)
@@ -357,7 +374,11 @@ func (s *Surger) successorsReady(sg *surging) (bool, string) {
 	if !ok {
 		return false, "it was deleted"
 	}
-	if want != sg.to {
+	switch want {
+	case sg.to:
+	case sg.from:
+		return false, "" // the cache has not seen the scale-up yet (or it was undone: the timeout ends the wait)
+	default:
 		return false, fmt.Sprintf("its replicas were changed to %d while it surged", want)
 	}
 	pods, err := s.opts.Pods.Pods(sg.owner.Namespace).List(labels.Everything())
