@@ -104,12 +104,10 @@ type startedCommand struct {
 	wait time.Duration
 	// short says a forceful command got fewer replacements than it asked for (it goes ahead anyway).
 	short error
-	// surge says pods of the command's nodes move by surging their owners before the nodes go.
+	// surge says pods of the command's nodes move by surging their owners before the nodes go (the command then
+	// finishes in the background, as it waits for them).
 	surge bool
 }
-
-// surges reports whether the command surges pods (it then finishes in the background, as it waits for them).
-func (s *startedCommand) surges() bool { return s.surge }
 
 // begin starts a command: taint the nodes so nothing new lands, and create the replacements. The command's nodes
 // are held (queue.holds) from here until finish returns. When not all replacements could be created a voluntary

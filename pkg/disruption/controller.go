@@ -187,7 +187,7 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	if s.wait > 0 || s.surges() {
+	if s.wait > 0 || s.surge {
 		c.queue.finishLater(ctx, cmd, func(ctx context.Context) error { return c.finish(ctx, s) })
 		return true, nil
 	}

@@ -187,17 +187,30 @@ func (s *Surger) readyPods(rs *appsv1.ReplicaSet, fallback int32) int32 {
 	if s.opts.Pods == nil {
 		return fallback
 	}
-	pods, err := s.opts.Pods.Pods(rs.Namespace).List(labels.Everything())
+	ready, _, err := s.podsOf(rs)
 	if err != nil {
 		return fallback
 	}
-	var ready int32
+	return ready
+}
+
+// podsOf counts the ReplicaSet's pods in the pod cache that are neither finished nor being deleted (live), and
+// those of them bound and Ready.
+func (s *Surger) podsOf(rs *appsv1.ReplicaSet) (ready, live int32, err error) {
+	pods, err := s.opts.Pods.Pods(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return 0, 0, err
+	}
 	for _, pod := range pods {
-		if pod.DeletionTimestamp == nil && metav1.IsControlledBy(pod, rs) && podutil.Ready(pod) {
+		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, rs) || podutil.Finished(pod) {
+			continue
+		}
+		live++
+		if pod.Spec.NodeName != "" && podutil.Ready(pod) {
 			ready++
 		}
 	}
-	return ready
+	return ready, live, nil
 }
 
 // hpaRoom says why an HPA would undo a scale to replicas: it is above the HPA's maxReplicas.
@@ -381,21 +394,8 @@ func (s *Surger) successorsReady(sg *surging) (bool, string) {
 	default:
 		return false, fmt.Sprintf("its replicas were changed to %d while it surged", want)
 	}
-	pods, err := s.opts.Pods.Pods(sg.owner.Namespace).List(labels.Everything())
-	if err != nil {
-		return false, ""
-	}
-	ready := int32(0)
-	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, sg.owner.ReplicaSet) || podutil.Finished(pod) {
-			continue
-		}
-		if pod.Spec.NodeName == "" || !podutil.Ready(pod) {
-			return false, ""
-		}
-		ready++
-	}
-	return ready >= sg.to, ""
+	ready, live, err := s.podsOf(sg.owner.ReplicaSet)
+	return err == nil && ready == live && ready >= sg.to, ""
 }
 
 // currentReplicas is the owner's spec.replicas as the informers see it.

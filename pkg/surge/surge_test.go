@@ -25,7 +25,6 @@ import (
 type world struct {
 	deployment *appsv1.Deployment
 	replicaSet *appsv1.ReplicaSet
-	others     []*appsv1.ReplicaSet
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
 }
 
@@ -56,9 +55,6 @@ func (w *world) surger(t *testing.T) *Surger {
 	}
 	add(ds, w.deployment)
 	add(rss, w.replicaSet)
-	for _, o := range w.others {
-		add(rss, o)
-	}
 	if w.hpa != nil {
 		add(hpas, w.hpa)
 	}
