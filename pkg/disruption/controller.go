@@ -165,6 +165,10 @@ func (c *Controller) Run(ctx context.Context) {
 // pass runs the methods in order and carries out the first command found. It reports whether it acted, and
 // says why it left each node it looked at (report).
 func (c *Controller) pass(ctx context.Context) (bool, error) {
+	if c.opts.Surge != nil {
+		// surges that no command runs: left by a process that stopped, or whose scale-back failed
+		c.opts.Surge.Recover(ctx)
+	}
 	c.removals.reset()
 	v, err := c.view(ctx)
 	if err != nil {

@@ -87,11 +87,8 @@ func (q *commandQueue) wait() { q.wg.Wait() }
 // clearStaleMarks untaints the nodes a command marked for disruption and left behind: the process that ran it
 // stopped while it waited for replacements (a restart, a lost leadership), so its NodeClaim is not being deleted
 // and no command of this process holds it. Their replacements stay; an empty one is consolidated as any empty
-// node. Surges it left under way are scaled back. It runs when the controller starts.
+// node. (Surges it left under way are scaled back by every pass.) It runs when the controller starts.
 func (c *Controller) clearStaleMarks(ctx context.Context) {
-	if c.opts.Surge != nil {
-		c.opts.Surge.Recover(ctx)
-	}
 	claims, err := c.opts.NodeClaims.List(labels.Everything())
 	if err != nil {
 		return

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -52,6 +53,10 @@ type Options struct {
 // Surger moves pods by surging their owners.
 type Surger struct {
 	opts Options
+
+	mu sync.Mutex
+	// moving are the owners a Move of this process surges, or Recover scales back (Owner.String()).
+	moving map[string]bool
 }
 
 // New returns a Surger.
@@ -59,7 +64,24 @@ func New(opts Options) *Surger {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	return &Surger{opts: opts}
+	return &Surger{opts: opts, moving: map[string]bool{}}
+}
+
+// hold records that a Move surges the owner; it is false when one does already.
+func (s *Surger) hold(o Owner) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.moving[o.String()] {
+		return false
+	}
+	s.moving[o.String()] = true
+	return true
+}
+
+func (s *Surger) release(o Owner) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.moving, o.String())
 }
 
 // The kinds of owner a surge scales.
@@ -259,9 +281,14 @@ func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev
 	surges := s.group(pods, modes, res.Failed)
 	var active []*surging
 	for _, sg := range surges {
+		if !s.hold(sg.owner) {
+			sg.failure = "it is surging already"
+			continue
+		}
 		if err := s.start(ctx, sg); err != nil {
 			sg.failure = err.Error()
 			s.restoreCosts(ctx, sg)
+			s.release(sg.owner)
 			continue
 		}
 		klog.FromContext(ctx).Info("Surging", "owner", sg.owner.String(), "replicas", sg.to, "from", sg.from, "moving", podNames(sg.pods))
@@ -281,6 +308,7 @@ func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev
 	}
 	for _, sg := range active {
 		s.end(ctx, sg, timeout)
+		s.release(sg.owner)
 	}
 	for _, sg := range surges {
 		for _, pod := range sg.pods {
@@ -360,20 +388,33 @@ func (s *Surger) start(ctx context.Context, sg *surging) error {
 		return fmt.Errorf("recording the surge on %s: %w", sg.owner, err)
 	}
 	// the resourceVersion read is the precondition: a conflict (the owner's status written meanwhile) reads again,
-	// and the replicas must still be those recorded
+	// and the replicas must still be those recorded, or the surge's when an update whose answer was lost went through
+	sent := false
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		scale, err := s.getScale(ctx, sg.owner)
 		if err != nil {
 			return err
 		}
-		if scale.Spec.Replicas != sg.from {
+		switch {
+		case sent && scale.Spec.Replicas == sg.to:
+			return nil
+		case scale.Spec.Replicas != sg.from:
 			return fmt.Errorf("its replicas changed to %d meanwhile", scale.Spec.Replicas)
 		}
 		scale.Spec.Replicas = sg.to
+		sent = true
 		return s.updateScale(ctx, sg.owner, scale)
 	})
 	if err != nil {
-		_ = s.annotate(ctx, sg.owner, "")
+		// the scale-up may have gone through unanswered: the owner goes back to its replicas (a failure here is
+		// retried by Recover, as the record stays)
+		if sent {
+			if berr := s.scaleBack(ctx, sg); berr != nil {
+				klog.FromContext(ctx).Error(berr, "Scaling back a surge that did not start; Recover retries it", "owner", sg.owner.String())
+			}
+		} else {
+			_ = s.annotate(ctx, sg.owner, "")
+		}
 		return fmt.Errorf("scaling %s to %d: %w", sg.owner, sg.to, err)
 	}
 	return nil
@@ -414,10 +455,15 @@ func (s *Surger) currentReplicas(o Owner) (int32, bool) {
 	return ptrValue(rs.Spec.Replicas), true
 }
 
+// scaleBackBackoff paces the attempts to scale an owner back (about 20 seconds in all); Recover retries after it.
+func scaleBackBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 8}
+}
+
 // scaleBack returns the owner to the replicas it had, if they are still the surge's (someone else's change
 // stands), and removes the surge's record.
 func (s *Surger) scaleBack(ctx context.Context, sg *surging) error {
-	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+	err := wait.ExponentialBackoffWithContext(ctx, scaleBackBackoff(), func(ctx context.Context) (bool, error) {
 		scale, err := s.getScale(ctx, sg.owner)
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -425,7 +471,11 @@ func (s *Surger) scaleBack(ctx context.Context, sg *surging) error {
 		if err != nil {
 			return false, nil
 		}
-		if scale.Spec.Replicas != sg.to {
+		switch scale.Spec.Replicas {
+		case sg.to:
+		case sg.from:
+			return true, nil // back already (an update whose answer was lost)
+		default:
 			klog.FromContext(ctx).Info("Not scaling back a surge: the replicas were changed meanwhile", "owner", sg.owner.String(),
 				"replicas", scale.Spec.Replicas, "surge", sg.to)
 			return true, nil
@@ -465,10 +515,11 @@ func (s *Surger) confirm(ctx context.Context, sg *surging) string {
 	return ""
 }
 
-// Recover scales back the surges a process that stopped left under way: owners recorded as surging whose replicas
-// are still the surge's return to what they had; the records are removed.
+// Recover scales back the surges no Move of this process is running: left by a process that stopped, or whose
+// scale-back failed (the API server unreachable). Owners recorded as surging whose replicas are still the surge's
+// return to what they had; the records are removed. It reads the informers' caches and writes only where a record
+// is found.
 func (s *Surger) Recover(ctx context.Context) {
-	logger := klog.FromContext(ctx)
 	var owners []Owner
 	if ds, err := s.opts.Deployments.List(labels.Everything()); err == nil {
 		for _, d := range ds {
@@ -486,32 +537,47 @@ func (s *Surger) Recover(ctx context.Context) {
 	}
 	sort.Slice(owners, func(i, j int) bool { return owners[i].String() < owners[j].String() })
 	for _, o := range owners {
-		raw := s.recorded(o)
-		var from, to int32
-		if _, err := fmt.Sscanf(raw, "%d:%d", &from, &to); err != nil {
-			logger.Error(err, "A surge record is not understood; removing it", "owner", o.String(), "record", raw)
-			_ = s.annotate(ctx, o, "")
+		// held while it is recovered, so that no Move starts surging it meanwhile
+		if !s.hold(o) {
 			continue
 		}
-		if err := s.scaleBack(ctx, &surging{owner: o, from: from, to: to}); err != nil {
-			logger.Error(err, "Scaling back a surge a stopped process left", "owner", o.String())
-			continue
-		}
-		logger.Info("Scaled back a surge a stopped process left", "owner", o.String(), "replicas", from)
+		s.recover(ctx, o)
+		s.release(o)
 	}
 }
 
-func (s *Surger) recorded(o Owner) string {
+func (s *Surger) recover(ctx context.Context, o Owner) {
+	logger := klog.FromContext(ctx)
+	// the cache may still show the record of a surge that just ended: the owner itself says
+	raw, err := s.recorded(ctx, o)
+	if err != nil || raw == "" {
+		return
+	}
+	var from, to int32
+	if _, err := fmt.Sscanf(raw, "%d:%d", &from, &to); err != nil {
+		logger.Error(err, "A surge record is not understood; removing it", "owner", o.String(), "record", raw)
+		_ = s.annotate(ctx, o, "")
+		return
+	}
+	if err := s.scaleBack(ctx, &surging{owner: o, from: from, to: to}); err != nil {
+		logger.Error(err, "Scaling back a surge no command holds", "owner", o.String())
+		return
+	}
+	logger.Info("Scaled back a surge no command holds", "owner", o.String(), "replicas", from)
+}
+
+func (s *Surger) recorded(ctx context.Context, o Owner) (string, error) {
+	var meta metav1.Object
+	var err error
 	if o.Kind == kindDeployment {
-		if d, err := s.opts.Deployments.Deployments(o.Namespace).Get(o.Name); err == nil {
-			return d.Annotations[stevedorev1.AnnotationSurge]
-		}
-		return ""
+		meta, err = s.opts.Kube.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	} else {
+		meta, err = s.opts.Kube.AppsV1().ReplicaSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 	}
-	if rs, err := s.opts.ReplicaSets.ReplicaSets(o.Namespace).Get(o.Name); err == nil {
-		return rs.Annotations[stevedorev1.AnnotationSurge]
+	if err != nil {
+		return "", err
 	}
-	return ""
+	return meta.GetAnnotations()[stevedorev1.AnnotationSurge], nil
 }
 
 func (s *Surger) getScale(ctx context.Context, o Owner) (*autoscalingv1.Scale, error) {
