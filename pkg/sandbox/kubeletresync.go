@@ -24,8 +24,8 @@ const statusResyncAnnotation = "sandbox.stevedore.dev/status-resync"
 // statusResync stands in for a kubelet's periodic pod sync, which kwok's simulated kubelets lack. kwok drops the
 // event of a pod bound to a node whose Lease it has just created but its own cache does not show yet, and a bound
 // pod sends no other event: the pod would stay Pending for ever on a Ready node. Every interval, a pod not
-// Ready for longer than stuckAfter on a Ready node that kwok manages is touched (an annotation), which gives kwok
-// the event again.
+// Ready for longer than stuckAfter (plus its AnnotationReadyAfter delay) on a Ready node that kwok manages is
+// touched (an annotation), which gives kwok the event again.
 type statusResync struct {
 	kube       kubernetes.Interface
 	interval   time.Duration
@@ -101,7 +101,13 @@ func (r *statusResync) stuck(pod *corev1.Pod) bool {
 			last = c.LastTransitionTime.Time
 		}
 	}
-	return !last.IsZero() && r.now().Sub(last) > r.stuckAfter
+	// a pod whose readiness is delayed on purpose is not stuck during its delay: a touch would start kwok's delay
+	// again, and the pod would never become Ready
+	after := r.stuckAfter
+	if d, err := time.ParseDuration(pod.Annotations[AnnotationReadyAfter]); err == nil && d > 0 {
+		after += d
+	}
+	return !last.IsZero() && r.now().Sub(last) > after
 }
 
 func nodeReady(node *corev1.Node) bool {

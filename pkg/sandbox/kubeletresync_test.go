@@ -16,6 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
+func delayedReady(p *corev1.Pod, d string) *corev1.Pod {
+	p.Annotations = map[string]string{AnnotationReadyAfter: d}
+	return p
+}
+
 func TestStatusResyncTouchesOnlyPodsLeftBehindOnManagedReadyNodes(t *testing.T) {
 	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	node := func(name string, managed, ready bool) *corev1.Node {
@@ -50,6 +55,8 @@ func TestStatusResyncTouchesOnlyPodsLeftBehindOnManagedReadyNodes(t *testing.T) 
 		pod("on-not-ready-node", "not-ready", corev1.PodPending, false, time.Minute),
 		pod("on-unmanaged-node", "unmanaged", corev1.PodPending, false, time.Minute),
 		pod("unbound", "", corev1.PodPending, false, time.Minute),
+		delayedReady(pod("ready-after-its-delay", "managed", corev1.PodPending, false, 15*time.Second), "10s"),
+		delayedReady(pod("not-ready-after-its-delay", "managed", corev1.PodPending, false, 25*time.Second), "10s"),
 	}
 	kube := fake.NewClientset(objects...)
 	r := &statusResync{kube: kube, interval: time.Second, stuckAfter: 10 * time.Second, now: func() time.Time { return now }}
@@ -69,7 +76,7 @@ func TestStatusResyncTouchesOnlyPodsLeftBehindOnManagedReadyNodes(t *testing.T) 
 			}
 		}
 		// each round writes a new value, so the pod changes and kwok sees an event
-		want := map[string]string{"left-behind": map[int]string{1: "1", 2: "2"}[round]}
+		want := map[string]string{"left-behind": map[int]string{1: "1", 2: "3"}[round], "not-ready-after-its-delay": map[int]string{1: "2", 2: "4"}[round]}
 		if diff := cmp.Diff(want, touched); diff != "" {
 			t.Errorf("round %d: touched pods (-want +got):\n%s", round, diff)
 		}
