@@ -67,6 +67,15 @@ type clusterView struct {
 	verdicts map[string]*verdict
 }
 
+// candidateNames are the names of the view's candidates' nodes.
+func (v *clusterView) candidateNames() map[string]bool {
+	out := make(map[string]bool, len(v.candidates))
+	for _, cand := range v.candidates {
+		out[cand.Node.Name] = true
+	}
+	return out
+}
+
 type poolState struct {
 	pool *stevedorev1.NodePool
 	// total NodeClaims of the pool, and those being disrupted (deleted, or tainted by a running command).

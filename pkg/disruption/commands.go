@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -210,8 +212,17 @@ func (c *Controller) surge(ctx context.Context, cmd *Command) error {
 			modes[podutil.Key(cur)] = cand.NodePool.Spec.Disruption.Replacement
 		}
 	}
-	res := c.opts.Surge.Move(ctx, pods, func(p *corev1.Pod) stevedorev1.Replacement { return modes[podutil.Key(p)] },
-		c.opts.Args.RegistrationTimeout.Duration)
+	mode := func(p *corev1.Pod) stevedorev1.Replacement { return modes[podutil.Key(p)] }
+	// an owner that started rolling out or scaling since the pass chose the nodes: a voluntary command waits for it
+	// (it is rolled back, and the nodes tried again later) rather than evict its pods
+	if waiting := c.opts.Surge.Waiting(pods, mode); len(waiting) > 0 && !cmd.Forceful {
+		var why []string
+		for _, key := range slices.Sorted(maps.Keys(waiting)) {
+			why = append(why, fmt.Sprintf("pod %s waits: %s", key, waiting[key]))
+		}
+		return fmt.Errorf("%s", listSome(why, 3))
+	}
+	res := c.opts.Surge.Move(ctx, pods, mode, c.opts.Args.RegistrationTimeout.Duration)
 	c.opts.Metrics.surged("moved", len(res.Moved))
 	if len(res.Failed) > 0 {
 		klog.FromContext(ctx).Info("Pods did not surge; they are evicted", "method", cmd.Method, "nodes", cmd.String(), "pods", res.Failed)
@@ -304,6 +315,7 @@ func describeMoves(cmd *Command) string {
 // failed records a voluntary command that did not go through: the nodes stay.
 func (c *Controller) failed(cmd *Command, err error) {
 	c.opts.Metrics.decision(cmd, "failed")
+	c.retries.failed(sortedNames(cmd.Candidates), c.opts.Clock.Now(), err.Error())
 	for _, cand := range cmd.Candidates {
 		c.w.event(cand, corev1.EventTypeWarning, ReasonDisruptionFailed, fmt.Sprintf("%s: %v; the node stays", cmd.Method, err))
 	}

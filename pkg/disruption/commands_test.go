@@ -271,3 +271,21 @@ func conditionTrue(cl *stevedorev1.NodeClaim, condType string) bool {
 	}
 	return false
 }
+
+// TestASurgeWaitsForAnOwnerThatStartedMoving: an owner that began surging (or rolling out) after the pass chose
+// the node makes a voluntary command wait (it fails, the node stays and is tried later) instead of evicting its
+// pod; a forceful command goes ahead.
+func TestASurgeWaitsForAnOwnerThatStartedMoving(t *testing.T) {
+	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"), pod("web", "a", "100m", "64Mi"))...)
+	cand := h.view().candidate("a")
+	h.c.opts.Surge = surgerOf(t, map[string]string{stevedorev1.AnnotationSurge: "1:2"})
+	cmd := &Command{Method: MethodSingleNode, Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: []*Candidate{cand}}
+	err := h.c.surge(h.Ctx, cmd)
+	if want := "pod default/web waits: its ReplicaSet rs-web is surging already"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("voluntary: surge = %v, want an error containing %q", err, want)
+	}
+	cmd.Forceful = true
+	if err := h.c.surge(h.Ctx, cmd); err != nil {
+		t.Errorf("forceful: surge = %v, want the pod left to the drain", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 type consolidation struct {
 	removals *removals
 	activity *activity
+	retries  *retries
 	// spotToSpot allows replacing spot nodes by a cheaper spot node.
 	spotToSpot bool
 }
@@ -54,6 +55,10 @@ func (m *consolidation) consolidationCandidates(ctx context.Context, v *clusterV
 			leave(cand, why)
 			continue
 		}
+		if why := m.retryLater(cand, v.now); why != nil {
+			leave(cand, why)
+			continue
+		}
 		if !cand.NodePool.Spec.Disruption.ConsolidationPolicy.ConsolidatesUnderutilized() {
 			leave(cand, &verdict{reason: RetainWhenEmpty, message: fmt.Sprintf("NodePool %s consolidates only empty nodes (consolidationPolicy %s)",
 				cand.NodePool.Name, cand.NodePool.Spec.Disruption.ConsolidationPolicy)})
@@ -66,6 +71,19 @@ func (m *consolidation) consolidationCandidates(ctx context.Context, v *clusterV
 		out = append(out, cand)
 	}
 	return out, b
+}
+
+// retryLater is the verdict of a node whose last consolidation did not go through and whose wait has not passed.
+func (m *consolidation) retryLater(cand *Candidate, now time.Time) *verdict {
+	if m.retries == nil {
+		return nil
+	}
+	after, why, ok := m.retries.waiting(cand.Node.Name, now)
+	if !ok {
+		return nil
+	}
+	return &verdict{reason: RetainRecentlyFailed, volatile: true, subject: why,
+		message: fmt.Sprintf("its last consolidation did not go through (%s); it is tried again from %s", why, after.UTC().Format(time.RFC3339))}
 }
 
 // budgetVerdict is the verdict of a node its NodePool's budget leaves no room for.

@@ -78,7 +78,9 @@ type Controller struct {
 
 	activity *activity
 	removals *removals
-	w        *claimWriter
+	// retries holds back the nodes whose consolidation did not go through, for a while.
+	retries *retries
+	w       *claimWriter
 	// queue holds the commands under way, finishing those that wait for replacements in the background.
 	queue *commandQueue
 
@@ -97,14 +99,15 @@ func New(opts Options) *Controller {
 		opts.Metrics = NewMetrics()
 	}
 	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator},
-		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}, reported: map[string]*verdict{}, queue: newCommandQueue()}
+		retries: newRetries(opts.Args.DisruptionPollInterval.Duration), reported: map[string]*verdict{}, queue: newCommandQueue(),
+		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}}
 	static := &staticReplacement{provisioner: opts.Provisioner}
 	if r := repairOptions(opts.Args.NodeRepair); r != nil {
 		c.methods = append(c.methods, &repair{opts: r, removals: c.removals, cloud: opts.Cloud, w: c.w, clock: opts.Clock,
 			blocked: map[string]bool{}})
 	}
 	c.methods = append(c.methods, &expiration{removals: c.removals, static: static})
-	cons := &consolidation{removals: c.removals, activity: c.activity, spotToSpot: opts.Args.SpotToSpotConsolidation}
+	cons := &consolidation{removals: c.removals, activity: c.activity, retries: c.retries, spotToSpot: opts.Args.SpotToSpotConsolidation}
 	c.single = &singleNodeConsolidation{cons}
 	if !opts.Args.DisableDisruption {
 		c.methods = append(c.methods,
@@ -174,7 +177,8 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	cmd, m, err := c.find(ctx, v)
+	c.retries.keep(v.candidateNames())
+	cmd, m, err := c.evaluate(ctx, v)
 	if !c.opts.Args.DisableDisruption {
 		c.report(ctx, v, cmd.nodes())
 	}
@@ -183,6 +187,9 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 	}
 	if m.Validated() {
 		ok, err := c.validate(ctx, cmd, m)
+		if err == nil && !ok && !cmd.Forceful {
+			c.retries.failed(sortedNames(cmd.Candidates), c.opts.Clock.Now(), "it no longer held at validation")
+		}
 		if err != nil || !ok {
 			return false, err
 		}
@@ -196,6 +203,21 @@ func (c *Controller) pass(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	return true, c.finish(ctx, s)
+}
+
+// evaluate is find, logging at -v=4 what the pass judged, the removals it simulated and its time.
+func (c *Controller) evaluate(ctx context.Context, v *clusterView) (*Command, Method, error) {
+	start, simulated := c.opts.Clock.Now(), c.removals.simulations()
+	cmd, m, err := c.find(ctx, v)
+	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
+		var nodes []string
+		if cmd != nil {
+			nodes = sortedNames(cmd.Candidates)
+		}
+		logger.Info("Disruption pass evaluated", "candidates", len(v.candidates), "judged", len(v.verdicts),
+			"simulations", c.removals.simulations()-simulated, "duration", c.opts.Clock.Since(start), "command", nodes)
+	}
+	return cmd, m, err
 }
 
 // find runs the methods in order over the view and returns the first command found, with its method.

@@ -97,6 +97,9 @@ const (
 	// RetainStatic: the node belongs to a static NodePool, whose nodes are replaced, never consolidated (passing;
 	// not reported).
 	RetainStatic RetainReason = "StaticNodePool"
+	// RetainRecentlyFailed: the node's last consolidation was abandoned at validation or failed; it waits before
+	// it is tried again (the wait doubles with each failure, up to 10 minutes), so that other nodes get their turn.
+	RetainRecentlyFailed RetainReason = "RecentlyFailed"
 	// RetainWarmCapacity: the empty node keeps room for warm capacity or for pods waiting for a place.
 	RetainWarmCapacity RetainReason = "WarmCapacity"
 )

@@ -20,6 +20,8 @@ type removals struct {
 
 	mu    sync.Mutex
 	model *provision.Cluster
+	// simulated counts the removals simulated on pass models (the work of the passes).
+	simulated int
 }
 
 // reset drops the cluster model, so that the next question reads the caches again.
@@ -56,7 +58,15 @@ func (r *removals) simulate(ctx context.Context, cands []*Candidate) (*provision
 	if err != nil {
 		return nil, err
 	}
+	r.simulated++
 	return cluster.SimulateRemoval(ctx, r.sim, nodeNames(cands), 0)
+}
+
+// simulations is how many removals the passes have simulated.
+func (r *removals) simulations() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.simulated
 }
 
 // simulateFresh answers on a model of its own, leaving the pass's alone (the interruption controller asks while

@@ -71,11 +71,11 @@ func (s *scaleServer) current() int32 {
 	return s.replicas
 }
 
-// faultWorld is newWorld(2) served by a fake API server whose scale subresource is scales, with the informers'
+// faultWorld is newWorld() served by a fake API server whose scale subresource is scales, with the informers'
 // caches filled from the same objects.
 func faultWorld(t *testing.T, scales *scaleServer, cached *appsv1.Deployment, pods ...*corev1.Pod) (*Surger, *fake.Clientset) {
 	t.Helper()
-	w := newWorld(2)
+	w := newWorld()
 	if cached == nil {
 		cached = w.deployment
 	}
@@ -173,7 +173,7 @@ func TestRecoverScalesBackTheSurgesNoMoveHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			scales := &scaleServer{replicas: tc.replicas}
-			cached := newWorld(2).deployment
+			cached := newWorld().deployment
 			cached.Annotations = map[string]string{stevedorev1.AnnotationSurge: tc.cachedRecord}
 			s, client := faultWorld(t, scales, cached)
 			if tc.record != "" {
@@ -206,7 +206,7 @@ func TestRecoverScalesBackTheSurgesNoMoveHolds(t *testing.T) {
 func TestRecoverLeavesASurgeUnderWay(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	scales := &scaleServer{replicas: 3}
-	cached := newWorld(2).deployment
+	cached := newWorld().deployment
 	cached.Annotations = map[string]string{stevedorev1.AnnotationSurge: "2:3"}
 	s, _ := faultWorld(t, scales, cached)
 	owner := Owner{Kind: kindDeployment, Namespace: "ns", Name: "web"}

@@ -253,6 +253,18 @@ func (s *Surger) hpaRoom(o Owner, replicas int32) string {
 	return ""
 }
 
+// Waiting lists the pods ("namespace/name") whose owner cannot surge now but will once what it does passes (a
+// rollout, a scaling or another surge under way), with why: moving them now would evict them.
+func (s *Surger) Waiting(pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.Replacement) map[string]string {
+	out := map[string]string{}
+	for _, pod := range sortedPods(pods) {
+		if _, why, wait := s.Check(pod, modes(pod), 0); wait {
+			out[podutil.Key(pod)] = why
+		}
+	}
+	return out
+}
+
 // Result is what Move did, pod by pod ("namespace/name").
 type Result struct {
 	// Moved are the pods whose successors are Ready and that their ReplicaSets are deleting.

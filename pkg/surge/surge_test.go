@@ -21,14 +21,15 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
-// world is a Deployment "web" of n replicas with its ReplicaSet, complete unless changed.
+// world is a Deployment "web" of two replicas with its ReplicaSet, complete unless changed.
 type world struct {
 	deployment *appsv1.Deployment
 	replicaSet *appsv1.ReplicaSet
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
 }
 
-func newWorld(replicas int32) *world {
+func newWorld() *world {
+	const replicas int32 = 2
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "d-uid", Generation: 2},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: replicas, UpdatedReplicas: replicas, AvailableReplicas: replicas,
@@ -120,7 +121,7 @@ func TestCheckSaysWhichPodsSurge(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(2)
+			w := newWorld()
 			if tc.world != nil {
 				tc.world(w)
 			}
