@@ -10,11 +10,11 @@
 #    says so;
 #  - interruption messages handled per second;
 #  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
-#    and Balanced on a scale-in and on a drift of pod sizes;
+#    and Balanced on a scale-in and on a drift of pod sizes; consolidation passes at 1,000 nodes and 20,000 pods;
 #  - in the sandbox with --launch-delay 0: scale-out of 1000, 5000 and 20000 pods through the real scheduler binary,
 #    the plugins' overhead on pods that fit existing nodes, consolidation from 1000 to 700 pods (with and without
-#    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, and churn (20 scale
-#    changes);
+#    pod-deletion-cost steering), a burst's time to bind with and without a capacity buffer, churn (20 scale
+#    changes), and 100 single-replica Deployments moved by Evict and by Surge (consolidation and drift);
 #  - gangs in the sandbox: a 64-pod GPU gang's time to bind (nodes instant, after 2 s, after 30 s) beside the same
 #    pods without a PodGroup, and EC2 room for 3 of a gang's 4 nodes: what was billed in a minute, with and without;
 #  - the soak: SOAK_BURSTS (default 200) randomized bursts, the slowest wait for a ready node (make soak).
@@ -78,6 +78,10 @@ run "consolidation 1000 -> 700 pods, with pod-deletion-cost steering (default) a
   -bench BenchmarkConsolidation1000To700 -benchtime 1x -timeout 90m ./test/bench/
 run "consolidation policies in memory: evictions and cost of WhenEmptyOrUnderutilized and Balanced (scale-in 1000 -> 700, drift of pod sizes)" \
   go test -count=1 -run '^$' -bench BenchmarkConsolidationPolicies -benchtime 1x -timeout 30m ./pkg/disruption/
+run "consolidation at 1,000 nodes / 20,000 pods in memory: the first pass, and passes to the fixed point" \
+  go test -count=1 -run '^$' -bench BenchmarkConsolidationPassAt1000Nodes -benchtime 1x -timeout 60m ./pkg/disruption/
+run "moves of 100 single-replica Deployments (readiness 1-10 s), Evict against Surge, on consolidation of 40 nodes and on drift" \
+  go test -count=1 -run '^$' -bench BenchmarkMovesOfSingleReplicaDeployments -benchtime 1x -timeout 120m ./test/bench/
 run "burst of 20 pods, nodes 30 s to come up, with a CapacityBuffer of 20 chunks and without" go test -count=1 -run '^$' \
   -bench BenchmarkBurstTimeToBind -benchtime 1x -timeout 30m ./test/bench/
 run "gangs: 64 GPU workers as a PodGroup and as plain pods, time to bind; EC2 room for 3 of 4 nodes, what was billed in a minute" \

@@ -191,9 +191,23 @@ func (c *benchCluster) cost() float64 {
 // consolidate runs passes until one finds nothing, applying each command; it returns the pods evicted and the
 // commands carried out.
 func (c *benchCluster) consolidate() (evicted, commands int) {
+	return c.consolidateWatched(nil)
+}
+
+// passStats is what one pass did: the candidates it had, those it judged (a verdict or the command's), the
+// removals it simulated, how long it took, and the nodes of the command it found (none at the fixed point).
+type passStats struct {
+	candidates, judged, simulations int
+	took                            time.Duration
+	command                         []string
+}
+
+// consolidateWatched is consolidate, handing each pass's stats to watch (when not nil).
+func (c *benchCluster) consolidateWatched(watch func(passStats)) (evicted, commands int) {
 	ctx := context.Background()
 	for range 1000 {
 		c.h.c.removals.reset()
+		start, simulated := time.Now(), c.h.c.removals.simulations()
 		v, err := c.h.c.view(ctx)
 		if err != nil {
 			c.b.Fatal(err)
@@ -206,6 +220,19 @@ func (c *benchCluster) consolidate() (evicted, commands int) {
 			if cmd != nil {
 				break
 			}
+		}
+		if watch != nil {
+			st := passStats{candidates: len(v.candidates), judged: len(v.verdicts), simulations: c.h.c.removals.simulations() - simulated,
+				took: time.Since(start)}
+			if cmd != nil {
+				st.command = sortedNames(cmd.Candidates)
+				for _, cand := range cmd.Candidates {
+					if v.verdicts[cand.Node.Name] == nil {
+						st.judged++
+					}
+				}
+			}
+			watch(st)
 		}
 		if cmd == nil {
 			return evicted, commands
@@ -288,4 +315,61 @@ func driftSizes(b *testing.B, policy stevedorev1.ConsolidationPolicy) policyRun 
 	}
 	run.final = c.cost()
 	return run
+}
+
+// passBenchShapes are the pods of the pass benchmark's nodes, one shape per node in turn: 20 pods each, which
+// leave an m5.xlarge half, three quarters and nine tenths used.
+var passBenchShapes = []podSize{{"100m", "256Mi"}, {"150m", "384Mi"}, {"180m", "512Mi"}}
+
+// BenchmarkConsolidationPassAt1000Nodes measures consolidation on a large cluster kept in memory: 1,000
+// m5.xlarge nodes of 20 pods each (20,000 pods), half, three quarters or nine tenths used. It reports the first
+// pass (its time, the candidates it judged, the removals it simulated, the nodes of the move it found), then runs
+// passes to the fixed point, applying each move, and reports the passes, the slowest, the nodes removed and
+// whether the last pass judged every candidate left (none starved).
+func BenchmarkConsolidationPassAt1000Nodes(b *testing.B) {
+	for range b.N {
+		c := newBenchCluster(b, stevedorev1.ConsolidationPolicyWhenEmptyOrUnderutilized)
+		for i := range 1000 {
+			node := c.launch("m5.xlarge")
+			shape := passBenchShapes[i%len(passBenchShapes)]
+			var pods []*corev1.Pod
+			for range 20 {
+				c.serial++
+				app := fmt.Sprintf("app-%d", i%len(passBenchShapes))
+				p := test.Pod(fmt.Sprintf("%s-%05d", app, c.serial)).Req("cpu", shape.cpu, "memory", shape.mem).
+					OwnedBy("ReplicaSet", "rs-"+app).Labels("app", app).Obj()
+				p.UID = types.UID("pod-" + p.Name)
+				pods = append(pods, p)
+			}
+			c.bind(node, pods)
+		}
+		before, nodesBefore := c.cost(), len(c.nodes)
+		b.ResetTimer()
+		var passes []passStats
+		c.consolidateWatched(func(st passStats) { passes = append(passes, st) })
+		b.StopTimer()
+		first, last := passes[0], passes[len(passes)-1]
+		slowest, moved := time.Duration(0), 0
+		for _, p := range passes {
+			slowest = max(slowest, p.took)
+			moved += len(p.command)
+		}
+		b.ReportMetric(first.took.Seconds(), "first-pass-s")
+		b.ReportMetric(float64(first.judged), "first-pass-judged")
+		b.ReportMetric(float64(first.simulations), "first-pass-simulations")
+		b.ReportMetric(float64(len(first.command)), "first-move-nodes")
+		b.ReportMetric(float64(len(passes)), "passes")
+		b.ReportMetric(slowest.Seconds(), "slowest-pass-s")
+		b.ReportMetric(last.took.Seconds(), "last-pass-s")
+		b.ReportMetric(float64(last.judged), "last-pass-judged")
+		b.ReportMetric(float64(nodesBefore-len(c.nodes)), "nodes-removed")
+		b.ReportMetric(before-c.cost(), "saved-$/h")
+		if last.judged != last.candidates {
+			b.Errorf("the last pass judged %d of its %d candidates", last.judged, last.candidates)
+		}
+		b.Logf("1000 nodes, 20000 pods: first pass %s, %d of %d candidates judged, %d removals simulated, a move of %d nodes; "+
+			"%d passes to the fixed point (slowest %s), %d nodes to %d ($%.2f/h to $%.2f/h); the last pass judged %d of %d candidates in %s",
+			first.took.Round(time.Millisecond), first.judged, first.candidates, first.simulations, len(first.command), len(passes),
+			slowest.Round(time.Millisecond), nodesBefore, len(c.nodes), before, c.cost(), last.judged, last.candidates, last.took.Round(time.Millisecond))
+	}
 }
