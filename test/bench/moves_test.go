@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
@@ -195,7 +196,7 @@ func watchSolos(b *testing.B, sb *sandbox.Sandbox, ns string) *soloWatch {
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			s.seen[p.Name] = true
-			if podReady(p) {
+			if podutil.Ready(p) {
 				s.add(p)
 			}
 		}
@@ -237,7 +238,7 @@ func (s *soloWatch) observe(typ watch.EventType, p *corev1.Pod, now time.Time) {
 		s.created++
 	}
 	s.seen[p.Name] = true
-	if typ != watch.Deleted && p.DeletionTimestamp == nil && podReady(p) {
+	if typ != watch.Deleted && p.DeletionTimestamp == nil && podutil.Ready(p) {
 		s.add(p)
 	} else {
 		delete(s.ready[app], p.Name)
@@ -291,13 +292,4 @@ func (s *soloWatch) stop(end time.Time) (float64, int, int) {
 		s.atZero[app] = true
 	}
 	return zero.Seconds(), len(s.atZero), s.created
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
@@ -208,15 +209,7 @@ func watchAvailable(t *testing.T, ns, name string) func() int32 {
 
 // podReady reports whether a pod is Ready and not on its way out.
 func podReady(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return pod.DeletionTimestamp == nil && podutil.Ready(pod)
 }
 
 // TestABudgetOfOneNodeIsNeverExceeded removes eight empty nodes under a budget of one and watches the nodes: at
