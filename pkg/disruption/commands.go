@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -83,7 +84,7 @@ func (c *Controller) validate(ctx context.Context, cmd *Command, m Method) (bool
 		}
 		return false, err
 	}
-	cmd.Replacements, cmd.Pods, cmd.Scores = again.Replacements, again.Pods, again.Scores
+	cmd.Replacements, cmd.Pods, cmd.Scores, cmd.Placements = again.Replacements, again.Pods, again.Scores, again.Placements
 	return true, nil
 }
 
@@ -185,7 +186,7 @@ func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
 		klog.FromContext(ctx).Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", failure)
 	}
 	if s.surge {
-		if err := c.surge(ctx, cmd); err != nil {
+		if err := c.surge(ctx, cmd, c.targets(cmd, s.created)); err != nil {
 			c.rollback(ctx, cmd, s.created)
 			c.failed(cmd, err)
 			return err
@@ -199,7 +200,7 @@ func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
 // surge moves the pods of the command's nodes that can surge, make-before-break, and records on each node which
 // moved. A pod whose surge fails is evicted by the drain, as any other; when a PodDisruptionBudget would refuse
 // that eviction, a voluntary command is abandoned instead (surge returns why) and the node stays.
-func (c *Controller) surge(ctx context.Context, cmd *Command) error {
+func (c *Controller) surge(ctx context.Context, cmd *Command, targets map[types.UID]string) error {
 	var pods []*corev1.Pod
 	modes := map[string]stevedorev1.Replacement{}
 	for _, cand := range cmd.Candidates {
@@ -222,7 +223,7 @@ func (c *Controller) surge(ctx context.Context, cmd *Command) error {
 		}
 		return fmt.Errorf("%s", listSome(why, 3))
 	}
-	res := c.opts.Surge.Move(ctx, pods, mode, c.opts.Args.RegistrationTimeout.Duration)
+	res := c.opts.Surge.Move(ctx, pods, mode, targets, c.opts.Args.RegistrationTimeout.Duration)
 	c.opts.Metrics.surged("moved", len(res.Moved))
 	if len(res.Failed) > 0 {
 		klog.FromContext(ctx).Info("Pods did not surge; they are evicted", "method", cmd.Method, "nodes", cmd.String(), "pods", res.Failed)
@@ -236,6 +237,24 @@ func (c *Controller) surge(ctx context.Context, cmd *Command) error {
 		return fmt.Errorf("%s", strings.Join(refused, "; "))
 	}
 	return nil
+}
+
+// targets names the node planned for each moving pod of the command, by pod UID: the existing node its simulation
+// chose, or the node of the replacement NodeClaim created for it. A replacement's pods have none when some
+// replacement was not created (the NodeClaims no longer match the plan's new nodes one to one) or has no node.
+func (c *Controller) targets(cmd *Command, created []string) map[types.UID]string {
+	out := map[types.UID]string{}
+	for uid, at := range cmd.Placements {
+		switch {
+		case at.Node != "":
+			out[uid] = at.Node
+		case len(created) == len(cmd.Replacements) && at.Replacement < len(created):
+			if claim, err := c.opts.NodeClaims.Get(created[at.Replacement]); err == nil && claim.Status.NodeName != "" {
+				out[uid] = claim.Status.NodeName
+			}
+		}
+	}
+	return out
 }
 
 // reportSurge records which of the node's pods moved and which did not surge; it returns, for a voluntary command,

@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package disruption
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -280,12 +283,37 @@ func TestASurgeWaitsForAnOwnerThatStartedMoving(t *testing.T) {
 	cand := h.view().candidate("a")
 	h.c.opts.Surge = surgerOf(t, map[string]string{stevedorev1.AnnotationSurge: "1:2"})
 	cmd := &Command{Method: MethodSingleNode, Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: []*Candidate{cand}}
-	err := h.c.surge(h.Ctx, cmd)
+	err := h.c.surge(h.Ctx, cmd, nil)
 	if want := "pod default/web waits: its ReplicaSet rs-web is surging already"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("voluntary: surge = %v, want an error containing %q", err, want)
 	}
 	cmd.Forceful = true
-	if err := h.c.surge(h.Ctx, cmd); err != nil {
+	if err := h.c.surge(h.Ctx, cmd, nil); err != nil {
 		t.Errorf("forceful: surge = %v, want the pod left to the drain", err)
+	}
+}
+
+// TestSurgeTargetsAreThePlannedNodes: a surged pod's successor is nominated to the existing node the command
+// planned for the pod, or to the node of the replacement created for it; none when that replacement has no node
+// yet, or when fewer replacements were created than planned (which is whose is no longer known).
+func TestSurgeTargetsAreThePlannedNodes(t *testing.T) {
+	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"), node("b", "m5.large"))...)
+	cmd := &Command{Replacements: []*solver.PlannedNode{{}, {}}, Placements: map[types.UID]Placement{
+		"on-a": {Node: "a"}, "first": {Replacement: 0}, "second": {Replacement: 1}}}
+	cases := []struct {
+		name    string
+		created []string
+		want    map[types.UID]string
+	}{
+		{name: "every replacement created", created: []string{"claim-b", "claim-gone"},
+			want: map[types.UID]string{"on-a": "a", "first": "b"}},
+		{name: "a replacement missing", created: []string{"claim-b"}, want: map[types.UID]string{"on-a": "a"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := h.c.targets(cmd, tc.created); !maps.Equal(got, tc.want) {
+				t.Errorf("targets = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

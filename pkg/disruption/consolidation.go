@@ -32,7 +32,7 @@ func (m *consolidation) StillHolds(cand *Candidate, now time.Time) bool {
 func (*consolidation) Validated() bool  { return true }
 func (*consolidation) Resimulate() bool { return true }
 
-// consolidationCandidates lists, cheapest to disrupt first, at most limit non-empty nodes whose NodePool
+// consolidationCandidates lists, cheapest to disrupt first, at most limit (all when negative) non-empty nodes whose NodePool
 // consolidates underutilized nodes, whose consolidateAfter has passed and whose NodePool's budget has room for one
 // more node; it returns the budgets too, for a caller disrupting several nodes to take room from. With judge, the
 // nodes left out get a verdict.
@@ -106,7 +106,7 @@ func (m *consolidation) consolidate(ctx context.Context, v *clusterView, cands [
 	if len(r.Plan.NewNodes) > 1 {
 		return nil, &verdict{reason: RetainNeedsSeveralNodes, message: fmt.Sprintf("its pods need %d new nodes; consolidation launches at most one", len(r.Plan.NewNodes))}, nil
 	}
-	cmd := &Command{Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: cands, Pods: len(r.Pods)}
+	cmd := &Command{Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: cands, Pods: len(r.Pods), Placements: placements(r)}
 	if len(r.Plan.NewNodes) == 1 {
 		replacement, why := m.cheaperReplacement(cands, r.Plan.NewNodes[0])
 		if replacement == nil {

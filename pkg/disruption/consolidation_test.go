@@ -6,10 +6,12 @@ package disruption
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -29,6 +31,15 @@ func checkPods(t *testing.T, cmd *Command, n int) {
 	t.Helper()
 	if cmd.Pods != n {
 		t.Errorf("pods = %d, want %d", cmd.Pods, n)
+	}
+}
+
+// placedOn checks where the command planned a pod (test.Pod's UID): on node, or ("" node) on replacement index.
+func placedOn(t *testing.T, cmd *Command, pod, node string, replacement int) {
+	t.Helper()
+	got, ok := cmd.Placements[types.UID("pod-"+pod)]
+	if want := (Placement{Node: node, Replacement: replacement}); !ok || got != want {
+		t.Errorf("pod %s placed %+v (found %v), want %+v", pod, got, ok, want)
 	}
 }
 
@@ -54,6 +65,7 @@ func TestSingleNodeConsolidation(t *testing.T) {
 				isUnderutilized(t, cmd)
 				wantReplacement("", "")(t, h, cmd)
 				checkPods(t, cmd, 1)
+				placedOn(t, cmd, "web1", "b", 0)
 				if cmd.Savings() != priceOf("m5.xlarge", onDemand) {
 					t.Errorf("savings = %v", cmd.Savings())
 				}
@@ -66,10 +78,13 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			want: []string{"b"},
 		},
 		{
-			name:  "a big node with a small pod is replaced by the cheapest type that fits",
-			objs:  objects(onDemandPool(), node("big", "m5.2xlarge"), small()),
-			want:  []string{"big"},
-			check: wantReplacement("t3.small", onDemand),
+			name: "a big node with a small pod is replaced by the cheapest type that fits",
+			objs: objects(onDemandPool(), node("big", "m5.2xlarge"), small()),
+			want: []string{"big"},
+			check: func(t *testing.T, h *harness, cmd *Command) {
+				wantReplacement("t3.small", onDemand)(t, h, cmd)
+				placedOn(t, cmd, "web", "", 0)
+			},
 		},
 		{
 			name:  "DaemonSets count in the replacement's size",
@@ -312,4 +327,27 @@ func TestMultiNodeConsolidation(t *testing.T) {
 				node("a", "m5.xlarge"), node("b", "m5.xlarge"), pod("web1", "a", "1500m", "1Gi"), pod("web2", "b", "1500m", "1Gi")),
 		},
 	})
+}
+
+// TestMultiNodeConsolidationTakesEveryCandidateInTurn: with a window of two candidates, a pass whose window holds
+// no move moves the window on for the next pass, which finds the move further down the list; a pass that found a
+// move starts again from the cheapest to disrupt, and a window past the end wraps to the start.
+func TestMultiNodeConsolidationTakesEveryCandidateInTurn(t *testing.T) {
+	h := newHarness(t, harnessConfig{}, objects(onDemandPool(), node("a", "m5.large"), node("b", "m5.large"), node("c", "m5.large"),
+		node("d", "m5.large"), node("e", "m5.2xlarge"), pinned("local-a", "a"), pinned("local-b", "b"),
+		pod("web1", "c", "500m", "512Mi"), pod("web2", "d", "500m", "512Mi"), pinned("local-e", "e"))...)
+	m, ok := h.method(MethodMultiNode).(*multiNodeConsolidation)
+	if !ok {
+		t.Fatal("the multi-node method is not a *multiNodeConsolidation")
+	}
+	m.window = 2
+	for i, want := range [][]string{nil, {"c", "d"}, nil, {"c", "d"}} {
+		if got := commandNames(h.find(m)); !slices.Equal(got, want) {
+			t.Errorf("pass %d: candidates %v, want %v", i+1, got, want)
+		}
+	}
+	m.start = 4 // the last window holds one candidate, e: nothing, and the next pass starts over
+	if got := commandNames(h.find(m)); got != nil || m.start != 0 {
+		t.Errorf("window of e: candidates %v, next start %d; want none and 0", got, m.start)
+	}
 }

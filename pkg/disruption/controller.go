@@ -113,7 +113,7 @@ func New(opts Options) *Controller {
 		c.methods = append(c.methods,
 			&emptiness{activity: c.activity, removals: c.removals, provisioner: opts.Provisioner},
 			&drift{removals: c.removals, cloud: opts.Cloud, static: static, w: c.w, dryRun: opts.DryRun},
-			&multiNodeConsolidation{cons}, c.single)
+			&multiNodeConsolidation{consolidation: cons}, c.single)
 	}
 	return c
 }

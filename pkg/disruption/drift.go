@@ -66,7 +66,8 @@ func (m *drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
 	}
 	// All at once if their pods fit; else one at a time, the first whose pods fit.
 	if r, err := m.removals.simulate(ctx, drifted); err == nil && len(r.Plan.Unschedulable) == 0 {
-		return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: drifted, Replacements: r.Plan.NewNodes, Pods: len(r.Pods)}, nil
+		return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: drifted, Replacements: r.Plan.NewNodes, Pods: len(r.Pods),
+			Placements: placements(r)}, nil
 	}
 	for _, cand := range drifted {
 		r, err := m.removals.simulate(ctx, []*Candidate{cand})
@@ -74,7 +75,8 @@ func (m *drift) Find(ctx context.Context, v *clusterView) (*Command, error) {
 			return nil, err
 		}
 		if len(r.Plan.Unschedulable) == 0 {
-			return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: []*Candidate{cand}, Replacements: r.Plan.NewNodes, Pods: len(r.Pods)}, nil
+			return &Command{Reason: stevedorev1.DisruptionReasonDrifted, Candidates: []*Candidate{cand}, Replacements: r.Plan.NewNodes, Pods: len(r.Pods),
+				Placements: placements(r)}, nil
 		}
 		klog.FromContext(ctx).V(1).Info("Drifted node cannot be replaced yet: some of its pods fit no node", "node", cand.Node.Name,
 			"pods", len(r.Plan.Unschedulable))

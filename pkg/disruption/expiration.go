@@ -44,7 +44,7 @@ func (m *expiration) Find(ctx context.Context, v *clusterView) (*Command, error)
 	cmd := &Command{Reason: ReasonExpired, Forceful: true, Candidates: expired}
 	// Replacements are best effort: pods that fit nowhere are provisioned again when they are evicted.
 	if r, err := m.removals.simulate(ctx, expired); err == nil && len(r.Plan.Unschedulable) == 0 {
-		cmd.Replacements, cmd.Pods = r.Plan.NewNodes, len(r.Pods)
+		cmd.Replacements, cmd.Pods, cmd.Placements = r.Plan.NewNodes, len(r.Pods), placements(r)
 	}
 	return cmd, nil
 }

@@ -11,12 +11,21 @@ import (
 
 // multiNodeConsolidation removes the largest set of underutilized nodes whose pods fit elsewhere (plus at most
 // one cheaper new node).
-type multiNodeConsolidation struct{ *consolidation }
+type multiNodeConsolidation struct {
+	*consolidation
+	// window is how many candidates one pass considers (one simulation each; maxMultiNodeCandidates if 0).
+	window int
+	// start is where the next pass's window begins in the candidates, cheapest to disrupt first: at 0 after a pass
+	// that found a move, one window further after a pass that found none, so that every candidate of a large
+	// cluster takes part in turn. Passes run one at a time.
+	start int
+}
 
 func (*multiNodeConsolidation) Name() string { return MethodMultiNode }
 
 // Find removes as many nodes as it can at once, replacing them by at most one cheaper node, as
-// long as each node added to the set makes it save more.
+// long as each node added to the set makes it save more. It considers one window of the candidates (the
+// cheapest to disrupt, or the next window after a pass that found nothing: every candidate takes part in turn).
 // It grows the set one candidate at a time, cheapest to disrupt first, keeping a candidate only if the set still
 // consolidates with it: a node whose pods fit nowhere is skipped instead of sinking every set that includes it
 // (a binary search on prefixes of the candidate list stops at the first such node). Budgets bound the set, not
@@ -24,7 +33,44 @@ func (*multiNodeConsolidation) Name() string { return MethodMultiNode }
 // cannot consolidate at the head of the list do not hide those further down that can. The set found is then
 // pruned: a node whose leaving the set saves as much is left out (a smaller move dominates the larger).
 func (m *multiNodeConsolidation) Find(ctx context.Context, v *clusterView) (*Command, error) {
-	cands, b := m.consolidationCandidates(ctx, v, maxMultiNodeCandidates, false)
+	all, b := m.consolidationCandidates(ctx, v, -1, false)
+	cands := m.windowOf(all)
+	cmd, err := m.find(ctx, v, cands, b)
+	if err == nil {
+		m.advance(cmd != nil, len(all))
+	}
+	return cmd, err
+}
+
+// windowOf is the candidates this pass considers: the window at start (the cheapest to disrupt when start is past
+// the end).
+func (m *multiNodeConsolidation) windowOf(all []*Candidate) []*Candidate {
+	size := m.window
+	if size <= 0 {
+		size = maxMultiNodeCandidates
+	}
+	if m.start >= len(all) {
+		m.start = 0
+	}
+	return all[m.start:min(m.start+size, len(all))]
+}
+
+// advance moves the window on after a pass that found nothing, and back to the cheapest after one that found a
+// move (the cluster changed).
+func (m *multiNodeConsolidation) advance(found bool, candidates int) {
+	size := m.window
+	if size <= 0 {
+		size = maxMultiNodeCandidates
+	}
+	if found || m.start+size >= candidates {
+		m.start = 0
+		return
+	}
+	m.start += size
+}
+
+// find is Find over one window of candidates.
+func (m *multiNodeConsolidation) find(ctx context.Context, v *clusterView, cands []*Candidate, b *budgets) (*Command, error) {
 	if len(cands) < 2 {
 		return nil, nil
 	}

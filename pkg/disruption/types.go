@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
@@ -58,6 +61,9 @@ type Command struct {
 	Replacements []*solver.PlannedNode
 	// Pods that move.
 	Pods int
+	// Placements say where the simulation put each moving pod, by pod UID (surged pods' successors are nominated
+	// there); nil when the command simulated none.
+	Placements map[types.UID]Placement
 	// ReplacementWait overrides how long replacements may take to become ready (nil: registrationTimeout; zero or
 	// less: do not wait).
 	ReplacementWait *time.Duration
@@ -68,6 +74,31 @@ type Command struct {
 	// Scores are the move's scores for the Balanced NodePools among its nodes'.
 	Scores    []poolScore
 	evaluated time.Duration
+}
+
+// Placement is where a command planned a moving pod: an existing node, or one of its replacements.
+type Placement struct {
+	// Node names the existing node ("" for a replacement).
+	Node string
+	// Replacement indexes Command.Replacements (when Node is "").
+	Replacement int
+}
+
+// placements reads where a removal's plan puts each pod: on the other nodes (by name) or on its new nodes (by
+// index, which the command's replacements keep).
+func placements(r *provision.Removal) map[types.UID]Placement {
+	out := map[types.UID]Placement{}
+	for node, pods := range r.Plan.InFlight {
+		for _, pod := range pods {
+			out[pod.UID] = Placement{Node: node}
+		}
+	}
+	for i, pn := range r.Plan.NewNodes {
+		for _, pod := range pn.Pods {
+			out[pod.UID] = Placement{Replacement: i}
+		}
+	}
+	return out
 }
 
 // Savings is the hourly price of the nodes removed minus that of their replacements.

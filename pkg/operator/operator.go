@@ -86,6 +86,8 @@ type Controllers struct {
 	Provisioner *provision.Provisioner
 	Lifecycle   *lifecycle.Lifecycle
 	Disruption  *disruption.Controller
+	// Nominations steer the successors of surged pods to the nodes planned for them (nil without a Queue).
+	Nominations *surge.Nominations
 }
 
 // New builds the controllers and registers the informers they need; they start once the host's leadership is won
@@ -313,7 +315,10 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 	if w.requests, err = w.provisioningRequests(c.Provisioner); err != nil {
 		return nil, nil, err
 	}
-	if c.Disruption, err = w.disruption(c.Provisioner); err != nil {
+	if w.host.Queue != nil {
+		c.Nominations = surge.NewNominations(surge.NominationOptions{Kube: w.kube, Queue: w.host.Queue, Recorder: w.host.Recorder})
+	}
+	if c.Disruption, err = w.disruption(c.Provisioner, c.Nominations); err != nil {
 		return nil, nil, err
 	}
 	runs := []run{
@@ -419,7 +424,7 @@ func (w *wiring) provisioningRequests(p *provision.Provisioner) (*provreq.Contro
 }
 
 // disruption builds the disruption controller, which prices candidates under the NodeOverlays in force.
-func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, error) {
+func (w *wiring) disruption(p *provision.Provisioner, nominations *surge.Nominations) (*disruption.Controller, error) {
 	sim, err := w.simulator()
 	if err != nil {
 		return nil, err
@@ -430,7 +435,7 @@ func (w *wiring) disruption(p *provision.Provisioner) (*disruption.Controller, e
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
 		Recorder: w.host.Recorder, Booked: w.booked(),
 		Surge: surge.New(surge.Options{Kube: w.kube, Pods: in.pods.Lister(), ReplicaSets: in.replicaSets.Lister(),
-			Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister()}),
+			Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister(), Nominations: nominations}),
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {

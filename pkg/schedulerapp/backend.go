@@ -12,7 +12,9 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/operator"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/state"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // buildBackend is the plugin's BuildFunc: the controllers, built by package operator on the framework's clients,
@@ -25,6 +27,12 @@ func buildBackend(leadership *state.Leadership, env func(string) string) provisi
 		if err != nil {
 			return nil, err
 		}
-		return c.Provisioner, nil
+		return backend{Provisioner: c.Provisioner, Nominations: c.Nominations}, nil
 	}
+}
+
+// backend is the plugin's Backend: the provisioner, and the nominations of the successors disruption surges.
+type backend struct {
+	*provision.Provisioner
+	*surge.Nominations
 }

@@ -138,7 +138,7 @@ func TestAScaleUpWhoseAnswerIsLostIsUndone(t *testing.T) {
 			scales := &scaleServer{replicas: 2, fail: tc.fail}
 			pod := podOf(new(controllerRef("ReplicaSet", "web-abc", "rs-uid")), nil)
 			s, client := faultWorld(t, scales, nil, pod)
-			res := s.Move(ctx, []*corev1.Pod{pod}, func(*corev1.Pod) stevedorev1.Replacement { return stevedorev1.ReplacementSurge }, time.Second)
+			res := s.Move(ctx, []*corev1.Pod{pod}, func(*corev1.Pod) stevedorev1.Replacement { return stevedorev1.ReplacementSurge }, nil, time.Second)
 			if len(res.Moved) != 0 || !strings.Contains(res.Failed["ns/p"], "client connection lost") {
 				t.Errorf("Move = %+v; want the pod not moved, for the lost connection", res)
 			}

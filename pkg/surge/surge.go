@@ -48,6 +48,9 @@ type Options struct {
 	HPAs autoscalinglisters.HorizontalPodAutoscalerLister
 	// Interval is how often a surge looks at its successors (default 1s).
 	Interval time.Duration
+	// Nominations steer the successors to the nodes planned for the pods they replace; nil: the scheduler places
+	// them as it would any pod.
+	Nominations *Nominations
 }
 
 // Surger moves pods by surging their owners.
@@ -280,15 +283,19 @@ type surging struct {
 	from, to int32
 	// oldCosts are the pods' deletion-cost annotations before the surge ("" when absent), to restore on failure.
 	oldCosts map[string][2]*string
-	ready    bool
-	failure  string
+	// nodes are those planned for the successors (nominated to them).
+	nodes   []string
+	ready   bool
+	failure string
 }
 
 // Move moves pods by surging their owners, each owner by as many replicas as it has pods among them: it waits up
 // to timeout for the successors to be Ready, then scales each owner back with the old pods ranked first for
-// deletion. Pods that cannot surge, and the pods of an owner whose successors are not Ready in time, are listed
-// in Failed (their owner is scaled back, which deletes the successors that are not Ready).
-func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.Replacement, timeout time.Duration) Result {
+// deletion. targets names, by pod UID, the node planned for each pod's successor (the successors are nominated
+// there). Pods that cannot surge, and the pods of an owner whose successors are not Ready in time, are listed in
+// Failed (their owner is scaled back, which deletes the successors that are not Ready).
+func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.Replacement, targets map[types.UID]string,
+	timeout time.Duration) Result {
 	res := Result{Failed: map[string]string{}}
 	surges := s.group(pods, modes, res.Failed)
 	var active []*surging
@@ -297,13 +304,14 @@ func (s *Surger) Move(ctx context.Context, pods []*corev1.Pod, modes func(*corev
 			sg.failure = "it is surging already"
 			continue
 		}
-		if err := s.start(ctx, sg); err != nil {
+		if err := s.start(ctx, sg, targets); err != nil {
 			sg.failure = err.Error()
 			s.restoreCosts(ctx, sg)
 			s.release(sg.owner)
 			continue
 		}
-		klog.FromContext(ctx).Info("Surging", "owner", sg.owner.String(), "replicas", sg.to, "from", sg.from, "moving", podNames(sg.pods))
+		klog.FromContext(ctx).Info("Surging", "owner", sg.owner.String(), "replicas", sg.to, "from", sg.from, "moving", podNames(sg.pods),
+			"nodes", sg.nodes)
 		active = append(active, sg)
 	}
 	if len(active) > 0 {
@@ -367,6 +375,7 @@ func (s *Surger) group(pods []*corev1.Pod, modes func(*corev1.Pod) stevedorev1.R
 // end ends a surge that started: the owner is scaled back and, when the successors were Ready, the old pods'
 // deletion confirmed; a surge that did not go through gets its pods' deletion costs back.
 func (s *Surger) end(ctx context.Context, sg *surging, timeout time.Duration) {
+	defer s.opts.Nominations.Forget(sg.owner.ReplicaSet)
 	if !sg.ready && sg.failure == "" {
 		sg.failure = fmt.Sprintf("its successors were not Ready within %s", timeout)
 	}
@@ -381,8 +390,9 @@ func (s *Surger) end(ctx context.Context, sg *surging, timeout time.Duration) {
 	}
 }
 
-// start ranks the owner's moving pods first for deletion, records the surge on the owner and scales it up.
-func (s *Surger) start(ctx context.Context, sg *surging) error {
+// start ranks the owner's moving pods first for deletion, records the surge on the owner, expects its successors
+// on the nodes targets plans for them, and scales it up.
+func (s *Surger) start(ctx context.Context, sg *surging, targets map[types.UID]string) error {
 	for _, pod := range sg.pods {
 		sg.oldCosts[podutil.Key(pod)] = [2]*string{annotation(pod, deletioncost.AnnotationDeletionCost), annotation(pod, deletioncost.AnnotationManaged)}
 		cost := strconv.Itoa(deletioncost.LeavingCost)
@@ -399,6 +409,12 @@ func (s *Surger) start(ctx context.Context, sg *surging) error {
 	if err := s.annotate(ctx, sg.owner, fmt.Sprintf("%d:%d", sg.from, sg.to)); err != nil {
 		return fmt.Errorf("recording the surge on %s: %w", sg.owner, err)
 	}
+	for _, pod := range sg.pods {
+		if node := targets[pod.UID]; node != "" {
+			sg.nodes = append(sg.nodes, node)
+		}
+	}
+	s.opts.Nominations.Expect(sg.owner.ReplicaSet, sg.nodes)
 	// the resourceVersion read is the precondition: a conflict (the owner's status written meanwhile) reads again,
 	// and the replicas must still be those recorded, or the surge's when an update whose answer was lost went through
 	sent := false
@@ -418,6 +434,7 @@ func (s *Surger) start(ctx context.Context, sg *surging) error {
 		return s.updateScale(ctx, sg.owner, scale)
 	})
 	if err != nil {
+		s.opts.Nominations.Forget(sg.owner.ReplicaSet)
 		// the scale-up may have gone through unanswered: the owner goes back to its replicas (a failure here is
 		// retried by Recover, as the record stays)
 		if sent {

@@ -75,6 +75,9 @@ type Backend interface {
 	IsNodeInitializing(node string) bool
 	// NodeReadyFor reports whether the pod is planned on a node Stevedore launched that finished initializing.
 	NodeReadyFor(uid types.UID) bool
+	// Hold says why a pod waits before entering the scheduling queue ("" if it does not): a disruption's
+	// successor is being nominated to the node its move planned.
+	Hold(ctx context.Context, pod *v1.Pod) string
 }
 
 // BuildFunc builds the backend once for the process, with the first plugin instance, while the scheduler sets up
@@ -84,6 +87,7 @@ type BuildFunc func(ctx context.Context, h fwk.Handle, args config.ProvisionerAr
 
 var (
 	_ fwk.QueueSortPlugin   = &ReadyNodeFirst{}
+	_ fwk.PreEnqueuePlugin  = &Provisioner{}
 	_ fwk.PreFilterPlugin   = &Provisioner{}
 	_ fwk.FilterPlugin      = &Provisioner{}
 	_ fwk.PostFilterPlugin  = &Provisioner{}
@@ -169,6 +173,15 @@ func (q *ReadyNodeFirst) nodeReadyFor(e fwk.QueuedEntityInfo) bool {
 		return false
 	}
 	return q.shared.prov.NodeReadyFor(pi.GetPodInfo().GetPod().UID)
+}
+
+// PreEnqueue holds the successor of a pod that disruption moves make-before-break until it is nominated to the
+// node the move planned for it: the scheduler then tries that node first, and counts the pod there meanwhile.
+func (p *Provisioner) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	if why := p.shared.prov.Hold(ctx, pod); why != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	return nil
 }
 
 // PostFilter is called for a pod that no existing node fits. The pod is kept on the node launching for it,

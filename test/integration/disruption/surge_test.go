@@ -6,6 +6,7 @@ package disruption
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -89,6 +91,16 @@ func TestConsolidationSurgesSingleReplicaDeploymentsWithNoMomentAtZeroReady(t *t
 			t.Errorf("Deployment %s still records a surge (%q)", name, v)
 		}
 	}
+	// every successor was nominated to the node its move planned, and runs there
+	for _, name := range solos {
+		pods, err := harness.RunningPods(ctx, sb, ns, name)
+		if err != nil || len(pods) != 1 {
+			t.Fatalf("Deployment %s runs %d pods (%v), want 1", name, len(pods), err)
+		}
+		if node := nominatedBySurge(ctx, t, ns, pods[0].Name); node != pods[0].Spec.NodeName {
+			t.Errorf("successor %s of Deployment %s runs on %s; its surge nominated it to %q", pods[0].Name, name, pods[0].Spec.NodeName, node)
+		}
+	}
 	// every pod moved make-before-break: a Surged event names it
 	events, err := sb.Kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + disruption.ReasonSurged})
 	if err != nil {
@@ -104,6 +116,23 @@ func TestConsolidationSurgesSingleReplicaDeploymentsWithNoMomentAtZeroReady(t *t
 			t.Errorf("no %s event names pod %s", disruption.ReasonSurged, key)
 		}
 	}
+}
+
+// nominatedBySurge is the node a surge nominated the pod to, read from its Nominated event ("" if none).
+func nominatedBySurge(ctx context.Context, t *testing.T, ns, pod string) string {
+	t.Helper()
+	events, err := sb.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + surge.ReasonNominated +
+		",involvedObject.name=" + pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.Items {
+		var node string
+		if _, err := fmt.Sscanf(ev.Message, "nominated to node %s", &node); err == nil && strings.Contains(ev.Message, "the move of the pod it replaces") {
+			return strings.TrimSuffix(node, ",")
+		}
+	}
+	return ""
 }
 
 // nodePoolOfSolos makes an on-demand NodePool whose pods move by replacement (a spot node is replaced only by a
