@@ -360,6 +360,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	in, classes := w.in, w.in.classes.Lister()
 	p := provision.New(provision.Options{Args: w.args, SchedulerName: w.host.SchedulerName,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
+		Deployments: in.deployments.Lister(), ReplicaSets: in.replicaSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
 		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(),
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {

@@ -20,6 +20,9 @@ type Batcher struct {
 	idle, max time.Duration
 	clock     clock.WithDelayedExecution
 	closed    chan []*corev1.Pod
+	// waitFor, when set, says why a batch whose idle gap passed stays open (pods tied to it are still being
+	// created; "" when none): it then closes at the next idle gap without that reason, or at the max window.
+	waitFor func(batch []*corev1.Pod) string
 
 	mu      sync.Mutex
 	pods    map[types.UID]*corev1.Pod
@@ -33,6 +36,13 @@ type Batcher struct {
 // NewBatcher returns a batcher; closed batches are delivered on Closed.
 func NewBatcher(idle, maxWait time.Duration, clk clock.WithDelayedExecution) *Batcher {
 	return &Batcher{idle: idle, max: maxWait, clock: clk, closed: make(chan []*corev1.Pod, 16), pods: map[types.UID]*corev1.Pod{}}
+}
+
+// WaitFor sets what keeps a batch whose idle gap passed open: a non-empty reason from waitFor (nil: nothing).
+func (b *Batcher) WaitFor(waitFor func(batch []*corev1.Pod) string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waitFor = waitFor
 }
 
 // Closed delivers closed batches.
@@ -83,11 +93,40 @@ func (b *Batcher) schedule() {
 	b.timer = b.clock.AfterFunc(max(due.Sub(b.clock.Now()), 0), func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if v == b.version {
-			b.timer = nil // fired: nothing to stop
-			b.close()
+		if v != b.version {
+			return
 		}
+		b.timer = nil // fired: nothing to stop
+		if b.waitFor != nil && due.Before(b.opened.Add(b.max)) {
+			if why := b.waitFor(b.batch()); why != "" {
+				// re-armed outside the clock's callback (a fake clock calls it holding its own lock)
+				go b.rearm(v, due)
+				return
+			}
+		}
+		b.close()
 	})
+}
+
+// rearm starts another idle gap at the time given, unless the batch changed since (an arrival re-armed it, or it
+// closed).
+func (b *Batcher) rearm(version int, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if version != b.version {
+		return
+	}
+	b.last = at
+	b.schedule()
+}
+
+// batch lists the open batch's pods in arrival order. Caller holds b.mu.
+func (b *Batcher) batch() []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(b.order))
+	for _, uid := range b.order {
+		out = append(out, b.pods[uid])
+	}
+	return out
 }
 
 // close hands the batch over. Caller holds b.mu.
@@ -100,10 +139,7 @@ func (b *Batcher) close() {
 		b.timer = nil
 	}
 	b.version++
-	batch := make([]*corev1.Pod, 0, len(b.order))
-	for _, uid := range b.order {
-		batch = append(batch, b.pods[uid])
-	}
+	batch := b.batch()
 	b.pods = map[types.UID]*corev1.Pod{}
 	b.order = nil
 	b.closed <- batch

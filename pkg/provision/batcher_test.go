@@ -5,10 +5,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package provision
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -79,5 +81,64 @@ func TestBatcherRefreshesAPodAlreadyInTheBatch(t *testing.T) {
 	b.Add(batchPod("a"))
 	if uid := batchPod("a").UID; !b.Contains(uid) || b.Len() != 1 {
 		t.Fatalf("Len = %d, Contains(%s) = %v; want one pod a", b.Len(), uid, b.Contains(uid))
+	}
+}
+
+// TestABatchStaysOpenWhileItWaitsForPartners: a batch whose idle gap passes while waitFor gives a reason stays
+// open, idle gap after idle gap; it closes at the first idle gap without one, and at the max window whatever
+// waitFor says.
+func TestABatchStaysOpenWhileItWaitsForPartners(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// waits is how many idle gaps waitFor gives a reason for.
+		waits   int
+		closeAt time.Duration
+	}{
+		{name: "the partners arrive", waits: 2, closeAt: 3 * time.Second},
+		{name: "the partners never arrive", waits: 100, closeAt: 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			clk := clocktesting.NewFakeClock(start)
+			b := NewBatcher(time.Second, 10*time.Second, clk)
+			calls := 0
+			b.WaitFor(func(batch []*corev1.Pod) string {
+				if len(batch) != 1 {
+					t.Errorf("waitFor sees %d pods, want 1", len(batch))
+				}
+				if calls++; calls <= tc.waits {
+					return "Deployment default/web"
+				}
+				return ""
+			})
+			b.Add(batchPod("a"))
+			// an idle gap that passes with a reason re-arms the timer from another goroutine: wait for it
+			closed := func() bool {
+				var done bool
+				err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+					select {
+					case <-b.Closed():
+						done = true
+						return true, nil
+					default:
+						return clk.HasWaiters(), nil
+					}
+				})
+				if err != nil {
+					t.Fatalf("at %s the batch neither closed nor waits for its next idle gap", clk.Since(start))
+				}
+				return done
+			}
+			for at := time.Second; at < tc.closeAt; at += time.Second {
+				clk.SetTime(start.Add(at))
+				if closed() {
+					t.Fatalf("closed at %s, want at %s", at, tc.closeAt)
+				}
+			}
+			clk.SetTime(start.Add(tc.closeAt))
+			if !closed() {
+				t.Fatalf("not closed at %s", tc.closeAt)
+			}
+		})
 	}
 }

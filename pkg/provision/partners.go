@@ -6,14 +6,19 @@ package provision
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
 )
 
 // withPartners returns the batch with the pending pods of ours that a required pod-affinity term ties to one of
@@ -118,4 +123,65 @@ func tied(terms []fwk.AffinityTerm, pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// partnersComing says which workload a batch waits for ("" if none): a Deployment or ReplicaSet of ours still
+// creating pods (its status behind its spec) whose pod template a required pod-affinity term ties to a pod of
+// the batch, either way. Its pods, created after the batch closed, could not follow where the batch is planned
+// (a NodePool whose taint they do not tolerate); created while it is open, they join it (withPartners). Applied
+// together, the workloads' pods are then planned together whatever order their controllers create them in.
+func (p *Provisioner) partnersComing(batch []*corev1.Pod) string {
+	if p.opts.Deployments == nil || p.opts.ReplicaSets == nil {
+		return ""
+	}
+	namespaces := map[string]bool{}
+	for _, pod := range batch {
+		namespaces[pod.Namespace] = true
+	}
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		var templates []workloadTemplate
+		if ds, err := p.opts.Deployments.Deployments(ns).List(labels.Everything()); err == nil {
+			for _, d := range ds {
+				if deploymentCreating(d) {
+					templates = append(templates, workloadTemplate{"Deployment " + ns + "/" + d.Name, &d.Spec.Template})
+				}
+			}
+		}
+		if rss, err := p.opts.ReplicaSets.ReplicaSets(ns).List(labels.Everything()); err == nil {
+			for _, rs := range rss {
+				if replicaSetCreating(rs) {
+					templates = append(templates, workloadTemplate{"ReplicaSet " + ns + "/" + rs.Name, &rs.Spec.Template})
+				}
+			}
+		}
+		sort.Slice(templates, func(i, j int) bool { return templates[i].name < templates[j].name })
+		for _, tw := range templates {
+			if tw.template.Spec.SchedulerName != p.opts.SchedulerName {
+				continue
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: tw.template.Labels}, Spec: tw.template.Spec}
+			if len(partnersOf([]*corev1.Pod{pod}, batch)) > 0 {
+				return tw.name
+			}
+		}
+	}
+	return ""
+}
+
+// workloadTemplate is the pod template of a workload still creating pods, with the workload's kind and name.
+type workloadTemplate struct {
+	name     string
+	template *corev1.PodTemplateSpec
+}
+
+// deploymentCreating reports whether a Deployment may still create pods of its current spec: not yet observed,
+// or fewer pods than its replicas.
+func deploymentCreating(d *appsv1.Deployment) bool {
+	return d.DeletionTimestamp == nil && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas < ptr.Deref(d.Spec.Replicas, 1))
+}
+
+// replicaSetCreating reports whether a ReplicaSet may still create pods: not yet observed, or fewer pods than
+// its replicas.
+func replicaSetCreating(rs *appsv1.ReplicaSet) bool {
+	return rs.DeletionTimestamp == nil && (rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas < ptr.Deref(rs.Spec.Replicas, 1))
 }

@@ -60,9 +60,12 @@ type Options struct {
 	Nodes      corelisters.NodeLister
 	Pods       corelisters.PodLister
 	DaemonSets appslisters.DaemonSetLister
-	NodeClaims listers.NodeClaimLister
-	NodePools  listers.NodePoolLister
-	Cloud      cloud.Provider
+	// Deployments and ReplicaSets still creating pods keep a batch their pods are tied to open; nil: not read.
+	Deployments appslisters.DeploymentLister
+	ReplicaSets appslisters.ReplicaSetLister
+	NodeClaims  listers.NodeClaimLister
+	NodePools   listers.NodePoolLister
+	Cloud       cloud.Provider
 	// NodeClassHash hashes a node class for drift detection (cloud specific); may be nil.
 	NodeClassHash func(ctx context.Context, ref *stevedorev1.NodeClassReference) string
 	Simulator     *simulation.Simulator
@@ -293,6 +296,14 @@ func (p *Provisioner) NodePoolsChanged(ctx context.Context) {
 // Run solves the batches as they close, until ctx ends.
 func (p *Provisioner) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	p.batcher.WaitFor(func(batch []*corev1.Pod) string {
+		why := p.partnersComing(batch)
+		if why != "" {
+			logger.V(2).Info("Batch stays open: pods tied to it by a required pod affinity are still being created", "pods", len(batch),
+				"workload", why)
+		}
+		return why
+	})
 	p.AdoptNominations(ctx)
 	for {
 		select {
