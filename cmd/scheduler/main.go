@@ -21,6 +21,6 @@ import (
 
 func main() {
 	cmd := schedulerapp.NewCommand(schedulerapp.Deps{})
-	cmd.AddCommand(newVersionCommand(), newSandboxCommand(), newPlanCommand(), newConvertCommand())
+	cmd.AddCommand(newVersionCommand(), newSandboxCommand(), newPlanCommand(), newConvertCommand(), newCostCommand())
 	os.Exit(cli.Run(cmd))
 }

@@ -28,7 +28,11 @@ import (
 )
 
 // outputJSON is the -o value that asks plan, plan --disrupt and version for JSON.
-const outputJSON = "json"
+// The output formats of plan and cost.
+const (
+	outputJSON  = "json"
+	outputTable = "table"
+)
 
 // planOutput is `scheduler plan -o json`.
 type planOutput struct {
@@ -120,7 +124,7 @@ func writePlan(w io.Writer, out planOutput, output string) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
-	case "table", "":
+	case outputTable, "":
 		return printPlanTable(w, out)
 	}
 	return fmt.Errorf("-o must be json or table, not %q", output)
@@ -154,7 +158,7 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			if minValuesPolicy != config.MinValuesStrict && minValuesPolicy != config.MinValuesBestEffort {
 				return fmt.Errorf("--min-values-policy must be Strict or BestEffort, not %q", minValuesPolicy)
 			}
-			if output != outputJSON && output != "table" && output != "" {
+			if output != outputJSON && output != outputTable && output != "" {
 				return fmt.Errorf("-o must be json or table, not %q", output)
 			}
 			in, err := readPlanInput(catalogFile, files)
@@ -177,7 +181,7 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")
 	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "json or table")
+	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "json or table")
 	cmd.Flags().DurationVar(&budget, "solve-timeout", time.Minute, "safety stop on the time the solver may spend improving the packing (its work is bounded by a count of moves; 0: the greedy packing alone)")
 	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
 	cmd.Flags().StringVar(&minValuesPolicy, "min-values-policy", "Strict", "Strict or BestEffort, as the plugin argument minValuesPolicy")

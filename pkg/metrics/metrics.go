@@ -35,6 +35,7 @@ const (
 	subsystemCloudProvider     = "cloudprovider"
 	subsystemNodePool          = "nodepool"
 	subsystemCluster           = "cluster"
+	subsystemCost              = "cost"
 )
 
 // Label names.
@@ -350,6 +351,32 @@ var (
 		Help:           "Requests of the pods on Stevedore's nodes over the nodes' allocatable, by resource (cpu, memory).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelResource})
+	// CostNodes is what Stevedore's nodes cost an hour, as billed (the sum the cost metrics split).
+	CostNodes = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCost, Name: "nodes_hourly_dollars",
+		Help:           "Hourly price (USD) of Stevedore's nodes as billed: the sum the namespaces, the DaemonSets and idle split.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// CostNamespace is the hourly cost attributed to a namespace's pods (DaemonSet pods apart), for the costliest
+	// namespaces; the others are summed under namespace "other".
+	CostNamespace = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCost, Name: "namespace_hourly_dollars",
+		Help:           "Hourly cost (USD) attributed to a namespace's pods, DaemonSet pods apart: the costliest namespaces, the rest summed as \"other\".",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelNamespace})
+	// CostWorkload is the hourly cost attributed to a workload's pods, for the costliest workloads; the others are
+	// summed under namespace, kind and name "other".
+	CostWorkload = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCost, Name: "workload_hourly_dollars",
+		Help:           "Hourly cost (USD) attributed to a workload's pods (Deployment, StatefulSet, Job, ... or a bare pod): the costliest, the rest summed as \"other\".",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelNamespace, labelKind, labelName})
+	// CostUnattributed is the hourly cost of the nodes no workload pays: the DaemonSet pods' and the idle share.
+	CostUnattributed = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCost, Name: "unattributed_hourly_dollars",
+		Help:           "Hourly cost (USD) of Stevedore's nodes paid by no workload, by share: daemonsets (DaemonSet pods) and idle.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"share"})
 	// PendingPods is the number of pods of Stevedore's profile not yet bound.
 	PendingPods = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystemPods, Name: "pending",
@@ -377,7 +404,8 @@ func All() []metrics.Registerable {
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		KubernetesVersionReadFailures,
-		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo}
+		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo,
+		CostNodes, CostNamespace, CostWorkload, CostUnattributed}
 }
 
 // Register registers every Stevedore metric in the legacy registry (once per process).

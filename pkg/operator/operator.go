@@ -462,7 +462,8 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 		Pods: in.pods.Lister(), Gangs: in.gangs(), WorkloadGroups: in.workloads(),
 	})
 	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),
-		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len})
+		Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), SchedulerName: w.host.SchedulerName, UnavailableOfferings: w.provider.UnavailableOfferings().Len,
+		Prices: w.overlaid, CostTop: int(*w.args.CostMetricsTop)})
 	if err := reporter.RegisterPodStartup(in.pods.Informer()); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/cost"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
@@ -47,6 +49,12 @@ type Options struct {
 	UnavailableOfferings func() int
 	// Interval between refreshes. Default 10s.
 	Interval time.Duration
+	// Prices prices the nodes as billed for the cost metrics (the cloud provider with the NodeOverlays in force);
+	// nil: no cost metrics.
+	Prices cloud.Provider
+	// CostTop is how many namespaces and workloads the cost metrics name; the rest are summed as "other".
+	// Default 20.
+	CostTop int
 }
 
 // Reporter refreshes NodePool status and the cluster-state metrics.
@@ -54,6 +62,9 @@ type Reporter struct {
 	opts Options
 	// pools are the NodePools that have gauge series, so that those of deleted NodePools are removed.
 	pools map[string]bool
+	// namespaces and workloads are the cost series set, so that those leaving the top are removed.
+	namespaces map[string]bool
+	workloads  map[cost.Line]bool
 }
 
 // New returns a Reporter.
@@ -61,8 +72,11 @@ func New(opts Options) *Reporter {
 	if opts.Interval == 0 {
 		opts.Interval = 10 * time.Second
 	}
+	if opts.CostTop <= 0 {
+		opts.CostTop = 20
+	}
 	metrics.Register()
-	return &Reporter{opts: opts, pools: map[string]bool{}}
+	return &Reporter{opts: opts, pools: map[string]bool{}, namespaces: map[string]bool{}, workloads: map[cost.Line]bool{}}
 }
 
 // RegisterPodStartup times the pods of Stevedore's profile from creation to their first Running status.
@@ -121,6 +135,9 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 	}
 	r.pools = seen
 	if err := r.setClusterMetrics(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if err := r.setCostMetrics(ctx, pools, claims); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if r.opts.UnavailableOfferings != nil {
@@ -268,5 +285,49 @@ func (r *Reporter) setClusterMetrics() error {
 	if allocMem > 0 {
 		metrics.ClusterUtilization.WithLabelValues("memory").Set(reqMem / allocMem)
 	}
+	return nil
+}
+
+// setCostMetrics splits the nodes' billed prices over their pods (package cost) and sets the cost gauges: the
+// CostTop costliest namespaces and workloads, the rest as "other"; series that left the top are removed.
+func (r *Reporter) setCostMetrics(ctx context.Context, pools []*stevedorev1.NodePool, claims []*stevedorev1.NodeClaim) error {
+	if r.opts.Prices == nil {
+		return nil
+	}
+	nodes, err := r.opts.Nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	pods, err := r.opts.Pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	priced, _ := cost.Collect(ctx, cost.NewPriceBook(r.opts.Prices, pools), nodes, claims, pods)
+	rep := cost.Attribute(priced)
+	metrics.CostNodes.Set(rep.Total)
+	metrics.CostUnattributed.WithLabelValues("daemonsets").Set(rep.DaemonSets)
+	metrics.CostUnattributed.WithLabelValues("idle").Set(rep.Idle)
+	namespaces := map[string]bool{}
+	for _, l := range cost.Top(rep.Namespaces(), r.opts.CostTop) {
+		namespaces[l.Namespace] = true
+		metrics.CostNamespace.WithLabelValues(l.Namespace).Set(l.Hourly)
+	}
+	for ns := range r.namespaces {
+		if !namespaces[ns] {
+			metrics.CostNamespace.DeleteLabelValues(ns)
+		}
+	}
+	r.namespaces = namespaces
+	workloads := map[cost.Line]bool{}
+	for _, l := range cost.Top(rep.Workloads(), r.opts.CostTop) {
+		workloads[cost.Line{Namespace: l.Namespace, Kind: l.Kind, Name: l.Name}] = true
+		metrics.CostWorkload.WithLabelValues(l.Namespace, l.Kind, l.Name).Set(l.Hourly)
+	}
+	for l := range r.workloads {
+		if !workloads[l] {
+			metrics.CostWorkload.DeleteLabelValues(l.Namespace, l.Kind, l.Name)
+		}
+	}
+	r.workloads = workloads
 	return nil
 }

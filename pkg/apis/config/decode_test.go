@@ -37,7 +37,8 @@ func TestDecode(t *testing.T) {
 				if a.BatchIdleDuration.Duration != time.Second || a.BatchMaxDuration.Duration != 10*time.Second {
 					t.Errorf("batch defaults = %v / %v", a.BatchIdleDuration.Duration, a.BatchMaxDuration.Duration)
 				}
-				if a.RegistrationTimeout.Duration != 15*time.Minute || a.MaxInstanceTypes != 60 || *a.VMMemoryOverheadPercent != 7.5 {
+				if a.RegistrationTimeout.Duration != 15*time.Minute || a.MaxInstanceTypes != 60 || *a.VMMemoryOverheadPercent != 7.5 ||
+					*a.CostMetricsTop != 20 {
 					t.Errorf("defaults not applied: %+v", a)
 				}
 				if a.RebalanceAction != "Event" {
@@ -72,6 +73,7 @@ func TestDecode(t *testing.T) {
 		{name: "unknown rebalance action", raw: `{"clusterName": "c", "rebalanceAction": "Ignore"}`, wantErr: "rebalanceAction"},
 		{name: "unknown minValues policy", raw: `{"clusterName": "c", "minValuesPolicy": "Lenient"}`, wantErr: "minValuesPolicy"},
 		{name: "queue URL without a path", raw: `{"clusterName": "c", "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/"}`, wantErr: "interruptionQueue"},
+		{name: "cost metrics naming no namespace", raw: `{"clusterName": "c", "costMetricsTop": 0}`, wantErr: "costMetricsTop"},
 		{name: "too many instance types", raw: `{"clusterName": "c", "maxInstanceTypes": 500}`, wantErr: "maxInstanceTypes"},
 		{name: "overhead percentage out of range", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 60}`, wantErr: "vmMemoryOverheadPercent"},
 		{name: "overhead as Karpenter's fraction", raw: `{"clusterName": "c", "vmMemoryOverheadPercent": 0.075}`, wantErr: "looks like Karpenter's fraction: write 7.5"},

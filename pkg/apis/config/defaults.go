@@ -25,6 +25,8 @@ const (
 	DefaultDisruptionPollInterval    = 10 * time.Second
 	DefaultDisruptionValidationDelay = 15 * time.Second
 	DefaultGarbageCollectionInterval = time.Minute
+	// DefaultCostMetricsTop is how many namespaces and workloads the cost metrics name.
+	DefaultCostMetricsTop int32 = 20
 	// DefaultProvisioningRequestBookingTime is how long a ProvisioningRequest's room is held (Cluster
 	// Autoscaler's).
 	DefaultProvisioningRequestBookingTime = 10 * time.Minute
@@ -99,6 +101,10 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 	defDuration(&a.KubernetesVersionCheckInterval, DefaultKubernetesVersionCheckInterval)
 	if a.MaxInstanceTypes == 0 {
 		a.MaxInstanceTypes = DefaultMaxInstanceTypes
+	}
+	if a.CostMetricsTop == nil {
+		v := DefaultCostMetricsTop
+		a.CostMetricsTop = &v
 	}
 	if a.VMMemoryOverheadPercent == nil {
 		v := DefaultVMMemoryOverheadPercent

@@ -89,6 +89,9 @@ type ProvisionerArgs struct {
 	DisableDisruption bool `json:"disableDisruption,omitempty"`
 	// DisruptionPollInterval separates disruption passes that found nothing to do. Default 10s.
 	DisruptionPollInterval metav1.Duration `json:"disruptionPollInterval,omitempty"`
+	// CostMetricsTop is how many namespaces and workloads the cost metrics name, costliest first; the rest are
+	// summed under "other" (the metrics' cardinality stays bounded). Default 20.
+	CostMetricsTop *int32 `json:"costMetricsTop,omitempty"`
 	// ProvisioningRequestBookingTime is how long the room found or launched for a ProvisioningRequest is held for
 	// its pods once it is Provisioned. Default 10m (Cluster Autoscaler's).
 	ProvisioningRequestBookingTime metav1.Duration `json:"provisioningRequestBookingTime,omitempty"`

@@ -137,6 +137,9 @@ func (a ProvisionerArgs) validateDurations() field.ErrorList {
 // validateChoices checks the numbers and the choices among fixed values.
 func (a ProvisionerArgs) validateChoices() field.ErrorList {
 	var errs field.ErrorList
+	if a.CostMetricsTop != nil && (*a.CostMetricsTop < 1 || *a.CostMetricsTop > 1000) {
+		errs = append(errs, field.Invalid(field.NewPath("costMetricsTop"), *a.CostMetricsTop, "must be between 1 and 1000"))
+	}
 	if a.MaxInstanceTypes < 1 || a.MaxInstanceTypes > 200 {
 		errs = append(errs, field.Invalid(field.NewPath("maxInstanceTypes"), a.MaxInstanceTypes, "must be between 1 and 200"))
 	}
