@@ -100,13 +100,17 @@ func TestSuccessorsAreNominatedToThePlannedNodes(t *testing.T) {
 		if why := n.Hold(ctx, tc.pod); why == "" {
 			t.Errorf("Hold(%s) passes before the scheduler's copy shows the nomination", tc.pod.Name)
 		}
+		// once the write is answered, the pod is put back in the queue until it passes; its nomination seen, it does
+		err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return queue.count("ns/"+tc.pod.Name) > 0, nil
+		})
+		if err != nil {
+			t.Errorf("pod %s was never put back in the scheduling queue", tc.pod.Name)
+		}
 		seen := tc.pod.DeepCopy()
 		seen.Status.NominatedNodeName = tc.node
 		if why := n.Hold(ctx, seen); why != "" {
 			t.Errorf("Hold(%s) with its nomination = %q, want it to pass", tc.pod.Name, why)
-		}
-		if queue.count("ns/"+tc.pod.Name) == 0 {
-			t.Errorf("pod %s was never put back in the scheduling queue", tc.pod.Name)
 		}
 	}
 	if why := n.Hold(ctx, third); why != "" {
@@ -184,11 +188,18 @@ func TestASuccessorIsReleasedWhenItsNominationFails(t *testing.T) {
 			if tc.forget {
 				n.Forget(rs)
 			}
+			// put back in the queue, where it passes (nothing else lets it pass first here)
 			err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				return n.Hold(ctx, pod) == "" && queue.count("ns/s1") > 0, nil
+				return queue.count("ns/s1") > 0, nil
 			})
 			if err != nil {
-				t.Errorf("the successor is still held, or was never put back in the queue: %v", err)
+				t.Errorf("the successor was never put back in the queue: %v", err)
+			}
+			err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				return n.Hold(ctx, pod) == "", nil
+			})
+			if err != nil {
+				t.Errorf("the successor is still held: %v", err)
 			}
 		})
 	}
