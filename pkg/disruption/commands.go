@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -240,16 +241,33 @@ func (c *Controller) surge(ctx context.Context, cmd *Command, targets map[types.
 }
 
 // targets names the node planned for each moving pod of the command, by pod UID: the existing node its simulation
-// chose, or the node of the replacement NodeClaim created for it. A replacement's pods have none when some
-// replacement was not created (the NodeClaims no longer match the plan's new nodes one to one) or has no node.
+// chose, or the node of the replacement NodeClaim created for it. Only a registered, initialized Node is named: a pod planned
+// on a NodeClaim still coming up (the simulation names its node after the claim) has none, and so do a
+// replacement's pods when some replacement was not created (the NodeClaims no longer match the plan's new nodes
+// one to one) or its node has not registered.
 func (c *Controller) targets(cmd *Command, created []string) map[types.UID]string {
 	out := map[types.UID]string{}
+	initializing := map[string]bool{}
+	if claims, err := c.opts.NodeClaims.List(labels.Everything()); err == nil {
+		for _, claim := range claims {
+			if claim.Status.NodeName != "" && !claim.IsInitialized() {
+				initializing[claim.Status.NodeName] = true
+			}
+		}
+	}
+	// a node still initializing is not named either: provisioning holds its room for the pods planned on it
+	registered := func(name string) bool {
+		_, err := c.opts.Nodes.Get(name)
+		return name != "" && err == nil && !initializing[name]
+	}
 	for uid, at := range cmd.Placements {
 		switch {
 		case at.Node != "":
-			out[uid] = at.Node
+			if registered(at.Node) {
+				out[uid] = at.Node
+			}
 		case len(created) == len(cmd.Replacements) && at.Replacement < len(created):
-			if claim, err := c.opts.NodeClaims.Get(created[at.Replacement]); err == nil && claim.Status.NodeName != "" {
+			if claim, err := c.opts.NodeClaims.Get(created[at.Replacement]); err == nil && registered(claim.Status.NodeName) {
 				out[uid] = claim.Status.NodeName
 			}
 		}

@@ -295,11 +295,12 @@ func TestASurgeWaitsForAnOwnerThatStartedMoving(t *testing.T) {
 
 // TestSurgeTargetsAreThePlannedNodes: a surged pod's successor is nominated to the existing node the command
 // planned for the pod, or to the node of the replacement created for it; none when that replacement has no node
-// yet, or when fewer replacements were created than planned (which is whose is no longer known).
+// yet, when fewer replacements were created than planned (which is whose is no longer known), or when the pod was
+// planned on a NodeClaim still coming up (no Node of that name).
 func TestSurgeTargetsAreThePlannedNodes(t *testing.T) {
 	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"), node("b", "m5.large"))...)
 	cmd := &Command{Replacements: []*solver.PlannedNode{{}, {}}, Placements: map[types.UID]Placement{
-		"on-a": {Node: "a"}, "first": {Replacement: 0}, "second": {Replacement: 1}}}
+		"on-a": {Node: "a"}, "first": {Replacement: 0}, "second": {Replacement: 1}, "coming": {Node: "nodeclaim-c"}}}
 	cases := []struct {
 		name    string
 		created []string
