@@ -23,10 +23,10 @@ done
 
 rm -rf pkg/generated
 "$bin/client-gen" --go-header-file "$header" --output-dir pkg/generated/clientset --output-pkg "$module/pkg/generated/clientset" \
-  --clientset-name versioned --input-base "$module/pkg" --input apis/v1 --input apis/scheduling/v1alpha1 --input apis/autoscaling/v1
+  --clientset-name versioned --input-base "$module/pkg" --input apis/v1 --input apis/scheduling/v1alpha1 --input apis/autoscaling/v1 --input apis/autoscaling/v1beta1
 "$bin/lister-gen" --go-header-file "$header" --output-dir pkg/generated/listers --output-pkg "$module/pkg/generated/listers" \
-  ./pkg/apis/v1 ./pkg/apis/scheduling/v1alpha1 ./pkg/apis/autoscaling/v1
+  ./pkg/apis/v1 ./pkg/apis/scheduling/v1alpha1 ./pkg/apis/autoscaling/v1 ./pkg/apis/autoscaling/v1beta1
 "$bin/informer-gen" --go-header-file "$header" --output-dir pkg/generated/informers --output-pkg "$module/pkg/generated/informers" \
   --versioned-clientset-package "$module/pkg/generated/clientset/versioned" --listers-package "$module/pkg/generated/listers" \
-  ./pkg/apis/v1 ./pkg/apis/scheduling/v1alpha1 ./pkg/apis/autoscaling/v1
+  ./pkg/apis/v1 ./pkg/apis/scheduling/v1alpha1 ./pkg/apis/autoscaling/v1 ./pkg/apis/autoscaling/v1beta1
 gofmt -w pkg/generated pkg/apis

@@ -2,16 +2,17 @@
 Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
-// Package buffer keeps warm capacity for CapacityBuffers: each buffer's chunks are virtual pods (never created)
-// that the provisioner keeps room for, launching nodes when the room on the cluster's nodes does not hold them.
-// Real pods take that room first; the next pass launches again for the chunks left without room.
+// Package buffer keeps warm capacity for CapacityBuffers, Stevedore's (stevedore.dev) and SIG Autoscaling's
+// (autoscaling.x-k8s.io): each buffer's chunks are virtual pods (never created) that the provisioner keeps room
+// for, launching nodes when the room on the cluster's nodes does not hold them. Real pods take that room first;
+// the next pass launches again for the chunks left without room.
 package buffer
 
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,17 +22,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -53,9 +57,12 @@ const UIDPrefix = "capacitybuffer/"
 
 // Options configure the controller.
 type Options struct {
-	Kube        kubernetes.Interface
-	Stevedore   versioned.Interface
-	Buffers     listers.CapacityBufferLister
+	Kube      kubernetes.Interface
+	Stevedore versioned.Interface
+	Buffers   listers.CapacityBufferLister
+	// Shared lists the autoscaling.x-k8s.io CapacityBuffers; nil where the cluster does not serve them or they are
+	// left to another autoscaler.
+	Shared      autoscalinglisters.CapacityBufferLister
 	Provisioner *provision.Provisioner
 	// Simulator answers where chunks fit (the buffer's own, not the live provisioning path's).
 	Simulator *simulation.Simulator
@@ -73,6 +80,8 @@ type Controller struct {
 
 	mu   sync.Mutex
 	pods []*corev1.Pod
+	// series are the label values of the chunk metrics the last pass set, to delete those of buffers gone.
+	series map[[3]string]bool
 }
 
 // New returns a controller. Its chunks are warm pods: the caller gives Pods to the provisioner (SetWarmPods).
@@ -102,33 +111,78 @@ func (c *Controller) Pods() []*corev1.Pod {
 	return c.pods
 }
 
-func (c *Controller) buffers() []*stevedorev1.CapacityBuffer {
-	list, err := c.opts.Buffers.List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].Namespace != list[j].Namespace {
-			return list[i].Namespace < list[j].Namespace
+// buffer is one CapacityBuffer of either API, as a pass serves it.
+type buffer struct {
+	// group is the buffer's API group.
+	group           string
+	namespace, name string
+	// podTemplate is spec.podTemplateRef's name; scalable spec.scalableRef (nil when unset).
+	podTemplate string
+	scalable    *scalable
+	request     Request
+	// write records a pass's result in the buffer's status.
+	write func(ctx context.Context, r result) error
+}
+
+// scalable names a workload whose pods are a buffer's chunks.
+type scalable struct{ group, kind, name string }
+
+// result is what a pass found for one buffer.
+type result struct {
+	chunks, placed, unschedulable int
+	// why is the solver's reason for an unschedulable chunk.
+	why string
+	// err says why the template or workload could not be read.
+	err error
+	// templateGeneration is the generation of the buffer's PodTemplate (podTemplateRef only).
+	templateGeneration *int64
+}
+
+// buffers returns the buffers of both APIs: Stevedore's first, each in namespace/name order.
+func (c *Controller) buffers() []buffer {
+	var out []buffer
+	if own, err := c.opts.Buffers.List(labels.Everything()); err == nil {
+		sortByKey(own)
+		for _, b := range own {
+			out = append(out, c.ownBuffer(b))
 		}
-		return list[i].Name < list[j].Name
+	}
+	if c.opts.Shared == nil {
+		return out
+	}
+	if shared, err := c.opts.Shared.List(labels.Everything()); err == nil {
+		sortByKey(shared)
+		for _, b := range shared {
+			if sb, ok := c.sharedBuffer(b); ok {
+				out = append(out, sb)
+			}
+		}
+	}
+	return out
+}
+
+func sortByKey[T metav1.Object](list []T) {
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].GetNamespace() != list[j].GetNamespace() {
+			return list[i].GetNamespace() < list[j].GetNamespace()
+		}
+		return list[i].GetName() < list[j].GetName()
 	})
-	return list
 }
 
 // Reconcile keeps room for every buffer's chunks and reports each buffer's state.
 func (c *Controller) Reconcile(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	type state struct {
-		b    *stevedorev1.CapacityBuffer
+		b    buffer
 		pods []*corev1.Pod
-		err  error
+		r    result
 	}
 	var states []state
 	var all []*corev1.Pod
 	for _, b := range c.buffers() {
-		pods, err := c.chunks(ctx, b)
-		states = append(states, state{b: b, pods: pods, err: err})
+		pods, r := c.chunks(ctx, b)
+		states = append(states, state{b: b, pods: pods, r: r})
 		all = append(all, pods...)
 	}
 	c.mu.Lock()
@@ -150,108 +204,108 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		logger.Info("Launched nodes for warm capacity", "chunks", len(all), "withRoom", len(plan.Placed), "nodeclaims", names)
 	}
 	var firstErr error
+	series := map[[3]string]bool{}
 	for _, s := range states {
-		cond := metav1.Condition{Type: stevedorev1.ConditionReady}
-		placed, unschedulable, why := 0, 0, ""
 		for _, p := range s.pods {
 			switch {
 			case plan.Placed[string(p.UID)]:
-				placed++
+				s.r.placed++
 			case plan.Unschedulable[string(p.UID)] != "":
-				unschedulable++
-				why = plan.Unschedulable[string(p.UID)]
+				s.r.unschedulable++
+				s.r.why = plan.Unschedulable[string(p.UID)]
 			}
 		}
-		switch {
-		case s.err != nil:
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalid, s.err.Error()
-		case unschedulable > 0:
-			cond.Status, cond.Reason = metav1.ConditionFalse, ReasonUnschedulable
-			cond.Message = fmt.Sprintf("%d of %d chunks fit no node Stevedore may launch: %s", unschedulable, len(s.pods), why)
-		case placed < len(s.pods):
-			cond.Status, cond.Reason = metav1.ConditionFalse, ReasonProvisioning
-			cond.Message = fmt.Sprintf("%d of %d chunks have room; nodes are coming up for the others", placed, len(s.pods))
-		default:
-			cond.Status, cond.Reason = metav1.ConditionTrue, ReasonProvisioned
-			cond.Message = fmt.Sprintf("%d chunks have room", len(s.pods))
-		}
-		metrics.BufferChunks.WithLabelValues(s.b.Namespace, s.b.Name, "withRoom").Set(float64(placed))
-		metrics.BufferChunks.WithLabelValues(s.b.Namespace, s.b.Name, "waiting").Set(float64(len(s.pods) - placed))
-		if err := c.writeStatus(ctx, s.b, int32(min(len(s.pods), math.MaxInt32)), cond); err != nil && firstErr == nil {
+		key := [3]string{s.b.group, s.b.namespace, s.b.name}
+		series[key] = true
+		metrics.BufferChunks.WithLabelValues(s.b.group, s.b.namespace, s.b.name, "withRoom").Set(float64(s.r.placed))
+		metrics.BufferChunks.WithLabelValues(s.b.group, s.b.namespace, s.b.name, "waiting").Set(float64(s.r.chunks - s.r.placed))
+		if err := s.b.write(ctx, s.r); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
+	for key := range c.series {
+		if !series[key] {
+			for _, state := range []string{"withRoom", "waiting"} {
+				metrics.BufferChunks.DeleteLabelValues(key[0], key[1], key[2], state)
+			}
+		}
+	}
+	c.series = series
 	return firstErr
 }
 
-func (c *Controller) writeStatus(ctx context.Context, b *stevedorev1.CapacityBuffer, replicas int32, cond metav1.Condition) error {
-	cur := meta.FindStatusCondition(b.Status.Conditions, cond.Type)
-	if b.Status.Replicas == replicas && cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
-		return nil
+// provisioned is the condition saying whether every chunk has room, of the given type: True/Provisioned, or
+// False with Provisioning (nodes coming up), Unschedulable or, when the template cannot be read, invalid.
+func (r result) provisioned(conditionType, invalid string) metav1.Condition {
+	cond := metav1.Condition{Type: conditionType}
+	switch {
+	case r.err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, invalid, r.err.Error()
+	case r.unschedulable > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonUnschedulable
+		cond.Message = fmt.Sprintf("%d of %d chunks fit no node Stevedore may launch: %s", r.unschedulable, r.chunks, r.why)
+	case r.placed < r.chunks:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonProvisioning
+		cond.Message = fmt.Sprintf("%d of %d chunks have room; nodes are coming up for the others", r.placed, r.chunks)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonProvisioned
+		cond.Message = fmt.Sprintf("%d chunks have room", r.chunks)
 	}
-	client := c.opts.Stevedore.StevedoreV1().CapacityBuffers(b.Namespace)
-	// the cache may not show this controller's last write yet: on a conflict, read the buffer again
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next, err := client.Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		next.Status.Replicas = replicas
-		cond.ObservedGeneration = next.Generation
-		meta.SetStatusCondition(&next.Status.Conditions, cond)
-		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // gone
+	return cond
+}
+
+// event records an event on a buffer when a condition's reason changed: a warning unless it is True or
+// Provisioning.
+func (c *Controller) event(obj runtime.Object, before *metav1.Condition, cond metav1.Condition) {
+	if c.opts.Recorder == nil || (before != nil && before.Reason == cond.Reason) {
+		return
 	}
-	if err == nil && (cur == nil || cur.Reason != cond.Reason) && c.opts.Recorder != nil {
-		eventType := corev1.EventTypeNormal
-		if cond.Status != metav1.ConditionTrue {
-			eventType = corev1.EventTypeWarning
-			if cond.Reason == ReasonProvisioning {
-				eventType = corev1.EventTypeNormal
-			}
-		}
-		c.opts.Recorder.Eventf(b, nil, eventType, cond.Reason, "Buffer", "%s", cond.Message)
+	eventType := corev1.EventTypeNormal
+	if cond.Status != metav1.ConditionTrue && cond.Reason != ReasonProvisioning {
+		eventType = corev1.EventTypeWarning
 	}
-	return err
+	c.opts.Recorder.Eventf(obj, nil, eventType, cond.Reason, "Buffer", "%s", cond.Message)
 }
 
 // chunks returns the buffer's chunks as virtual pods: its template's pod, as many as the buffer asks.
-func (c *Controller) chunks(ctx context.Context, b *stevedorev1.CapacityBuffer) ([]*corev1.Pod, error) {
-	tmpl, workloadReplicas, err := c.template(ctx, b)
+func (c *Controller) chunks(ctx context.Context, b buffer) ([]*corev1.Pod, result) {
+	tmpl, workloadReplicas, generation, err := c.template(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, result{err: err}
 	}
-	n := Count(b.Spec, resourcehelper.PodRequests(&corev1.Pod{Spec: tmpl.Spec}, resourcehelper.PodResourcesOptions{}), workloadReplicas)
+	n := Count(b.request, resourcehelper.PodRequests(&corev1.Pod{Spec: tmpl.Spec}, resourcehelper.PodResourcesOptions{}), workloadReplicas)
 	out := make([]*corev1.Pod, n)
+	name, uid := b.name+"-chunk-", UIDPrefix+b.namespace+"/"+b.name+"/"
+	if b.group != stevedorev1.GroupName {
+		name, uid = "capacity-buffer-"+b.name+"-", UIDPrefix+b.group+"/"+b.namespace+"/"+b.name+"/"
+	}
 	for i := range out {
 		pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-		pod.Name = fmt.Sprintf("%s-chunk-%d", b.Name, i)
-		pod.Namespace = b.Namespace
+		pod.Name = name + strconv.Itoa(i)
+		pod.Namespace = b.namespace
 		pod.GenerateName = ""
-		pod.UID = types.UID(fmt.Sprintf("%s%s/%s/%d", UIDPrefix, b.Namespace, b.Name, i))
+		pod.UID = types.UID(uid + strconv.Itoa(i))
 		pod.Spec.NodeName = ""
 		pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
 		out[i] = pod
 	}
-	return out, nil
+	return out, result{chunks: n, templateGeneration: generation}
 }
 
-// template reads the pod template a buffer's chunks copy, and the replicas of its workload (0 for a PodTemplate).
-func (c *Controller) template(ctx context.Context, b *stevedorev1.CapacityBuffer) (corev1.PodTemplateSpec, int32, error) {
-	ns := b.Namespace
-	if ref := b.Spec.PodTemplateRef; ref != nil {
-		pt, err := c.opts.Kube.CoreV1().PodTemplates(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+// template reads the pod template a buffer's chunks copy, the replicas of its workload (0 for a PodTemplate) and
+// the PodTemplate's generation (nil for a workload).
+func (c *Controller) template(ctx context.Context, b buffer) (corev1.PodTemplateSpec, int32, *int64, error) {
+	ns := b.namespace
+	if b.podTemplate != "" {
+		pt, err := c.opts.Kube.CoreV1().PodTemplates(ns).Get(ctx, b.podTemplate, metav1.GetOptions{})
 		if err != nil {
-			return corev1.PodTemplateSpec{}, 0, fmt.Errorf("spec.podTemplateRef: PodTemplate %s/%s: %w", ns, ref.Name, err)
+			return corev1.PodTemplateSpec{}, 0, nil, fmt.Errorf("spec.podTemplateRef: PodTemplate %s/%s: %w", ns, b.podTemplate, err)
 		}
-		return pt.Template, 0, nil
+		return pt.Template, 0, &pt.Generation, nil
 	}
-	ref := b.Spec.ScalableRef
+	ref := b.scalable
 	if ref == nil {
-		return corev1.PodTemplateSpec{}, 0, fmt.Errorf("spec: neither podTemplateRef nor scalableRef is set")
+		return corev1.PodTemplateSpec{}, 0, nil, fmt.Errorf("spec: neither podTemplateRef nor scalableRef is set")
 	}
 	replicas := func(r *int32) int32 {
 		if r == nil {
@@ -265,61 +319,49 @@ func (c *Controller) template(ctx context.Context, b *stevedorev1.CapacityBuffer
 		n    int32
 		err  error
 	)
-	switch ref.Kind {
-	case "Deployment":
+	switch {
+	case ref.group != appsv1.GroupName:
+		err = fmt.Errorf("apiGroup %q: only apps workloads (Deployment, StatefulSet, ReplicaSet) are read", ref.group)
+	case ref.kind == "Deployment":
 		var d *appsv1.Deployment
-		if d, err = apps.Deployments(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+		if d, err = apps.Deployments(ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
 			tmpl, n = d.Spec.Template, replicas(d.Spec.Replicas)
 		}
-	case "StatefulSet":
+	case ref.kind == "StatefulSet":
 		var s *appsv1.StatefulSet
-		if s, err = apps.StatefulSets(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+		if s, err = apps.StatefulSets(ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
 			tmpl, n = s.Spec.Template, replicas(s.Spec.Replicas)
 		}
-	case "ReplicaSet":
+	case ref.kind == "ReplicaSet":
 		var r *appsv1.ReplicaSet
-		if r, err = apps.ReplicaSets(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+		if r, err = apps.ReplicaSets(ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
 			tmpl, n = r.Spec.Template, replicas(r.Spec.Replicas)
 		}
 	default:
-		err = fmt.Errorf("kind %q is not Deployment, StatefulSet or ReplicaSet", ref.Kind)
+		err = fmt.Errorf("kind %q is not Deployment, StatefulSet or ReplicaSet", ref.kind)
 	}
 	if err != nil {
-		return corev1.PodTemplateSpec{}, 0, fmt.Errorf("spec.scalableRef: %s %s/%s: %w", ref.Kind, ns, ref.Name, err)
+		return corev1.PodTemplateSpec{}, 0, nil, fmt.Errorf("spec.scalableRef: %s %s/%s: %w", ref.kind, ns, ref.name, err)
 	}
-	return tmpl, n, nil
+	return tmpl, n, nil, nil
 }
 
-// MaxChunks is the most chunks a buffer keeps, whatever its percentage or limits allow: the bound spec.replicas has.
-// Each chunk is a pod in every solve, so a limit far above one chunk's requests must not become millions of pods.
-const MaxChunks = 10000
-
-// Count is how many chunks a buffer keeps: replicas, the percentage of the workload's replicas (rounded up, at
-// least one when the workload has replicas), the smaller of the two when both are set, and no more than fit in
-// the limits given one chunk's requests (limits alone: as many as fit); at most MaxChunks.
-func Count(spec stevedorev1.CapacityBufferSpec, chunk corev1.ResourceList, workloadReplicas int32) int {
-	n := -1 // unbounded so far
-	if spec.Replicas != nil {
-		n = int(*spec.Replicas)
-	}
-	if spec.Percentage != nil {
-		p := int(math.Ceil(float64(*spec.Percentage) * float64(workloadReplicas) / 100))
-		if workloadReplicas > 0 && *spec.Percentage > 0 {
-			p = max(p, 1)
+// SharedServed reports whether the cluster serves autoscaling.x-k8s.io/v1beta1 CapacityBuffers (their CRD is
+// installed). A failed discovery counts as served: the informer's errors then say what is wrong.
+func SharedServed(ctx context.Context, disc discovery.DiscoveryInterface) bool {
+	gv := autoscalingv1beta1.SchemeGroupVersion.String()
+	resources, err := disc.ServerResourcesForGroupVersion(gv)
+	if err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			klog.FromContext(ctx).Info("The cluster does not serve autoscaling.x-k8s.io CapacityBuffers: install their CRD (manifests/crds) to use them", "groupVersion", gv)
+			return false
 		}
-		if n < 0 || p < n {
-			n = p
+		return true
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "capacitybuffers" {
+			return true
 		}
 	}
-	for name, limit := range spec.Limits {
-		req, ok := chunk[name]
-		if !ok || req.IsZero() {
-			continue
-		}
-		fit := math.Floor(limit.AsApproximateFloat64() / req.AsApproximateFloat64())
-		if n < 0 || fit < float64(n) {
-			n = int(min(fit, MaxChunks))
-		}
-	}
-	return min(max(n, 0), MaxChunks)
+	return false
 }

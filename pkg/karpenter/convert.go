@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 )
@@ -40,6 +41,10 @@ func Convert(objs []runtime.Object, ignored []string, dropUnsupported bool) (*Co
 	unsupported = append(unsupported, ignored...)
 	others := 0
 	for _, obj := range objs {
+		if b, ok := obj.(*autoscalingv1beta1.CapacityBuffer); ok {
+			out.Left = append(out.Left, manifest.Name(b)+": not converted (Stevedore serves autoscaling.x-k8s.io CapacityBuffers as they are: keep it)")
+			continue
+		}
 		if !manifest.IsKarpenter(obj) {
 			others++
 			continue

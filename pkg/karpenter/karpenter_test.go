@@ -114,6 +114,11 @@ spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: defaul
 apiVersion: v1
 kind: Node
 metadata: {name: n1}
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: web, namespace: shop}
+spec: {podTemplateRef: {name: web}, replicas: 2}
 `
 	objs, ignored := decode(t, karpenterNodePool+"---\n"+nodeClass)
 	if len(ignored) != 1 || !strings.Contains(ignored[0], "ipPrefixCount") {
@@ -159,7 +164,8 @@ metadata: {name: n1}
 		t.Errorf("EC2NodeClass status %+v, annotations %v: want no status, the user's annotation, not kubectl's copy of Karpenter's manifest", nc.Status, nc.Annotations)
 	}
 	left := strings.Join(conv.Left, "\n")
-	for _, want := range []string{"capacity-reservation-id", "ipPrefixCount", "NodeClaim/general-abcde: not converted", "1 object that is not Karpenter's"} {
+	for _, want := range []string{"capacity-reservation-id", "ipPrefixCount", "NodeClaim/general-abcde: not converted", "1 object that is not Karpenter's",
+		"CapacityBuffer/shop/web: not converted (Stevedore serves autoscaling.x-k8s.io CapacityBuffers as they are"} {
 		if !strings.Contains(left, want) {
 			t.Errorf("what was left out does not say %q:\n%s", want, left)
 		}

@@ -30,6 +30,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
@@ -61,12 +62,12 @@ func karpenterKinds() map[schema.GroupVersionKind]runtime.Object {
 }
 
 // NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1, stevedore.dev/v1,
-// and Karpenter's karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and
+// the autoscaling.x-k8s.io/v1beta1 CapacityBuffer, and Karpenter's karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and
 // karpenter.k8s.aws/v1 EC2NodeClass (read as Stevedore's kinds of the same name, which mirror them).
 func NewDecoder() *Decoder {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
-		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme} {
+		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme, autoscalingv1beta1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // only on a programming error: the schemes above are static
 		}

@@ -48,6 +48,7 @@ const (
 	labelDecision     = "decision"
 	labelCondition    = "condition"
 	labelNamespace    = "namespace"
+	labelGroup        = "group"
 	labelName         = "name"
 	labelState        = "state"
 	labelKind         = "kind"
@@ -124,9 +125,9 @@ var (
 	// coming up for them, or none can be launched).
 	BufferChunks = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystemCapacityBuffer, Name: "chunks",
-		Help:           "Chunks of each capacity buffer, by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
+		Help:           "Chunks of each capacity buffer (group: its API group, stevedore.dev or autoscaling.x-k8s.io), by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{labelNamespace, labelName, labelState})
+	}, []string{labelGroup, labelNamespace, labelName, labelState})
 	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set.
 	PodDeletionCostPatches = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemDeletionCost, Name: "pod_patches_total",

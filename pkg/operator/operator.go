@@ -48,8 +48,10 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	stevedoreinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/apis/v1"
 	autoscalinginformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling/v1"
+	autoscalingv1beta1informers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling/v1beta1"
 	schedinformers "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/scheduling/v1alpha1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	autoscalingv1beta1listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/interruption"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/lifecycle"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
@@ -104,7 +106,8 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 		return nil, err
 	}
 	in := newInformers(host.Informers, stevedore, served{podGroups: gang.Served(ctx, kube.Discovery()),
-		workloadGroups: gang.WorkloadServed(ctx, kube.Discovery()), provisioningRequests: provreq.APIServed(ctx, kube.Discovery())})
+		workloadGroups: gang.WorkloadServed(ctx, kube.Discovery()), provisioningRequests: provreq.APIServed(ctx, kube.Discovery()),
+		capacityBuffers: *args.SharedCapacityBuffers && buffer.SharedServed(ctx, kube.Discovery())})
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -148,14 +151,18 @@ type informerSet struct {
 	workloadGroups schedulinginformers.PodGroupInformer
 	// requests are the ProvisioningRequests, templates the PodTemplates they and buffers name; requests is nil
 	// where the cluster does not serve them.
-	requests  autoscalinginformers.ProvisioningRequestInformer
-	templates coreinformers.PodTemplateInformer
-	nodePools listers.NodePoolLister // in their canonical form, as every controller reads them
+	requests autoscalinginformers.ProvisioningRequestInformer
+	// sharedBuffers are the autoscaling.x-k8s.io CapacityBuffers; nil where they are not served.
+	sharedBuffers autoscalingv1beta1informers.CapacityBufferInformer
+	templates     coreinformers.PodTemplateInformer
+	nodePools     listers.NodePoolLister // in their canonical form, as every controller reads them
 }
 
 // served says which optional APIs the cluster serves.
 type served struct {
 	podGroups, workloadGroups, provisioningRequests bool
+	// capacityBuffers: autoscaling.x-k8s.io CapacityBuffers, served and not left to another autoscaler.
+	capacityBuffers bool
 }
 
 // newInformers registers the informers now, so that the host's factory starts them with its own.
@@ -191,6 +198,10 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 		in.templates = kf.Core().V1().PodTemplates()
 		in.templates.Informer()
 	}
+	if apis.capacityBuffers {
+		in.sharedBuffers = sf.AutoscalingX().V1beta1().CapacityBuffers()
+		in.sharedBuffers.Informer()
+	}
 	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
 }
@@ -224,6 +235,9 @@ func (in *informerSet) synced() []cache.InformerSynced {
 	}
 	if in.requests != nil {
 		synced = append(synced, in.requests.Informer().HasSynced, in.templates.Informer().HasSynced)
+	}
+	if in.sharedBuffers != nil {
+		synced = append(synced, in.sharedBuffers.Informer().HasSynced)
 	}
 	return synced
 }
@@ -477,7 +491,11 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 		bookings = w.requests.Pods
 		runs = append(runs, run{"provisioning requests", w.requests.Run})
 	}
-	warm := buffer.New(buffer.Options{Kube: w.kube, Stevedore: w.stevedore, Buffers: in.buffers.Lister(), Provisioner: c.Provisioner,
+	var shared autoscalingv1beta1listers.CapacityBufferLister
+	if in.sharedBuffers != nil {
+		shared = in.sharedBuffers.Lister()
+	}
+	warm := buffer.New(buffer.Options{Kube: w.kube, Stevedore: w.stevedore, Buffers: in.buffers.Lister(), Shared: shared, Provisioner: c.Provisioner,
 		Simulator: sim, Recorder: w.host.Recorder, Ahead: bookings})
 	if bookings != nil {
 		c.Provisioner.SetWarmPods(bookings, warm.Pods)

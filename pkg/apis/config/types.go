@@ -111,6 +111,10 @@ type ProvisionerArgs struct {
 	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
 	// of leaving consolidation pods to evict. Pods whose cost the user set are left alone. Default true.
 	PodDeletionCost *bool `json:"podDeletionCost,omitempty"`
+	// SharedCapacityBuffers serves the CapacityBuffers of SIG Autoscaling's API group (autoscaling.x-k8s.io), the
+	// ones Cluster Autoscaler and Karpenter read, as well as Stevedore's own (stevedore.dev), where their CRD is
+	// installed. Turn it off where another autoscaler serves them in the same cluster. Default true.
+	SharedCapacityBuffers *bool `json:"sharedCapacityBuffers,omitempty"`
 	// KubernetesVersionCheckInterval is how often the API server's Kubernetes version is read: AMI aliases resolve
 	// to the images of that version, so after a control-plane upgrade new nodes launch with the new minor's images
 	// and nodes with the old ones drift. Default 5m.

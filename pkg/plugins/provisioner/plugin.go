@@ -26,6 +26,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	autoscalingv1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1"
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -114,8 +115,9 @@ func NewFactories(opts Options) (prov, queueSort frameworkruntime.PluginFactory)
 	}
 	// The scheduler's event recorder resolves references through client-go's scheme; NodeClaim events need it.
 	utilruntime.Must(stevedorev1.AddToScheme(clientgoscheme.Scheme))
-	utilruntime.Must(schedv1alpha1.AddToScheme(clientgoscheme.Scheme)) // and PodGroup events (a gang's node interrupted)
-	utilruntime.Must(autoscalingv1.AddToScheme(clientgoscheme.Scheme)) // and ProvisioningRequest events
+	utilruntime.Must(schedv1alpha1.AddToScheme(clientgoscheme.Scheme))      // and PodGroup events (a gang's node interrupted)
+	utilruntime.Must(autoscalingv1.AddToScheme(clientgoscheme.Scheme))      // and ProvisioningRequest events
+	utilruntime.Must(autoscalingv1beta1.AddToScheme(clientgoscheme.Scheme)) // and CapacityBuffer events
 	shared := &Shared{opts: opts, waiting: map[types.UID]waitingPod{}}
 	prov = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, err := config.Decode(obj, opts.Env)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
@@ -200,6 +201,44 @@ func TestAStaticNodePoolStaysStaticAndScales(t *testing.T) {
 	}
 }
 
+// TestInvalidSharedCapacityBuffersAreRefused checks the autoscaling.x-k8s.io CapacityBuffer's validation, in both
+// served versions: what the API refuses, and nothing more (a Karpenter or Cluster Autoscaler manifest must pass).
+func TestInvalidSharedCapacityBuffersAreRefused(t *testing.T) {
+	for _, version := range []string{"v1alpha1", "v1beta1"} {
+		buffers := schema.GroupVersionResource{Group: "autoscaling.x-k8s.io", Version: version, Resource: "capacitybuffers"}
+		for i, tc := range []struct{ name, spec, want string }{
+			{"both references", "podTemplateRef: {name: a}\nscalableRef: {kind: Deployment, name: b}\nreplicas: 2\n", "podTemplateRef and scalableRef cannot both be set"},
+			{"a template without a count", "podTemplateRef: {name: a}\npercentage: 10\n", "with podTemplateRef, set replicas or limits"},
+			{"negative replicas", "podTemplateRef: {name: a}\nreplicas: -1\n", "spec.replicas"},
+			{"an empty workload kind", "scalableRef: {kind: '', name: b}\nreplicas: 1\n", "spec.scalableRef.kind"},
+			{"valid: a workload's percentage", "scalableRef: {kind: Deployment, name: b}\npercentage: 20\n", ""},
+			{"valid: limits alone", "podTemplateRef: {name: a}\nlimits: {cpu: '8'}\n", ""},
+		} {
+			t.Run(version+"/"+tc.name, func(t *testing.T) {
+				var spec map[string]any
+				if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("shared-%s-%d", version, i)
+				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "autoscaling.x-k8s.io/" + version, "kind": "CapacityBuffer",
+					"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}}
+				client := dynamic.NewForConfigOrDie(sb.RESTConfig).Resource(buffers).Namespace("default")
+				_, err := client.Create(context.Background(), obj, metav1.CreateOptions{})
+				if tc.want == "" {
+					if err != nil {
+						t.Fatalf("a valid buffer was refused: %v", err)
+					}
+					_ = client.Delete(context.Background(), name, metav1.DeleteOptions{})
+					return
+				}
+				if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want Invalid mentioning %q", err, tc.want)
+				}
+			})
+		}
+	}
+}
+
 func TestInvalidCapacityBuffersAreRefused(t *testing.T) {
 	buffers := schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "capacitybuffers"}
 	for i, tc := range []struct{ name, spec, want string }{
@@ -254,6 +293,14 @@ func TestEveryExampleAppliesAndDefaultsAreFilled(t *testing.T) {
 				}
 				t.Cleanup(func() {
 					_ = sb.Stevedore.StevedoreV1().CapacityBuffers(o.Namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+				})
+			case *autoscalingv1beta1.CapacityBuffer:
+				o.Name = "example-" + o.Name
+				if _, err := sb.Stevedore.AutoscalingXV1beta1().CapacityBuffers(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Errorf("%s: %s: %v", f, manifest.Name(o), err)
+				}
+				t.Cleanup(func() {
+					_ = sb.Stevedore.AutoscalingXV1beta1().CapacityBuffers(o.Namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
 				})
 			case *stevedorev1.EC2NodeClass:
 				o.Name = "example-" + o.Name

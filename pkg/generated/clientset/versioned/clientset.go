@@ -12,6 +12,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1"
 	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1"
+	autoscalingxv1beta1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1beta1"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -22,6 +23,7 @@ type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	StevedoreV1() stevedorev1.StevedoreV1Interface
 	AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface
+	AutoscalingXV1beta1() autoscalingxv1beta1.AutoscalingXV1beta1Interface
 	CoschedulingV1alpha1() coschedulingv1alpha1.CoschedulingV1alpha1Interface
 }
 
@@ -30,6 +32,7 @@ type Clientset struct {
 	*discovery.DiscoveryClient
 	stevedoreV1          *stevedorev1.StevedoreV1Client
 	autoscalingXV1       *autoscalingxv1.AutoscalingXV1Client
+	autoscalingXV1beta1  *autoscalingxv1beta1.AutoscalingXV1beta1Client
 	coschedulingV1alpha1 *coschedulingv1alpha1.CoschedulingV1alpha1Client
 }
 
@@ -41,6 +44,11 @@ func (c *Clientset) StevedoreV1() stevedorev1.StevedoreV1Interface {
 // AutoscalingXV1 retrieves the AutoscalingXV1Client
 func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
 	return c.autoscalingXV1
+}
+
+// AutoscalingXV1beta1 retrieves the AutoscalingXV1beta1Client
+func (c *Clientset) AutoscalingXV1beta1() autoscalingxv1beta1.AutoscalingXV1beta1Interface {
+	return c.autoscalingXV1beta1
 }
 
 // CoschedulingV1alpha1 retrieves the CoschedulingV1alpha1Client
@@ -100,6 +108,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.autoscalingXV1beta1, err = autoscalingxv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.coschedulingV1alpha1, err = coschedulingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -127,6 +139,7 @@ func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.stevedoreV1 = stevedorev1.New(c)
 	cs.autoscalingXV1 = autoscalingxv1.New(c)
+	cs.autoscalingXV1beta1 = autoscalingxv1beta1.New(c)
 	cs.coschedulingV1alpha1 = coschedulingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

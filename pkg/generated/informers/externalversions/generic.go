@@ -10,6 +10,7 @@ import (
 	fmt "fmt"
 
 	v1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1"
+	v1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	v1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	apisv1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,6 +46,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=autoscaling.x-k8s.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("provisioningrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1().ProvisioningRequests().Informer()}, nil
+
+		// Group=autoscaling.x-k8s.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("capacitybuffers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1beta1().CapacityBuffers().Informer()}, nil
 
 		// Group=scheduling.x-k8s.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("podgroups"):

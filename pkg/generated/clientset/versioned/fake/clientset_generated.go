@@ -12,6 +12,8 @@ import (
 	fakestevedorev1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/apis/v1/fake"
 	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1"
 	fakeautoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1/fake"
+	autoscalingxv1beta1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1beta1"
+	fakeautoscalingxv1beta1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/autoscaling/v1beta1/fake"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	fakecoschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +97,11 @@ func (c *Clientset) StevedoreV1() stevedorev1.StevedoreV1Interface {
 // AutoscalingXV1 retrieves the AutoscalingXV1Client
 func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
 	return &fakeautoscalingxv1.FakeAutoscalingXV1{Fake: &c.Fake}
+}
+
+// AutoscalingXV1beta1 retrieves the AutoscalingXV1beta1Client
+func (c *Clientset) AutoscalingXV1beta1() autoscalingxv1beta1.AutoscalingXV1beta1Interface {
+	return &fakeautoscalingxv1beta1.FakeAutoscalingXV1beta1{Fake: &c.Fake}
 }
 
 // CoschedulingV1alpha1 retrieves the CoschedulingV1alpha1Client

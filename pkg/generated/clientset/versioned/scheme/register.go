@@ -8,6 +8,7 @@ package scheme
 
 import (
 	autoscalingxv1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1"
+	autoscalingxv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	coschedulingv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	stevedorev1.AddToScheme,
 	autoscalingxv1.AddToScheme,
+	autoscalingxv1beta1.AddToScheme,
 	coschedulingv1alpha1.AddToScheme,
 }
 

@@ -8,6 +8,7 @@ package autoscaling
 
 import (
 	v1 "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling/v1"
+	v1beta1 "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/autoscaling/v1beta1"
 	internalinterfaces "github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions/internalinterfaces"
 )
 
@@ -15,6 +16,8 @@ import (
 type Interface interface {
 	// V1 provides access to shared informers for resources in V1.
 	V1() v1.Interface
+	// V1beta1 provides access to shared informers for resources in V1beta1.
+	V1beta1() v1beta1.Interface
 }
 
 type group struct {
@@ -31,4 +34,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // V1 returns a new v1.Interface.
 func (g *group) V1() v1.Interface {
 	return v1.New(g.factory, g.namespace, g.tweakListOptions)
+}
+
+// V1beta1 returns a new v1beta1.Interface.
+func (g *group) V1beta1() v1beta1.Interface {
+	return v1beta1.New(g.factory, g.namespace, g.tweakListOptions)
 }
