@@ -47,7 +47,7 @@ func (c *Controller) ownBuffer(b *stevedorev1.CapacityBuffer) buffer {
 }
 
 func (c *Controller) writeOwn(ctx context.Context, b *stevedorev1.CapacityBuffer, r result) error {
-	replicas := int32(min(r.chunks, math.MaxInt32))
+	replicas := int32(min(max(r.chunks, 0), math.MaxInt32))
 	cond := r.provisioned(stevedorev1.ConditionReady, ReasonInvalid)
 	cur := meta.FindStatusCondition(b.Status.Conditions, cond.Type)
 	if b.Status.Replicas == replicas && cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
@@ -111,7 +111,7 @@ func sharedStatus(b *autoscalingv1beta1.CapacityBuffer, r result) autoscalingv1b
 	if r.err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalid, r.err.Error()
 	} else {
-		replicas := int32(min(r.chunks, math.MaxInt32))
+		replicas := int32(min(max(r.chunks, 0), math.MaxInt32))
 		st.Replicas = &replicas
 		if ref := b.Spec.PodTemplateRef; ref != nil {
 			st.PodTemplateRef = &autoscalingv1beta1.LocalObjectRef{Name: ref.Name}
