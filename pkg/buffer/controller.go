@@ -18,8 +18,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +31,7 @@ import (
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
@@ -347,21 +346,12 @@ func (c *Controller) template(ctx context.Context, b buffer) (corev1.PodTemplate
 }
 
 // SharedServed reports whether the cluster serves autoscaling.x-k8s.io/v1beta1 CapacityBuffers (their CRD is
-// installed). A failed discovery counts as served: the informer's errors then say what is wrong.
+// installed), and logs how to install them when it does not.
 func SharedServed(ctx context.Context, disc discovery.DiscoveryInterface) bool {
-	gv := autoscalingv1beta1.SchemeGroupVersion.String()
-	resources, err := disc.ServerResourcesForGroupVersion(gv)
-	if err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			klog.FromContext(ctx).Info("The cluster does not serve autoscaling.x-k8s.io CapacityBuffers: install their CRD (manifests/crds) to use them", "groupVersion", gv)
-			return false
-		}
+	if client.Serves(disc, autoscalingv1beta1.SchemeGroupVersion, "capacitybuffers") {
 		return true
 	}
-	for _, r := range resources.APIResources {
-		if r.Name == "capacitybuffers" {
-			return true
-		}
-	}
+	klog.FromContext(ctx).Info("The cluster does not serve autoscaling.x-k8s.io CapacityBuffers: install their CRD (manifests/crds) to use them",
+		"groupVersion", autoscalingv1beta1.SchemeGroupVersion.String())
 	return false
 }

@@ -6,7 +6,11 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package client
 
 import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,4 +39,20 @@ func NewKube(cfg *rest.Config) (kubernetes.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = QPS, Burst
 	return kubernetes.NewForConfig(c)
+}
+
+// Serves reports whether the cluster serves resource in gv (its CRD is installed). A discovery that fails for
+// another reason than the group version being absent counts as served: the informer's errors then say what is
+// wrong.
+func Serves(disc discovery.DiscoveryInterface, gv schema.GroupVersion, resource string) bool {
+	resources, err := disc.ServerResourcesForGroupVersion(gv.String())
+	if err != nil {
+		return !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == resource {
+			return true
+		}
+	}
+	return false
 }

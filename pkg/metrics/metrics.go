@@ -24,6 +24,7 @@ const (
 	subsystemConsolidation     = "consolidation"
 	subsystemNodeRepair        = "node_repair"
 	subsystemCapacityBuffer    = "capacity_buffer"
+	subsystemCapacityQuota     = "capacity_quota"
 	subsystemDeletionCost      = "deletion_cost"
 	subsystemTermination       = "termination"
 	subsystemGarbageCollection = "garbage_collection"
@@ -49,6 +50,7 @@ const (
 	labelCondition    = "condition"
 	labelNamespace    = "namespace"
 	labelGroup        = "group"
+	labelQuota        = "quota"
 	labelName         = "name"
 	labelState        = "state"
 	labelKind         = "kind"
@@ -128,6 +130,24 @@ var (
 		Help:           "Chunks of each capacity buffer (group: its API group, stevedore.dev or autoscaling.x-k8s.io), by state: withRoom (room kept on a node) or waiting (a node is coming up for them, or none can be launched).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelGroup, labelNamespace, labelName, labelState})
+	// QuotaUsage is what the nodes a CapacityQuota selects use, per limited resource.
+	QuotaUsage = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCapacityQuota, Name: "usage",
+		Help:           "What the nodes each CapacityQuota selects use, per limited resource (nodes coming up included; stevedore.dev/hourly-cost in dollars an hour).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelQuota, labelResource})
+	// QuotaLimit is each CapacityQuota's limit, per resource.
+	QuotaLimit = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCapacityQuota, Name: "limit",
+		Help:           "Each CapacityQuota's limit, per resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelQuota, labelResource})
+	// QuotaLimitedLaunches counts the plans in which a CapacityQuota kept a node from launching or growing.
+	QuotaLimitedLaunches = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemCapacityQuota, Name: "limited_total",
+		Help:           "Plans (provisioning batches, static NodePools, capacity buffers, bookings) in which a CapacityQuota kept a node from launching or growing, by quota and the first resource it ran out of.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelQuota, labelResource})
 	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set.
 	PodDeletionCostPatches = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemDeletionCost, Name: "pod_patches_total",
@@ -400,7 +420,7 @@ var registerOnce sync.Once
 func All() []metrics.Registerable {
 	return []metrics.Registerable{DisruptionDecisions, NodesDisrupted, DisruptionSavings, PodsSurged, DisruptionEvaluation,
 		ConsolidationScore, ConsolidationMoves,
-		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
+		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, QuotaUsage, QuotaLimit, QuotaLimitedLaunches, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, GangNodeClaimsReleased, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,

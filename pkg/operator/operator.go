@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stevedore-dev/stevedore/pkg/admission"
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/buffer"
@@ -57,6 +58,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim/termination"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/provreq"
+	"github.com/stevedore-dev/stevedore/pkg/quota"
 	"github.com/stevedore-dev/stevedore/pkg/report"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -107,7 +109,8 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 	}
 	in := newInformers(host.Informers, stevedore, served{podGroups: gang.Served(ctx, kube.Discovery()),
 		workloadGroups: gang.WorkloadServed(ctx, kube.Discovery()), provisioningRequests: provreq.APIServed(ctx, kube.Discovery()),
-		capacityBuffers: *args.SharedCapacityBuffers && buffer.SharedServed(ctx, kube.Discovery())})
+		capacityBuffers: *args.SharedCapacityBuffers && buffer.SharedServed(ctx, kube.Discovery()),
+		capacityQuotas:  *args.SharedCapacityQuotas && quota.Served(ctx, kube.Discovery())})
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -152,8 +155,10 @@ type informerSet struct {
 	// requests are the ProvisioningRequests, templates the PodTemplates they and buffers name; requests is nil
 	// where the cluster does not serve them.
 	requests autoscalinginformers.ProvisioningRequestInformer
-	// sharedBuffers are the autoscaling.x-k8s.io CapacityBuffers; nil where they are not served.
+	// sharedBuffers and quotas are the autoscaling.x-k8s.io CapacityBuffers and CapacityQuotas; nil where they are
+	// not served.
 	sharedBuffers autoscalingv1beta1informers.CapacityBufferInformer
+	quotas        autoscalingv1beta1informers.CapacityQuotaInformer
 	templates     coreinformers.PodTemplateInformer
 	nodePools     listers.NodePoolLister // in their canonical form, as every controller reads them
 }
@@ -161,8 +166,9 @@ type informerSet struct {
 // served says which optional APIs the cluster serves.
 type served struct {
 	podGroups, workloadGroups, provisioningRequests bool
-	// capacityBuffers: autoscaling.x-k8s.io CapacityBuffers, served and not left to another autoscaler.
-	capacityBuffers bool
+	// capacityBuffers, capacityQuotas: autoscaling.x-k8s.io CapacityBuffers and CapacityQuotas, served and not left
+	// to another autoscaler.
+	capacityBuffers, capacityQuotas bool
 }
 
 // newInformers registers the informers now, so that the host's factory starts them with its own.
@@ -202,8 +208,20 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 		in.sharedBuffers = sf.AutoscalingX().V1beta1().CapacityBuffers()
 		in.sharedBuffers.Informer()
 	}
+	if apis.capacityQuotas {
+		in.quotas = sf.AutoscalingX().V1beta1().CapacityQuotas()
+		in.quotas.Informer()
+	}
 	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
+}
+
+// quotaLister lists the CapacityQuotas; nil where they are not served.
+func (in *informerSet) quotaLister() autoscalingv1beta1listers.CapacityQuotaLister {
+	if in.quotas == nil {
+		return nil
+	}
+	return in.quotas.Lister()
 }
 
 // gangs finds the PodGroups of gangs; nil where the cluster does not serve them.
@@ -238,6 +256,9 @@ func (in *informerSet) synced() []cache.InformerSynced {
 	}
 	if in.sharedBuffers != nil {
 		synced = append(synced, in.sharedBuffers.Informer().HasSynced)
+	}
+	if in.quotas != nil {
+		synced = append(synced, in.quotas.Informer().HasSynced)
 	}
 	return synced
 }
@@ -376,7 +397,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
 		Deployments: in.deployments.Lister(), ReplicaSets: in.replicaSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
-		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(),
+		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(), Quotas: in.quotaLister(),
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -407,6 +428,22 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		},
 	}); err != nil {
 		return nil, nil, err
+	}
+	if in.quotas != nil {
+		// a quota added, raised or removed may leave room for pods it kept from a node (its status changes nothing)
+		if _, err := in.quotas.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { p.NodePoolsChanged(ctx) },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, okOld := oldObj.(*autoscalingv1beta1.CapacityQuota)
+				n, okNew := newObj.(*autoscalingv1beta1.CapacityQuota)
+				if !okOld || !okNew || o.Generation != n.Generation {
+					p.NodePoolsChanged(ctx)
+				}
+			},
+			DeleteFunc: func(any) { p.NodePoolsChanged(ctx) },
+		}); err != nil {
+			return nil, nil, err
+		}
 	}
 	return p, lc, nil
 }
@@ -503,6 +540,11 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 		c.Provisioner.SetWarmPods(warm.Pods)
 	}
 	runs = append(runs, run{"capacity buffers", warm.Run}, run{"status", reporter.Run}, run{"capacity blocks", interrupts.RunCapacityBlocks})
+	if in.quotas != nil {
+		quotas := quota.New(quota.Options{Stevedore: w.stevedore, Quotas: in.quotas.Lister(), NodeClaims: in.claims.Lister(),
+			Nodes: in.nodes.Lister(), Reached: c.Provisioner.QuotasReached, PlannedCapacity: c.Provisioner.PlannedCapacity, Recorder: w.host.Recorder})
+		runs = append(runs, run{"capacity quotas", quotas.Run})
+	}
 	if *w.args.PodDeletionCost {
 		costs := deletioncost.New(deletioncost.Options{Kube: w.kube, Pods: in.pods.Lister(), Nodes: in.nodes.Lister(),
 			NodeClaims: in.claims.Lister(), NodePools: in.nodePools})

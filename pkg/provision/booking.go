@@ -68,6 +68,7 @@ func (p *Provisioner) ProvisionBooking(ctx context.Context, sim *simulation.Simu
 	if err != nil {
 		return nil, fmt.Errorf("planning the %d pods of %s: %w", len(b.Pods), b.Name, err)
 	}
+	p.noteQuotas(plan)
 	if len(plan.Unschedulable) > 0 {
 		for uid, why := range plan.Unschedulable {
 			out.Unschedulable[uid] = why

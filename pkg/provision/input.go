@@ -58,6 +58,11 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 		options = append(options, opt)
 	}
 	solver.SortNodePools(options)
+	quotas, err := p.quotas(ctx, claims)
+	if err != nil {
+		return solver.Input{}, nil, err
+	}
+	solver.AttachQuotas(options, quotas)
 	snap, inflight, claimByNode, err := p.clusterSnapshot(ctx, claims, byName)
 	if err != nil {
 		return solver.Input{}, nil, err

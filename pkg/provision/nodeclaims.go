@@ -33,6 +33,10 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
 	}
+	if pn.Offering.Price > 0 {
+		// what the node is counted at against hourly-cost quotas until its launch sets status.price
+		annotations[stevedorev1.AnnotationNodeClaimPrice] = stevedorev1.FormatPrice(pn.Offering.Price)
+	}
 	if planned := plannedPodsAnnotation(pn.Pods); planned != "" {
 		annotations[stevedorev1.AnnotationPlannedPods] = planned
 	}

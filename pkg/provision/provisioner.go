@@ -31,6 +31,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
+	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision/ledger"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
@@ -65,7 +66,9 @@ type Options struct {
 	ReplicaSets appslisters.ReplicaSetLister
 	NodeClaims  listers.NodeClaimLister
 	NodePools   listers.NodePoolLister
-	Cloud       cloud.Provider
+	// Quotas lists the autoscaling.x-k8s.io CapacityQuotas every launch stays within; nil: none are read.
+	Quotas autoscalinglisters.CapacityQuotaLister
+	Cloud  cloud.Provider
 	// NodeClassHash hashes a node class for drift detection (cloud specific); may be nil.
 	NodeClassHash func(ctx context.Context, ref *stevedorev1.NodeClassReference) string
 	Simulator     *simulation.Simulator
@@ -97,6 +100,8 @@ type Provisioner struct {
 	// unprovisionable remembers why a pod could not be provisioned, until NodePools or NodeClaims change or a
 	// minute passes.
 	unprovisionable map[types.UID]unprovisionable
+	// quotasReached is when each CapacityQuota last kept a node from launching (noteQuotas).
+	quotasReached map[string]QuotaReached
 	// solving holds the pods of the batch being solved: until their NodeClaims exist they are neither in the
 	// batch nor planned, and must not be batched again.
 	solving map[types.UID]bool
@@ -356,6 +361,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	if err != nil {
 		return err
 	}
+	p.noteQuotas(plan)
 	metrics.BatchPods.Observe(float64(len(pods)))
 	metrics.SolveDuration.Observe(plan.Duration.Seconds())
 	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))

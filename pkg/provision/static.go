@@ -24,7 +24,7 @@ const labelStaticPlaceholder = "stevedore.dev/static-node"
 // PlanStaticNodes plans n new nodes of a static NodePool: the cheapest types its requirements and its DaemonSets
 // allow, one node per placeholder pod that asks for nothing and tolerates every taint, spread over the zones
 // together with the NodePool's nodes that stay (all but those being deleted and those named in leaving), with the
-// NodePool's limits.nodes holding. The planned nodes carry no pod. Fewer than n come back when the limits or the
+// NodePool's limits.nodes and the CapacityQuotas selecting its nodes holding. The planned nodes carry no pod. Fewer than n come back when the limits or the
 // offerings stop them; the error then says why.
 func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error) {
 	if n <= 0 {
@@ -44,6 +44,12 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	if err != nil {
 		return nil, fmt.Errorf("NodePool %s: %w", np.Name, err)
 	}
+	quotas, err := p.quotas(ctx, claims)
+	if err != nil {
+		return nil, err
+	}
+	options := []solver.NodePoolOption{opt}
+	solver.AttachQuotas(options, quotas)
 	placeholders := make([]*corev1.Pod, n)
 	for i := range placeholders {
 		placeholders[i] = staticPlaceholder(np.Name, i)
@@ -51,11 +57,12 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 	snap := stayingStaticNodes(np.Name, claims, leaving)
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: placeholders,
-		NodePools: []solver.NodePoolOption{opt}, Snapshot: snap, Region: p.opts.Args.Region})
+		NodePools: options, Snapshot: snap, Region: p.opts.Args.Region})
 	p.simMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	p.noteQuotas(plan)
 	for _, pn := range plan.NewNodes {
 		pn.Pods = nil
 	}

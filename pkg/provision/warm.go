@@ -68,6 +68,7 @@ func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulat
 	if err != nil {
 		return nil, fmt.Errorf("planning %d warm pods: %w", len(pods), err)
 	}
+	p.noteQuotas(plan)
 	for _, placed := range plan.InFlight {
 		for _, pod := range placed {
 			out.Placed[string(pod.UID)] = true

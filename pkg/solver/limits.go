@@ -15,8 +15,21 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
-// withinLimits keeps the types that fit what the NodePool's limits still allow after the nodes already planned.
-func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType) []*cloud.InstanceType {
+// withinLimits keeps the types that fit what the NodePool's limits and the quotas covering it still allow after the
+// nodes already planned, with the reason when none does.
+func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType) ([]*cloud.InstanceType, string) {
+	types = st.withinPoolLimits(pool, types)
+	if len(types) == 0 {
+		return nil, "the NodePool's limits are reached"
+	}
+	if len(pool.Quotas) == 0 {
+		return types, ""
+	}
+	return st.withinQuotas(pool, types)
+}
+
+// withinPoolLimits keeps the types that fit what the NodePool's limits still allow after the nodes already planned.
+func (st *solve) withinPoolLimits(pool *NodePoolOption, types []*cloud.InstanceType) []*cloud.InstanceType {
 	if pool.limitsFar(len(st.open)) {
 		return types
 	}
@@ -44,12 +57,16 @@ type poolSums struct {
 	count   map[*NodePoolOption]int64
 	counted map[*openNode]nodeUsage
 	dirty   []*openNode
+	// quotas are the same sums per quota.
+	quotas quotaSums
 }
 
-// nodeUsage is what one open node adds to its NodePool's sums.
+// nodeUsage is what one open node adds to its NodePool's sums (pool nil when the NodePool has no limits) and to
+// those of the quotas covering it.
 type nodeUsage struct {
 	pool     *NodePoolOption
 	capacity map[corev1.ResourceName]int64
+	quotas   map[*Quota]map[corev1.ResourceName]int64
 }
 
 // touch records that an open node's pods, candidates or removal changed.
@@ -63,37 +80,88 @@ func (st *solve) settle() {
 	u := &st.usage
 	if u.sums == nil {
 		u.sums, u.count, u.counted = map[*NodePoolOption]map[corev1.ResourceName]int64{}, map[*NodePoolOption]int64{}, map[*openNode]nodeUsage{}
+		u.quotas.sums, u.quotas.count = map[*Quota]map[corev1.ResourceName]int64{}, map[*Quota]int64{}
 	}
 	for _, n := range u.dirty {
 		if old, ok := u.counted[n]; ok {
-			for name, v := range old.capacity {
-				u.sums[old.pool][name] -= v
-			}
-			u.count[old.pool]--
+			u.uncount(old)
 			delete(u.counted, n)
 		}
-		if n.removed || n.pool == nil || n.pool.Remaining == nil {
+		if n.removed || n.pool == nil || (n.pool.Remaining == nil && len(n.pool.Quotas) == 0) {
 			continue
 		}
 		_, _, idx := n.current()
-		it := n.largest
+		it, price := n.largest, math.Inf(1)
 		if idx < len(n.byPrice) {
-			it = n.byPrice[idx].it
+			it, price = n.byPrice[idx].it, n.byPrice[idx].price
 		}
-		add := nodeUsage{pool: n.pool, capacity: map[corev1.ResourceName]int64{}}
-		if u.sums[n.pool] == nil {
-			u.sums[n.pool] = map[corev1.ResourceName]int64{}
+		var add nodeUsage
+		if n.pool.Remaining != nil {
+			add.pool, add.capacity = n.pool, u.countPool(n.pool, it)
 		}
-		for name := range n.pool.Remaining {
-			if q, ok := it.Capacity[name]; ok {
-				add.capacity[name] = limitUnits(name, q)
-				u.sums[n.pool][name] += add.capacity[name]
+		if qs := st.covering(n.pool, it); len(qs) > 0 {
+			if math.IsInf(price, 1) {
+				price = maxOffering(it) // a node no type holds yet: the bound
 			}
+			add.quotas = u.countQuotas(qs, it, price)
 		}
-		u.count[n.pool]++
 		u.counted[n] = add
 	}
 	u.dirty = u.dirty[:0]
+}
+
+// uncount takes what one node added off the sums.
+func (u *poolSums) uncount(old nodeUsage) {
+	if old.pool != nil {
+		for name, v := range old.capacity {
+			u.sums[old.pool][name] -= v
+		}
+		u.count[old.pool]--
+	}
+	for q, add := range old.quotas {
+		for name, v := range add {
+			u.quotas.sums[q][name] -= v
+		}
+		u.quotas.count[q]--
+	}
+}
+
+// countPool adds one node of type it to its NodePool's sums and returns what it added.
+func (u *poolSums) countPool(pool *NodePoolOption, it *cloud.InstanceType) map[corev1.ResourceName]int64 {
+	add := map[corev1.ResourceName]int64{}
+	if u.sums[pool] == nil {
+		u.sums[pool] = map[corev1.ResourceName]int64{}
+	}
+	for name := range pool.Remaining {
+		if q, ok := it.Capacity[name]; ok {
+			add[name] = limitUnits(name, q)
+			u.sums[pool][name] += add[name]
+		}
+	}
+	u.count[pool]++
+	return add
+}
+
+// countQuotas adds one node of type it, priced price, to the sums of the quotas counting it and returns what it
+// added to each.
+func (u *poolSums) countQuotas(qs []*Quota, it *cloud.InstanceType, price float64) map[*Quota]map[corev1.ResourceName]int64 {
+	out := make(map[*Quota]map[corev1.ResourceName]int64, len(qs))
+	for _, q := range qs {
+		per := make(map[corev1.ResourceName]int64, len(q.Remaining))
+		if u.quotas.sums[q] == nil {
+			u.quotas.sums[q] = map[corev1.ResourceName]int64{}
+		}
+		for name := range q.Remaining {
+			if name == stevedorev1.ResourceNodes {
+				continue
+			}
+			per[name] = typeUnits(name, it, price)
+			u.quotas.sums[q][name] += per[name]
+		}
+		u.quotas.count[q]++
+		out[q] = per
+	}
+	return out
 }
 
 // poolUsage is the capacity, in limitUnits, of the cheapest type each open node of the pool needs now (except
@@ -105,7 +173,7 @@ func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.R
 		used[name] = v
 	}
 	count := st.usage.count[pool]
-	if c, ok := st.usage.counted[except]; ok && except != nil && c.pool == pool {
+	if c, ok := st.usage.counted[except]; ok && except != nil && c.pool == pool && pool != nil {
 		for name, v := range c.capacity {
 			used[name] -= v
 		}
@@ -176,10 +244,11 @@ func fitsLimits(used map[corev1.ResourceName]int64, it *cloud.InstanceType, rema
 	return true
 }
 
-// growthWithinLimits reports whether a node of a limited NodePool may grow to hold total: the cheapest candidate
-// holding it must keep the pool within its limits.
+// growthWithinLimits reports whether a node of a limited NodePool, or of one a quota covers, may grow to hold
+// total: the cheapest candidate holding it must keep the pool within its limits and every quota covering it.
 func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec) bool {
-	if n.pool.limitsFar(len(st.open)) || st.roomForAnyType(n.pool) {
+	poolFree := n.pool.limitsFar(len(st.open)) || st.roomForAnyType(n.pool)
+	if poolFree && len(n.pool.Quotas) == 0 {
 		return true
 	}
 	zone, ct := n.pinnedOffering()
@@ -196,8 +265,13 @@ func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceTyp
 	if best == nil {
 		return false
 	}
-	used, _ := st.poolUsage(n.pool, n)
-	return fitsLimits(used, best, n.pool.Remaining)
+	if !poolFree {
+		used, _ := st.poolUsage(n.pool, n)
+		if !fitsLimits(used, best, n.pool.Remaining) {
+			return false
+		}
+	}
+	return st.growthWithinQuotas(n, best, bestPrice)
 }
 
 // RemainingLimits is what a NodePool's limits still allow given its usage (nil when it has no limits).

@@ -92,9 +92,9 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 			reason = tooLarge(pool, reqs, pl.room())
 			continue
 		}
-		cands := st.withinLimits(pool, fresh.cands)
+		cands, why := st.withinLimits(pool, fresh.cands)
 		if len(cands) == 0 {
-			reason = "the NodePool's limits are reached"
+			reason = why
 			continue
 		}
 		if !pool.minValuesHold(cands, reqs, pl.room()) {

@@ -19,12 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // OfflineInput is what `scheduler plan` reads: Kubernetes objects and an instance-type catalog; no cluster, no
@@ -96,8 +98,27 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		p.NodePools = append(p.NodePools, opt)
 	}
 	SortNodePools(p.NodePools)
+	quotas, err := offlineQuotas(read.quotas, p.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	AttachQuotas(p.NodePools, quotas)
 	sort.SliceStable(p.Pods, func(i, j int) bool { return p.Pods[i].UID < p.Pods[j].UID })
 	return p, nil
+}
+
+// offlineQuotas are the CapacityQuotas of an offline problem, by name, counting the problem's nodes (priced at 0).
+func offlineQuotas(cqs []*autoscalingv1beta1.CapacityQuota, nodes []*corev1.Node) ([]*Quota, error) {
+	sort.Slice(cqs, func(i, j int) bool { return cqs[i].Name < cqs[j].Name })
+	out := make([]*Quota, 0, len(cqs))
+	for _, cq := range cqs {
+		sel, err := QuotaSelector(cq)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, NewQuota(cq, sel, state.QuotaUsage(cq, sel, nil, nodes, nil)))
+	}
+	return out, nil
 }
 
 // offlineObjects are the objects of an offline problem that are not its pods, nodes and DaemonSets.
@@ -105,6 +126,7 @@ type offlineObjects struct {
 	pools    []*stevedorev1.NodePool
 	classes  map[string]*stevedorev1.EC2NodeClass
 	overlays []*stevedorev1.NodeOverlay
+	quotas   []*autoscalingv1beta1.CapacityQuota
 }
 
 // collect sorts objs into p (pods, nodes, DaemonSets) and r; an object of a kind it does not read is an error.
@@ -121,6 +143,8 @@ func (r *offlineObjects) collect(p *OfflineProblem, objs []runtime.Object) error
 			r.classes[o.Name] = o
 		case *stevedorev1.NodeOverlay:
 			r.overlays = append(r.overlays, o)
+		case *autoscalingv1beta1.CapacityQuota:
+			r.quotas = append(r.quotas, o)
 		case *appsv1.DaemonSet:
 			p.DaemonSets = append(p.DaemonSets, DaemonSetPod(o))
 		case *corev1.Node:

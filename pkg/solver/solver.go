@@ -31,6 +31,8 @@ type NodePoolOption struct {
 	InstanceTypes []*cloud.InstanceType
 	// Remaining is what the NodePool's limits still allow (nil: unlimited); "nodes" counts nodes.
 	Remaining corev1.ResourceList
+	// Quotas are the ceilings shared with other NodePools that cover this one's nodes (CapacityQuotas).
+	Quotas []*Quota
 	// DaemonSetPods are one pod per DaemonSet of the cluster; those that would run on a new node are counted on it.
 	DaemonSetPods []*corev1.Pod
 
@@ -154,6 +156,8 @@ type Plan struct {
 	Attempts int
 	// CandidateMismatches are the differences Input.CheckCandidates found.
 	CandidateMismatches []string
+	// QuotasReached names the quotas that kept a node from opening or growing, with the first resource that did.
+	QuotasReached map[string]corev1.ResourceName
 }
 
 // Improvement is what the improvement phase did: the moves it tried and its passes over the open nodes, and

@@ -5,8 +5,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package state
 
 import (
-	"strconv"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,7 +13,7 @@ import (
 )
 
 // Usage is what a NodePool's live NodeClaims add up to: every resource of their capacity (their instance type's
-// once launched, their requests before), "nodes" counting them, and their hourly price.
+// once launched, their requests before), "nodes" counting them, and their hourly price (planned before launch).
 type Usage struct {
 	Resources corev1.ResourceList
 	Nodes     int64
@@ -52,8 +50,7 @@ func NodePoolUsage(claims []*stevedorev1.NodeClaim) map[string]*Usage {
 			u.ReadyNodes++
 		}
 		u.Resources["nodes"] = *resource.NewQuantity(u.Nodes, resource.DecimalSI)
-		price, _ := strconv.ParseFloat(c.Status.Price, 64)
-		u.Cost += price
+		u.Cost += ClaimPrice(c)
 	}
 	return out
 }

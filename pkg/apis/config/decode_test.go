@@ -99,13 +99,13 @@ func TestDecode(t *testing.T) {
 				t.Errorf("podDeletionCost: false gives %v (err %v)", *off.PodDeletionCost, err)
 			}
 		}},
-		{name: "shared capacity buffers on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
-			if !*a.SharedCapacityBuffers {
-				t.Error("autoscaling.x-k8s.io CapacityBuffers are not served by default")
+		{name: "shared capacity buffers and quotas on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if !*a.SharedCapacityBuffers || !*a.SharedCapacityQuotas {
+				t.Error("autoscaling.x-k8s.io CapacityBuffers or CapacityQuotas are not served by default")
 			}
-			off, err := Decode(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "sharedCapacityBuffers": false}`)}, nil)
-			if err != nil || *off.SharedCapacityBuffers {
-				t.Errorf("sharedCapacityBuffers: false gives %v (err %v)", *off.SharedCapacityBuffers, err)
+			off, err := Decode(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "sharedCapacityBuffers": false, "sharedCapacityQuotas": false}`)}, nil)
+			if err != nil || *off.SharedCapacityBuffers || *off.SharedCapacityQuotas {
+				t.Errorf("sharedCapacityBuffers, sharedCapacityQuotas: false give %v, %v (err %v)", *off.SharedCapacityBuffers, *off.SharedCapacityQuotas, err)
 			}
 		}},
 		{name: "repair off", raw: `{"clusterName": "c", "nodeRepair": {"enabled": false}}`, check: func(t *testing.T, a ProvisionerArgs) {

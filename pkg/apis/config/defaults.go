@@ -126,6 +126,10 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 		on := true
 		a.SharedCapacityBuffers = &on
 	}
+	if a.SharedCapacityQuotas == nil {
+		on := true
+		a.SharedCapacityQuotas = &on
+	}
 	return a
 }
 

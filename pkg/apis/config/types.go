@@ -115,6 +115,10 @@ type ProvisionerArgs struct {
 	// ones Cluster Autoscaler and Karpenter read, as well as Stevedore's own (stevedore.dev), where their CRD is
 	// installed. Turn it off where another autoscaler serves them in the same cluster. Default true.
 	SharedCapacityBuffers *bool `json:"sharedCapacityBuffers,omitempty"`
+	// SharedCapacityQuotas keeps every launch within the CapacityQuotas of SIG Autoscaling's API group
+	// (autoscaling.x-k8s.io), Cluster Autoscaler's cluster-wide ceilings, and writes their status, where their CRD
+	// is installed. Turn it off where another autoscaler serves them in the same cluster. Default true.
+	SharedCapacityQuotas *bool `json:"sharedCapacityQuotas,omitempty"`
 	// KubernetesVersionCheckInterval is how often the API server's Kubernetes version is read: AMI aliases resolve
 	// to the images of that version, so after a control-plane upgrade new nodes launch with the new minor's images
 	// and nodes with the old ones drift. Default 5m.

@@ -116,7 +116,9 @@ const (
 	AnnotationNodeClassHash       = "stevedore.dev/nodeclass-hash"
 	// AnnotationPlannedPods on a NodeClaim lists the pods it was created for ("namespace/name", comma-separated): a
 	// scheduler that takes over (a restart, a new leader) reads the plan back from it.
-	AnnotationPlannedPods    = "stevedore.dev/planned-pods"
+	AnnotationPlannedPods = "stevedore.dev/planned-pods"
+	// AnnotationNodeClaimPrice on a NodeClaim is the hourly price planned for it, counted until its launch sets
+	// status.price.
 	AnnotationNodeClaimPrice = "stevedore.dev/price"
 	// AnnotationLaunchOrder "listed" on a NodeClaim makes its launch try the instance types in the order listed
 	// (a prioritized fleet): NodeOverlays changed their prices, so EC2's own order would not be the plan's.

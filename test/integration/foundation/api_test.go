@@ -201,6 +201,44 @@ func TestAStaticNodePoolStaysStaticAndScales(t *testing.T) {
 	}
 }
 
+// TestCapacityQuotaLimitsAreValidated checks the CapacityQuota's limits in both served versions: whole,
+// non-negative quantities, decimals only for the hourly cost.
+func TestCapacityQuotaLimitsAreValidated(t *testing.T) {
+	for _, version := range []string{"v1alpha1", "v1beta1"} {
+		quotas := schema.GroupVersionResource{Group: "autoscaling.x-k8s.io", Version: version, Resource: "capacityquotas"}
+		for i, tc := range []struct{ name, limits, want string }{
+			{"a negative limit", "{cpu: '-1'}", "quantities cannot be negative"},
+			{"a negative hourly cost", "{stevedore.dev/hourly-cost: '-5'}", "quantities cannot be negative"},
+			{"a fraction of a CPU", "{cpu: '1.5'}", "quantities are whole numbers"},
+			{"a long resource name", "{" + strings.Repeat("x", 64) + ": '1'}", "resource names are at most 63 characters"},
+			{"valid: cpu, memory, nodes and GPUs", "{cpu: '64', memory: 256Gi, nodes: 10, nvidia.com/gpu: 8}", ""},
+			{"valid: dollars and cents an hour", "{stevedore.dev/hourly-cost: '12.50'}", ""},
+		} {
+			t.Run(version+"/"+tc.name, func(t *testing.T) {
+				var limits map[string]any
+				if err := yaml.Unmarshal([]byte(tc.limits), &limits); err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("quota-%s-%d", version, i)
+				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "autoscaling.x-k8s.io/" + version, "kind": "CapacityQuota",
+					"metadata": map[string]any{"name": name}, "spec": map[string]any{"limits": map[string]any{"resources": limits}}}}
+				client := dynamic.NewForConfigOrDie(sb.RESTConfig).Resource(quotas)
+				_, err := client.Create(context.Background(), obj, metav1.CreateOptions{})
+				if tc.want == "" {
+					if err != nil {
+						t.Fatalf("a valid quota was refused: %v", err)
+					}
+					_ = client.Delete(context.Background(), name, metav1.DeleteOptions{})
+					return
+				}
+				if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want Invalid mentioning %q", err, tc.want)
+				}
+			})
+		}
+	}
+}
+
 // TestInvalidSharedCapacityBuffersAreRefused checks the autoscaling.x-k8s.io CapacityBuffer's validation, in both
 // served versions: what the API refuses, and nothing more (a Karpenter or Cluster Autoscaler manifest must pass).
 func TestInvalidSharedCapacityBuffersAreRefused(t *testing.T) {
@@ -301,6 +339,14 @@ func TestEveryExampleAppliesAndDefaultsAreFilled(t *testing.T) {
 				}
 				t.Cleanup(func() {
 					_ = sb.Stevedore.AutoscalingXV1beta1().CapacityBuffers(o.Namespace).Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+				})
+			case *autoscalingv1beta1.CapacityQuota:
+				o.Name = "example-" + o.Name
+				if _, err := sb.Stevedore.AutoscalingXV1beta1().CapacityQuotas().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Errorf("%s: %s: %v", f, manifest.Name(o), err)
+				}
+				t.Cleanup(func() {
+					_ = sb.Stevedore.AutoscalingXV1beta1().CapacityQuotas().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
 				})
 			case *stevedorev1.EC2NodeClass:
 				o.Name = "example-" + o.Name

@@ -50,6 +50,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=autoscaling.x-k8s.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("capacitybuffers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1beta1().CapacityBuffers().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("capacityquotas"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1beta1().CapacityQuotas().Informer()}, nil
 
 		// Group=scheduling.x-k8s.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("podgroups"):

@@ -13,3 +13,7 @@ type CapacityBufferListerExpansion interface{}
 // CapacityBufferNamespaceListerExpansion allows custom methods to be added to
 // CapacityBufferNamespaceLister.
 type CapacityBufferNamespaceListerExpansion interface{}
+
+// CapacityQuotaListerExpansion allows custom methods to be added to
+// CapacityQuotaLister.
+type CapacityQuotaListerExpansion interface{}

@@ -14,6 +14,8 @@ import (
 type Interface interface {
 	// CapacityBuffers returns a CapacityBufferInformer.
 	CapacityBuffers() TypedCapacityBufferInformer
+	// CapacityQuotas returns a CapacityQuotaInformer.
+	CapacityQuotas() TypedCapacityQuotaInformer
 }
 
 type version struct {
@@ -30,4 +32,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // CapacityBuffers returns a TypedCapacityBufferInformer.
 func (v *version) CapacityBuffers() TypedCapacityBufferInformer {
 	return &capacityBufferInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// CapacityQuotas returns a TypedCapacityQuotaInformer.
+func (v *version) CapacityQuotas() TypedCapacityQuotaInformer {
+	return &capacityQuotaInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -17,6 +17,7 @@ import (
 type AutoscalingXV1beta1Interface interface {
 	RESTClient() rest.Interface
 	CapacityBuffersGetter
+	CapacityQuotasGetter
 }
 
 // AutoscalingXV1beta1Client is used to interact with features provided by the autoscaling.x-k8s.io group.
@@ -26,6 +27,10 @@ type AutoscalingXV1beta1Client struct {
 
 func (c *AutoscalingXV1beta1Client) CapacityBuffers(namespace string) CapacityBufferInterface {
 	return newCapacityBuffers(c, namespace)
+}
+
+func (c *AutoscalingXV1beta1Client) CapacityQuotas() CapacityQuotaInterface {
+	return newCapacityQuotas(c)
 }
 
 // NewForConfig creates a new AutoscalingXV1beta1Client for the given config.

@@ -7,3 +7,5 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package v1beta1
 
 type CapacityBufferExpansion interface{}
+
+type CapacityQuotaExpansion interface{}

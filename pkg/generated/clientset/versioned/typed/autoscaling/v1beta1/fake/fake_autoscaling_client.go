@@ -20,6 +20,10 @@ func (c *FakeAutoscalingXV1beta1) CapacityBuffers(namespace string) v1beta1.Capa
 	return newFakeCapacityBuffers(c, namespace)
 }
 
+func (c *FakeAutoscalingXV1beta1) CapacityQuotas() v1beta1.CapacityQuotaInterface {
+	return newFakeCapacityQuotas(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeAutoscalingXV1beta1) RESTClient() rest.Interface {
