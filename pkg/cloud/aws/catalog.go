@@ -19,6 +19,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -28,10 +29,14 @@ import (
 )
 
 // CatalogRefreshInterval is how often instance types and prices are read again from AWS; CatalogRetryInterval how
-// soon a failed read is tried again.
+// soon a failed refresh is tried again while a catalog read from AWS is held. With none held yet nothing can be
+// launched (outside the embedded catalog's region), so a failed read is tried again after CatalogFirstRetry,
+// doubling up to CatalogRetryInterval: one transient error at start-up (a leader change, a throttled call) costs
+// seconds, not a minute.
 const (
 	CatalogRefreshInterval = 12 * time.Hour
 	CatalogRetryInterval   = time.Minute
+	CatalogFirstRetry      = time.Second
 )
 
 // catalogSource keeps the region's instance-type catalog: from DescribeInstanceTypes, DescribeInstanceTypeOfferings,
@@ -51,6 +56,7 @@ type catalogSource struct {
 	refreshed time.Time // of current
 	tried     time.Time // the last read, failed or not
 	failure   error     // of the last read; nil when it succeeded
+	failures  int       // reads failed in a row
 }
 
 // get returns the current catalog, refreshing it first when it is older than CatalogRefreshInterval, or reading it
@@ -72,25 +78,26 @@ func (c *catalogSource) get(ctx context.Context) *catalog.File {
 	}
 	fresh, err := c.fetch(ctx)
 	c.tried, c.failure = c.clock.Now(), err
+	c.failures++
 	switch {
 	case err == nil:
-		c.current, c.fromAPI, c.refreshed = fresh, true, c.tried
+		c.current, c.fromAPI, c.refreshed, c.failures = fresh, true, c.tried, 0
 		klog.FromContext(ctx).Info("Instance-type catalog refreshed from AWS", "region", c.region, "instanceTypes", len(fresh.InstanceTypes))
 	case c.fromAPI:
 		metrics.CatalogRefreshFailures.Inc()
 		klog.FromContext(ctx).Error(err, "Refreshing instance types and prices failed; keeping the ones read before",
-			"region", c.region, "readAt", c.refreshed.UTC().Format(time.RFC3339), "retryIn", CatalogRetryInterval)
+			"region", c.region, "readAt", c.refreshed.UTC().Format(time.RFC3339), "retryIn", c.retryAfter())
 	case c.useFallback && c.fallback.Region == c.region:
 		metrics.CatalogRefreshFailures.Inc()
 		c.current = c.fallback
 		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; using the embedded catalog as configured",
-			"region", c.region, "generated", c.fallback.Generated, "instanceTypes", len(c.fallback.InstanceTypes), "retryIn", CatalogRetryInterval)
+			"region", c.region, "generated", c.fallback.Generated, "instanceTypes", len(c.fallback.InstanceTypes), "retryIn", c.retryAfter())
 	default:
 		metrics.CatalogRefreshFailures.Inc()
 		c.current = &catalog.File{Region: c.region, Source: "none: " + StableMessage(err)}
 		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; nothing can be launched until it succeeds "+
 			"(the embedded catalog serves only its own region, and only with the plugin argument embeddedCatalog: true)",
-			"region", c.region, "embeddedCatalogRegion", c.fallback.Region, "retryIn", CatalogRetryInterval)
+			"region", c.region, "embeddedCatalogRegion", c.fallback.Region, "retryIn", c.retryAfter())
 	}
 	c.observeAge()
 	return c.current
@@ -102,9 +109,34 @@ func (c *catalogSource) fresh() bool {
 		return false
 	}
 	if c.failure != nil {
-		return c.clock.Since(c.tried) < CatalogRetryInterval
+		return c.clock.Since(c.tried) < c.retryAfter()
 	}
 	return c.clock.Since(c.refreshed) < CatalogRefreshInterval
+}
+
+// retryAfter is how long after a failed read the next one is due: CatalogRetryInterval while a catalog read from
+// AWS is held, else CatalogFirstRetry doubled for each read failed in a row, up to CatalogRetryInterval. The caller
+// holds mu.
+func (c *catalogSource) retryAfter() time.Duration {
+	if c.fromAPI {
+		return CatalogRetryInterval
+	}
+	wait := CatalogFirstRetry
+	for i := 1; i < c.failures && wait < CatalogRetryInterval; i++ {
+		wait *= 2
+	}
+	return min(wait, CatalogRetryInterval)
+}
+
+// pending reports whether no catalog has been read from AWS yet and the last read failed: the reads are to be
+// tried again soon (WatchCatalog). The second result is when the next read is due.
+func (c *catalogSource) pending() (bool, time.Time) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.fromAPI || c.failure == nil {
+		return false, time.Time{}
+	}
+	return true, c.tried.Add(c.retryAfter())
 }
 
 // observeAge sets the catalog-age gauge. The caller holds mu.
@@ -424,3 +456,23 @@ func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64,
 	}
 	return prices, nil
 }
+
+// WatchCatalog reads the catalog again as soon as each retry is due while none has been read from AWS yet (a read
+// is otherwise made only when instance types are asked for), and calls recovered once a read succeeds after failing,
+// so that the pods no NodePool could launch a node for meanwhile are planned at once.
+func (p *Provider) WatchCatalog(ctx context.Context, recovered func(ctx context.Context)) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		pending, due := p.catalog.pending()
+		if !pending || p.opts.Clock.Now().Before(due) {
+			return
+		}
+		p.catalog.get(ctx)
+		if after, _ := p.catalog.pending(); !after && p.catalog.lastError() == nil {
+			klog.FromContext(ctx).Info("Instance types and prices read from AWS after failed reads; planning the pods that waited")
+			recovered(ctx)
+		}
+	}, catalogWatchInterval)
+}
+
+// catalogWatchInterval is how often WatchCatalog looks whether a retry is due.
+const catalogWatchInterval = 250 * time.Millisecond

@@ -213,6 +213,7 @@ func sdkConfig(ctx context.Context, region string, env func(string) string) (aws
 	}
 	metrics.Register()
 	cfg.APIOptions = append(cfg.APIOptions, addAPIMetrics)
+	withInterruptedResponsesRetried(&cfg)
 	return cfg, nil
 }
 

@@ -389,6 +389,64 @@ func TestACatalogThatCannotBeReadIsNeverGuessed(t *testing.T) {
 	})
 }
 
+// TestAFirstCatalogReadThatFailsIsRetriedWithinSeconds: with no catalog read from AWS yet nothing can be launched,
+// so a failed read is tried again after CatalogFirstRetry, then twice as long each time it fails again (up to
+// CatalogRetryInterval), and not before; WatchCatalog makes the reads when they are due and says when one succeeds.
+func TestAFirstCatalogReadThatFailsIsRetriedWithinSeconds(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.EmbeddedCatalog = false })
+	f.emu.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypeOfferings", Code: "RequestLimitExceeded", Status: 503, Times: -1})
+	if cat := f.provider.Catalog(testCtx(t)); len(cat.InstanceTypes) > 0 {
+		t.Fatalf("a catalog of %d types from %q while its reads fail", len(cat.InstanceTypes), cat.Source)
+	}
+	reads := func() int { return f.emu.Calls()["EC2.DescribeInstanceTypes"] }
+	for _, wait := range []time.Duration{CatalogFirstRetry, 2 * CatalogFirstRetry, 4 * CatalogFirstRetry} {
+		before := reads()
+		f.clock.Step(wait - time.Millisecond)
+		f.provider.Catalog(testCtx(t))
+		if reads() != before {
+			t.Fatalf("read again before %s", wait)
+		}
+		f.clock.Step(time.Millisecond)
+		f.provider.Catalog(testCtx(t))
+		if reads() == before {
+			t.Fatalf("not read again %s after the failure", wait)
+		}
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	recovered := make(chan struct{}, 1)
+	go f.provider.WatchCatalog(ctx, func(context.Context) { recovered <- struct{}{} })
+	f.emu.ClearFaults()
+	f.clock.Step(8 * CatalogFirstRetry)
+	select {
+	case <-recovered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WatchCatalog did not read the catalog when its retry was due")
+	}
+	if cat := f.provider.Catalog(testCtx(t)); cat.Source != "EC2 and pricing APIs" || f.provider.CatalogError() != nil {
+		t.Errorf("after the recovery the catalog is from %q (error %v)", cat.Source, f.provider.CatalogError())
+	}
+}
+
+// TestAResponseCutMidBodyIsRetried: a response lost on the way (its body cut and the connection closed) is asked
+// again, as the SDK's retryer does not on its own ("failed to decode response body, unexpected EOF"): the catalog
+// is read at the first try, and a launch whose CreateFleet answer was cut launches one instance.
+func TestAResponseCutMidBodyIsRetried(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.EmbeddedCatalog = false })
+	for _, action := range []string{"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "AWSPriceListService.GetProducts", "CreateFleet"} {
+		f.emu.InjectFault(awsemu.Fault{Action: action, Truncate: true, Times: 1})
+	}
+	if cat := f.provider.Catalog(testCtx(t)); cat.Source != "EC2 and pricing APIs" || f.provider.CatalogError() != nil {
+		t.Fatalf("catalog from %q (error %v), want it read from the APIs despite the cut responses", cat.Source, f.provider.CatalogError())
+	}
+	if _, err := f.provider.Create(testCtx(t), claim("nc-cut", in(corev1.LabelInstanceTypeStable, "m5.large"))); err != nil {
+		t.Fatalf("a launch whose answer was cut: %v", err)
+	}
+	if n := len(f.emu.EC2.Instances()); n != 1 {
+		t.Errorf("%d instances after a CreateFleet answer was cut and retried, want 1", n)
+	}
+}
+
 func TestIsDriftedWhenTheAMIChanges(t *testing.T) {
 	f := newFixture(t, nil)
 	c := claim("nc-drift", in(corev1.LabelInstanceTypeStable, "m5.large"))

@@ -10,6 +10,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package awsemu
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -236,14 +238,16 @@ func (e *Emulator) Stop() {
 
 // Fault is an injected failure: the next Times requests of Action (EC2 action name, or "SQS.ReceiveMessage" style
 // for JSON services; "*" for any) answer with Code and Status after Delay. Times < 0 means every request until
-// cleared. A Fault with a Delay and no Code only slows requests down.
+// cleared. A Fault with a Delay and no Code only slows requests down. A Fault that Truncates answers as the request
+// deserves but cuts the body in half and closes the connection (a response lost on the way).
 type Fault struct {
-	Action  string
-	Code    string
-	Message string
-	Status  int
-	Delay   time.Duration
-	Times   int
+	Action   string
+	Code     string
+	Message  string
+	Status   int
+	Delay    time.Duration
+	Times    int
+	Truncate bool
 }
 
 // InjectFault adds a fault.
@@ -304,9 +308,19 @@ func (e *Emulator) Calls() map[string]int {
 func (e *Emulator) serveJSON(w http.ResponseWriter, r *http.Request, target string, body []byte) {
 	service, action, _ := strings.Cut(target, ".")
 	e.count(service + "." + action)
-	if f := e.takeFault(service + "." + action); f != nil && e.applyFault(w, r, f, true) {
+	f := e.takeFault(service + "." + action)
+	if f != nil && e.applyFault(w, r, f, true) {
 		return
 	}
+	if f != nil && f.Truncate {
+		truncated(w, func(w http.ResponseWriter) { e.serveJSONAction(w, r, service, action, target, body) })
+		return
+	}
+	e.serveJSONAction(w, r, service, action, target, body)
+}
+
+// serveJSONAction serves a request of a JSON service once its faults are applied.
+func (e *Emulator) serveJSONAction(w http.ResponseWriter, r *http.Request, service, action, target string, body []byte) {
 	switch service {
 	case "AmazonSQS":
 		e.SQS.handle(w, r, action, body)
@@ -357,11 +371,48 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.count("EC2." + q.Str("Action"))
-	if f := e.takeFault(q.Str("Action")); f != nil && e.applyFault(w, r, f, false) {
+	f := e.takeFault(q.Str("Action"))
+	if f != nil && e.applyFault(w, r, f, false) {
+		return
+	}
+	if f != nil && f.Truncate {
+		truncated(w, func(w http.ResponseWriter) { e.EC2.handle(w, q, form) })
 		return
 	}
 	e.EC2.handle(w, q, form)
 }
+
+// truncated answers with what serve writes, its full length announced, but only the first half of its body, then
+// closes the connection.
+func truncated(w http.ResponseWriter, serve func(http.ResponseWriter)) {
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	serve(rec)
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(rec.body.Len()))
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body.Bytes()[:rec.body.Len()/2])
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}
+}
+
+// recorder keeps a response in memory.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
 
 // applyFault delays and/or fails a request; it reports whether the response was written.
 func (e *Emulator) applyFault(w http.ResponseWriter, r *http.Request, f *Fault, jsonProtocol bool) bool {

@@ -322,3 +322,42 @@ func TestInstancesThisClusterDoesNotOwnSurvive(t *testing.T) {
 		}
 	}
 }
+
+// TestTheFirstLaunchFollowsTheFirstGoodCatalogRead restarts the scheduler while AWS fails its catalog reads: the
+// first two reads fail (each after the SDK's own retries), and with no catalog held nothing can be launched. The
+// reads are tried again within seconds, doubling (not a minute later), and once one succeeds the pods waiting are
+// planned and bound without waiting for their next retry.
+func TestTheFirstLaunchFollowsTheFirstGoodCatalogRead(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "catalog", "catalog")
+	if err := sb.StopScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	const failedReads = 2
+	// each read asks DescribeInstanceTypes first; the SDK makes three attempts at it
+	sb.AWS.InjectFault(awsemu.Fault{Action: "DescribeInstanceTypes", Code: "RequestLimitExceeded", Status: 503, Times: 3 * failedReads})
+	t.Cleanup(sb.AWS.ClearFaults)
+	failures0 := harness.Metric(t, "stevedore_cloudprovider_catalog_refresh_failures_total", nil)
+	reads0 := sb.AWS.Calls()["EC2.DescribeInstanceTypes"]
+	if err := sb.StartScheduler(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps, names := harness.Pods(ns, "catalog", "p", 2, "1", "1Gi")
+	harness.CreatePods(t, sb, ps...)
+	// the old retry interval alone (a minute after each failed read) is more than this wait
+	harness.EventuallyWithin(t, 45*time.Second, "the pods to bind once the catalog is read", func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			pod, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || pod.Spec.NodeName == "" {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if got := harness.Metric(t, "stevedore_cloudprovider_catalog_refresh_failures_total", nil) - failures0; got != failedReads {
+		t.Errorf("stevedore_cloudprovider_catalog_refresh_failures_total went up by %v, want %d", got, failedReads)
+	}
+	if got := sb.AWS.Calls()["EC2.DescribeInstanceTypes"] - reads0; got <= 3*failedReads {
+		t.Errorf("DescribeInstanceTypes asked %d times since the restart, want the %d failed attempts and a good read", got, 3*failedReads)
+	}
+}
