@@ -60,6 +60,14 @@ type Surger struct {
 	mu sync.Mutex
 	// moving are the owners a Move of this process surges, or Recover scales back (Owner.String()).
 	moving map[string]bool
+	// ready counts each ReplicaSet's Ready pods at a version of the ReplicaSet (readyPods)
+	ready map[types.UID]readyCount
+}
+
+// readyCount is a ReplicaSet's Ready pods as counted when the ReplicaSet was at a resource version.
+type readyCount struct {
+	version string
+	ready   int32
 }
 
 // New returns a Surger.
@@ -67,7 +75,7 @@ func New(opts Options) *Surger {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	return &Surger{opts: opts, moving: map[string]bool{}}
+	return &Surger{opts: opts, moving: map[string]bool{}, ready: map[types.UID]readyCount{}}
 }
 
 // hold records that a Move surges the owner; it is false when one does already.
@@ -207,17 +215,38 @@ func (s *Surger) rollingOut(d *appsv1.Deployment, rs *appsv1.ReplicaSet) (string
 }
 
 // readyPods counts the ReplicaSet's Ready pods from the pod cache (the Deployment's status lags behind it), or is
-// fallback without a pod cache.
+// fallback without a pod cache. A count short of the ReplicaSet's replicas is kept until the ReplicaSet changes
+// (its status follows its pods), so that a disruption pass asking for every pod of a Deployment of thousands that
+// is still coming up does not walk the namespace's pods for each; a count that lets a surge start is never
+// reused.
 func (s *Surger) readyPods(rs *appsv1.ReplicaSet, fallback int32) int32 {
 	if s.opts.Pods == nil {
 		return fallback
+	}
+	s.mu.Lock()
+	c, ok := s.ready[rs.UID]
+	s.mu.Unlock()
+	if ok && c.version == rs.ResourceVersion {
+		return c.ready
 	}
 	ready, _, err := s.podsOf(rs)
 	if err != nil {
 		return fallback
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.ready, rs.UID)
+	if len(s.ready) > maxReadyCounts {
+		clear(s.ready) // ReplicaSets come and go: keep the memo from growing without bound
+	}
+	if ready < ptrValue(rs.Spec.Replicas) {
+		s.ready[rs.UID] = readyCount{version: rs.ResourceVersion, ready: ready}
+	}
 	return ready
 }
+
+// maxReadyCounts bounds the ReplicaSets readyPods remembers.
+const maxReadyCounts = 4096
 
 // podsOf counts the ReplicaSet's pods in the pod cache that are neither finished nor being deleted (live), and
 // those of them bound and Ready.

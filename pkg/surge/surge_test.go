@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -146,4 +147,49 @@ func hpa(maxReplicas int32) *autoscalingv2.HorizontalPodAutoscaler {
 	return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: maxReplicas,
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+}
+
+// A Deployment whose status lags behind its pods surges once its pods are Ready; a count of them that refuses a
+// surge is kept for the ReplicaSet's version, and counted again once the ReplicaSet changes.
+func TestReadyPodsAreCountedAgainWhenTheReplicaSetChanges(t *testing.T) {
+	w := newWorld()
+	w.deployment.Status.AvailableReplicas = 0
+	w.replicaSet.ResourceVersion = "1"
+	s := w.surger(t)
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	s.opts.Pods = corelisters.NewPodLister(pods)
+	rsRef := controllerRef("ReplicaSet", "web-abc", "rs-uid")
+	replica := func(name string, ready bool) *corev1.Pod {
+		pod := podOf(&rsRef, nil)
+		pod.Name, pod.Spec.NodeName = name, "node-a"
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return pod
+	}
+	check := func(want string) {
+		t.Helper()
+		_, why, _ := s.Check(podOf(&rsRef, nil), stevedorev1.ReplacementSurge, 0)
+		if why != want {
+			t.Fatalf("Check says %q, want %q", why, want)
+		}
+	}
+	for _, pod := range []*corev1.Pod{replica("a", true), replica("b", false)} {
+		if err := pods.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("its Deployment web has 1 of 2 replicas Ready")
+	if err := pods.Update(replica("b", true)); err != nil {
+		t.Fatal(err)
+	}
+	check("its Deployment web has 1 of 2 replicas Ready") // the ReplicaSet has not seen the pod yet
+	w.replicaSet.ResourceVersion = "2"
+	check("")
+	if err := pods.Update(replica("b", false)); err != nil {
+		t.Fatal(err)
+	}
+	check("its Deployment web has 1 of 2 replicas Ready") // a count that allowed a surge is not kept
 }
