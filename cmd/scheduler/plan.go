@@ -89,8 +89,10 @@ type planInput struct {
 }
 
 func readPlanInput(catalogFile string, files []string) (*planInput, error) {
-	in := &planInput{catalog: catalog.Default()}
-	if catalogFile != "" {
+	in := &planInput{}
+	if catalogFile == "" {
+		in.catalog = catalog.Default()
+	} else {
 		var err error
 		if in.catalog, err = catalog.ReadFile(catalogFile); err != nil {
 			return nil, err
@@ -211,6 +213,9 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	if err != nil {
 		return err
 	}
+	// the problem holds the pods as admission leaves them (a copy of a pod that admission changes): the objects
+	// read are not needed any more, and at tens of thousands of pods they would double what the solve holds
+	in.objects, preview.Objects = nil, nil
 	sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
 	if err != nil {
 		return err

@@ -141,7 +141,9 @@ func loadProblem(b testing.TB, n int) (*OfflineProblem, float64) {
 			objs = append(objs, bp.pod(name))
 		}
 	}
-	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: benchCatalog(b)})
+	cat := benchCatalog(b)
+	writeInput(b, n, objs, cat)
+	p, err := NewOfflineProblem(OfflineInput{Objects: objs, Catalog: cat})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,6 +269,40 @@ func writePlan(b *testing.B, n int, text string) {
 	//nolint:gosec // G703: the folder is the developer's own, from the environment of a benchmark run
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("plan-%d.txt", n)), []byte(text), 0o600); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// writeInput writes the problem as `scheduler plan` reads it (input-<n>.json, a List of the NodePool, its
+// EC2NodeClass and the pods, and catalog-<n>.json) to $STEVEDORE_BENCH_INPUT when that folder is set, so that the
+// command is measured on the same input: scheduler plan -f input-<n>.json --catalog catalog-<n>.json.
+func writeInput(b testing.TB, n int, objs []runtime.Object, cat *catalog.File) {
+	b.Helper()
+	dir := os.Getenv("STEVEDORE_BENCH_INPUT")
+	if dir == "" {
+		return
+	}
+	list := corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+	for _, obj := range objs {
+		obj = obj.DeepCopyObject()
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			o.APIVersion, o.Kind = "v1", "Pod"
+		case *stevedorev1.NodePool:
+			o.APIVersion, o.Kind = stevedorev1.SchemeGroupVersion.String(), "NodePool"
+		case *stevedorev1.EC2NodeClass:
+			o.APIVersion, o.Kind = stevedorev1.SchemeGroupVersion.String(), "EC2NodeClass"
+		}
+		list.Items = append(list.Items, runtime.RawExtension{Object: obj})
+	}
+	for name, v := range map[string]any{fmt.Sprintf("input-%d.json", n): list, fmt.Sprintf("catalog-%d.json", n): cat} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		//nolint:gosec // G703: the folder is the developer's own, from the environment of a benchmark run
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o600); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
