@@ -39,6 +39,12 @@ const (
 	subsystemCost              = "cost"
 )
 
+// Outcomes of stevedore_pods_admitted_total.
+const (
+	AdmittedToSchedule = "Schedule"
+	AdmittedToPlan     = "Plan"
+)
+
 // Label names.
 const (
 	labelMethod       = "method"
@@ -58,6 +64,7 @@ const (
 	labelZone         = "zone"
 	labelInstanceType = "instance_type"
 	labelService      = "service"
+	labelOutcome      = "outcome"
 	labelOperation    = "operation"
 	labelError        = "error"
 	labelResource     = "resource"
@@ -270,6 +277,13 @@ var (
 		Help:           "Pods moved back to the scheduler's active queue because what held them cleared, by what cleared.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelReason})
+	// PodsAdmitted counts the pods that entered the scheduling queue unplanned, by what Stevedore did with them:
+	// sent to a scheduling cycle (some node has room for them) or planned without one.
+	PodsAdmitted = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemPods, Name: "admitted_total",
+		Help:           "Pods of this scheduler that entered the scheduling queue with no plan, by what was done: Schedule (some node may take them: a scheduling cycle now) or Plan (no node has room: batched for a new node without a failed cycle).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelOutcome})
 	// BatchPods is the number of pods in each solved provisioning batch.
 	BatchPods = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace: namespace, Subsystem: subsystemProvisioning, Name: "batch_pods",
@@ -422,7 +436,7 @@ func All() []metrics.Registerable {
 		ConsolidationScore, ConsolidationMoves,
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, QuotaUsage, QuotaLimit, QuotaLimitedLaunches, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, GangNodeClaimsReleased, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
-		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, BatchPods,
+		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, PodsAdmitted, BatchPods,
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
 		KubernetesVersionReadFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo,

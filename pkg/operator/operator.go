@@ -362,6 +362,12 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 		{"nodeclaim lifecycle", c.Lifecycle.Run},
 		{"termination", w.terminator.Run},
 		{"kubernetes version", w.provider.FollowKubernetesVersion},
+		{"instance-type catalog", func(ctx context.Context) {
+			w.provider.WatchCatalog(ctx, func(ctx context.Context) {
+				c.Provisioner.OfferingsChanged()
+				c.Provisioner.NodePoolsChanged(ctx)
+			})
+		}},
 		{"ec2nodeclass status", awscloud.NewNodeClassStatus(w.provider, w.stevedore, w.in.classes, w.in.claims, w.host.Recorder).Run},
 		{"nodeoverlay status", overlaystatus.NewController(w.stevedore, w.in.overlays, func(ctx context.Context) {
 			c.Provisioner.OfferingsChanged()
@@ -409,7 +415,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Pods: in.pods.Lister(), NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Provisioning: p})
 	lc := lifecycle.New(lifecycle.Options{Kube: w.kube, Stevedore: w.stevedore, Cloud: w.overlaid, Nodes: in.nodes.Lister(),
 		NodeClaims: in.claims.Lister(), Recorder: w.host.Recorder, Args: w.args, OnInitialized: w.host.OnInitialized, Provisioning: p, Terminator: w.terminator})
-	if err := p.Register(w.ctx, in.claims.Informer(), in.pods.Informer()); err != nil {
+	if err := p.Register(w.ctx, in.claims.Informer(), in.pods.Informer(), in.nodes.Informer()); err != nil {
 		return nil, nil, err
 	}
 	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer()); err != nil {

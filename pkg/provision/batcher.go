@@ -15,16 +15,20 @@ import (
 
 // Batcher collects pods for one solve. A batch opens with its first pod and closes when no pod arrived for the
 // idle gap, or when the max window since its first pod passed: replicas created together are planned together,
-// so that their spread and affinity constraints are solved as one.
+// so that their spread and affinity constraints are solved as one. Adding a pod never waits for the solves: the
+// scheduling queue adds pods with its own lock held (PreEnqueue), and the solves wake pods through that queue.
 type Batcher struct {
 	idle, max time.Duration
 	clock     clock.WithDelayedExecution
-	closed    chan []*corev1.Pod
+	// ready signals that closed holds a batch
+	ready chan struct{}
 	// waitFor, when set, says why a batch whose idle gap passed stays open (pods tied to it are still being
 	// created; "" when none): it then closes at the next idle gap without that reason, or at the max window.
 	waitFor func(batch []*corev1.Pod) string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// closed are the batches closed and not taken yet, oldest first
+	closed  [][]*corev1.Pod
 	pods    map[types.UID]*corev1.Pod
 	order   []types.UID
 	opened  time.Time
@@ -33,9 +37,9 @@ type Batcher struct {
 	version int
 }
 
-// NewBatcher returns a batcher; closed batches are delivered on Closed.
+// NewBatcher returns a batcher; Ready signals closed batches, which Next hands out.
 func NewBatcher(idle, maxWait time.Duration, clk clock.WithDelayedExecution) *Batcher {
-	return &Batcher{idle: idle, max: maxWait, clock: clk, closed: make(chan []*corev1.Pod, 16), pods: map[types.UID]*corev1.Pod{}}
+	return &Batcher{idle: idle, max: maxWait, clock: clk, ready: make(chan struct{}, 1), pods: map[types.UID]*corev1.Pod{}}
 }
 
 // WaitFor sets what keeps a batch whose idle gap passed open: a non-empty reason from waitFor (nil: nothing).
@@ -45,8 +49,21 @@ func (b *Batcher) WaitFor(waitFor func(batch []*corev1.Pod) string) {
 	b.waitFor = waitFor
 }
 
-// Closed delivers closed batches.
-func (b *Batcher) Closed() <-chan []*corev1.Pod { return b.closed }
+// Ready receives once a batch closed; Next then hands out the batches closed, one at a time.
+func (b *Batcher) Ready() <-chan struct{} { return b.ready }
+
+// Next returns the oldest batch closed and not handed out yet, nil when there is none.
+func (b *Batcher) Next() []*corev1.Pod {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.closed) == 0 {
+		return nil
+	}
+	batch := b.closed[0]
+	b.closed[0] = nil
+	b.closed = b.closed[1:]
+	return batch
+}
 
 // Add puts a pod in the open batch (or opens one); a pod already in it is refreshed.
 func (b *Batcher) Add(pod *corev1.Pod) {
@@ -142,5 +159,9 @@ func (b *Batcher) close() {
 	batch := b.batch()
 	b.pods = map[types.UID]*corev1.Pod{}
 	b.order = nil
-	b.closed <- batch
+	b.closed = append(b.closed, batch)
+	select {
+	case b.ready <- struct{}{}:
+	default: // signalled already
+	}
 }

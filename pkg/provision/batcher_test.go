@@ -18,6 +18,17 @@ import (
 
 func batchPod(name string) *corev1.Pod { return test.Pod(name).Pending().Obj() }
 
+// closedBatch waits up to wait for a batch to close (the fake clock runs the timers' functions on goroutines of
+// their own) and returns it, nil when none closed.
+func closedBatch(b *Batcher, timeout time.Duration) []*corev1.Pod {
+	var batch []*corev1.Pod
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		batch = b.Next()
+		return batch != nil, nil
+	})
+	return batch
+}
+
 func TestBatcherWindows(t *testing.T) {
 	tests := []struct {
 		name string
@@ -46,26 +57,21 @@ func TestBatcherWindows(t *testing.T) {
 			for i, at := range tc.arrivals {
 				clk.SetTime(start.Add(at))
 				b.Add(batchPod(string(rune('a'+i%26)) + string(rune('a'+i/26))))
-				select {
-				case batch := <-b.Closed():
+				if batch := b.Next(); batch != nil {
 					t.Fatalf("batch of %d closed at %s, before %s", len(batch), at, tc.closeAt)
-				default:
 				}
 			}
 			clk.SetTime(start.Add(tc.closeAt - time.Millisecond))
-			select {
-			case batch := <-b.Closed():
+			if batch := b.Next(); batch != nil {
 				t.Fatalf("batch of %d closed before %s", len(batch), tc.closeAt)
-			default:
 			}
 			clk.SetTime(start.Add(tc.closeAt))
-			select {
-			case batch := <-b.Closed():
-				if len(batch) != tc.size {
-					t.Errorf("batch has %d pods, want %d", len(batch), tc.size)
-				}
-			case <-time.After(10 * time.Second):
+			batch := closedBatch(b, 10*time.Second)
+			if batch == nil {
 				t.Fatalf("batch not closed at %s", tc.closeAt)
+			}
+			if len(batch) != tc.size {
+				t.Errorf("batch has %d pods, want %d", len(batch), tc.size)
 			}
 			if b.Len() != 0 {
 				t.Errorf("batcher still holds %d pods after closing", b.Len())
@@ -116,13 +122,11 @@ func TestABatchStaysOpenWhileItWaitsForPartners(t *testing.T) {
 			closed := func() bool {
 				var done bool
 				err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-					select {
-					case <-b.Closed():
+					if b.Next() != nil {
 						done = true
 						return true, nil
-					default:
-						return clk.HasWaiters(), nil
 					}
+					return clk.HasWaiters(), nil
 				})
 				if err != nil {
 					t.Fatalf("at %s the batch neither closed nor waits for its next idle gap", clk.Since(start))

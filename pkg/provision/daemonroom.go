@@ -119,3 +119,18 @@ func (r *daemonRoom) unbound(ni fwk.NodeInfo) (int64, int64, int64, []string) {
 	}
 	return cpu, mem, count, names
 }
+
+// missing is unbound for the queue's screen (Admit), which has no NodeInfo: the room of the DaemonSet pods
+// expected on the node whose DaemonSet has no pod there yet.
+func (r *daemonRoom) missing(node string, has func(owner types.UID) bool) solver.Requests {
+	r.mu.Lock()
+	expected := r.byNode[node]
+	r.mu.Unlock()
+	var out solver.Requests
+	for _, d := range expected {
+		if !has(d.OwnerReferences[0].UID) {
+			out = out.Add(solver.PodRequests(d))
+		}
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
@@ -33,4 +34,12 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	return &harness{Env: env, prov: New(Options{Args: config.ProvisionerArgs{Region: testRegion}, Kube: env.Kube, Stevedore: env.Stevedore,
 		Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims,
 		NodePools: l.NodePools, Cloud: env.Cloud, Recorder: env.Recorder, Clock: env.Clock})}
+}
+
+// knowNodes tells the free-room index of the nodes, as the node informer does.
+func (h *harness) knowNodes(nodes ...*corev1.Node) {
+	onNode, _ := h.prov.free.Handlers()
+	for _, n := range nodes {
+		onNode.OnAdd(n, false)
+	}
 }

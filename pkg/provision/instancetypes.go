@@ -18,8 +18,13 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 )
 
-// instanceTypesTTL is how long a NodePool's instance types are reused before the cloud is asked again.
-const instanceTypesTTL = time.Minute
+// instanceTypesTTL is how long a NodePool's instance types are reused before the cloud is asked again; a failure to
+// list them, or an empty list, is reused for failedTypesTTL only: the cloud keeps its own pace of retries (a failed
+// catalog read is tried again within seconds), and a solve should not wait a minute more for it.
+const (
+	instanceTypesTTL = time.Minute
+	failedTypesTTL   = time.Second
+)
 
 // instanceTypes caches each NodePool's instance types, as the cloud offers them, for instanceTypesTTL or until the
 // NodePool changes or the cloud marks offerings unavailable.
@@ -49,7 +54,11 @@ func (c *instanceTypes) InstanceTypes(ctx context.Context, np *stevedorev1.NodeP
 	c.mu.Lock()
 	cached, ok := c.byPool[np.Name]
 	c.mu.Unlock()
-	if ok && cached.gen == np.Generation && c.clock.Since(cached.at) < instanceTypesTTL {
+	ttl := instanceTypesTTL
+	if cached.err != nil || len(cached.types) == 0 {
+		ttl = failedTypesTTL
+	}
+	if ok && cached.gen == np.Generation && c.clock.Since(cached.at) < ttl {
 		return cached.types, cached.err
 	}
 	its, err := c.cloud.InstanceTypes(ctx, np)

@@ -5,7 +5,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package provision
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -88,10 +87,6 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 			TerminationGracePeriod: np.Spec.Template.Spec.TerminationGracePeriod,
 		},
 	}
-}
-
-func claimString(c *stevedorev1.NodeClaim) string {
-	return fmt.Sprintf("%s (%s %s %s)", c.Name, c.Status.InstanceType, c.Status.Zone, c.Status.CapacityType)
 }
 
 // plannedPodsAnnotation lists pods as AnnotationPlannedPods does: "namespace/name", sorted, comma-separated.

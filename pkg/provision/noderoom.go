@@ -48,7 +48,18 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked 
 // scheduler's PreFilter asks, so that in a burst the scheduling cycles do not run the filters, with each node's
 // nominated pods added (a copy of each), on hundreds of nodes coming up for other pods or full of pods planned
 // there.
+//
+// A planned pod's nodes come from the free-room index (the nodes Stevedore did not launch, kept from the informer),
+// not from a walk over every node: in a burst, thousands of planned pods each take a cycle once their node is ready,
+// and walking the thousands of nodes for each grew the scheduler's work with the square of the burst.
 func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
+	if claim, planned := p.plans.ClaimOf(pod.UID); planned {
+		names = p.free.Foreign()
+		if c, err := p.opts.NodeClaims.Get(claim); err == nil && c.Status.NodeName != "" {
+			names.Insert(c.Status.NodeName)
+		}
+		return names, true
+	}
 	return p.plans.NodesFor(pod, nodes, func(ni fwk.NodeInfo) solver.Requests {
 		dsCPU, dsMem, dsCount, _ := p.daemonRoom.unbound(ni)
 		return solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount}

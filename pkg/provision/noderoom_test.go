@@ -54,11 +54,17 @@ func TestRoomRefusedKeepsPlannedPodsOnTheirOwnNodes(t *testing.T) {
 			for claim, pods := range tc.plan {
 				h.prov.plans.Plan(context.Background(), claim, pods)
 			}
-			for node, claim := range tc.nodes {
-				h.prov.plans.Nominate(claim, node)
+			node := test.Node(tc.node)
+			for name, claim := range tc.nodes {
+				h.Add(test.NodeClaim(claim, "default").Launched(name, "m5.large", "us-east-1a", "on-demand", "0.096").Initialized().Obj())
+				h.prov.plans.Nominate(claim, name)
+				if name == tc.node {
+					node.Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelNodeClaim, claim)
+				}
 			}
+			h.knowNodes(node.Obj())
 			ni := framework.NewNodeInfo()
-			ni.SetNode(test.Node(tc.node).Obj())
+			ni.SetNode(node.Obj())
 			why := h.prov.RoomRefused(tc.pod, ni, false)
 			if refused := why != ""; refused != tc.want {
 				t.Errorf("RoomRefused = %q, want refused %v", why, tc.want)
@@ -99,9 +105,9 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.Add(test.NodeClaim("c-own", "default").Obj())
-			h.Add(test.NodeClaim("c-coming", "default").Obj())
-			h.Add(initialized(test.NodeClaim("c-up", "default").Obj()))
+			h.Add(test.NodeClaim("c-own", "default").Launched("own", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.Add(test.NodeClaim("c-coming", "default").Launched("coming", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.Add(initialized(test.NodeClaim("c-up", "default").Launched("up", "m5.large", "us-east-1a", "on-demand", "0.096").Obj()))
 			p := pod()
 			if tc.plannedOn != "" {
 				h.prov.plans.Plan(context.Background(), tc.plannedOn, []*corev1.Pod{p})
@@ -111,8 +117,13 @@ func TestNodesForLeavesOutOnlyNodesThatCannotTakeThePod(t *testing.T) {
 			h.prov.plans.Nominate("c-coming", "coming")
 			var nodes []fwk.NodeInfo
 			for _, name := range []string{"coming", "own", "plain", "up"} {
+				node := test.Node(name)
+				if name != "plain" {
+					node.Labels(stevedorev1.LabelNodePool, "default")
+				}
+				h.knowNodes(node.Obj())
 				ni := framework.NewNodeInfo()
-				ni.SetNode(test.Node(name).Obj())
+				ni.SetNode(node.Obj())
 				nodes = append(nodes, ni)
 			}
 			names, restricted := h.prov.NodesFor(p, nodes)
@@ -239,36 +250,35 @@ func TestNodesForLeavesOutInitializedNodesWhoseRoomIsPlanned(t *testing.T) {
 	}
 }
 
-// A change to a node Stevedore launched requeues only the pods it may help: those planned on its NodeClaim, those
-// planned on a NodeClaim whose node is not known yet (unless the node is known to be another's), and those planned
-// nowhere.
-func TestNodeMayHelpOnlyThePodsPlannedThere(t *testing.T) {
+// A pod waiting for a plan or for its planned node to be ready is not helped by room freed elsewhere (the
+// AssignedPod Delete hint asks AwaitsNode); a pod planned on a ready node, or planned nowhere, may be.
+func TestOnlyPodsWaitingForTheirNodeAreNotHelpedByRoomFreedElsewhere(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		plannedOn string
-		node      string
+		batched   bool
 		want      bool
 	}{
-		{name: "the node launched for the pod", plannedOn: "c-launched", node: "launched", want: true},
-		{name: "a node launched for other pods", plannedOn: "c-launched", node: "other", want: false},
-		{name: "a node the provisioner has not matched to a NodeClaim yet, the pod's NodeClaim launched elsewhere", plannedOn: "c-launched", node: "unknown", want: false},
-		{name: "a node not matched yet while the pod's NodeClaim has no node yet", plannedOn: "c-pending", node: "unknown", want: true},
-		{name: "another NodeClaim's node while the pod's has no node yet", plannedOn: "c-pending", node: "other", want: false},
-		{name: "any node for a pod planned nowhere", node: "other", want: true},
+		{name: "planned on a NodeClaim coming up", plannedOn: "c-launched", want: true},
+		{name: "planned on a NodeClaim not launched yet", plannedOn: "c-pending", want: true},
+		{name: "planned on a ready node", plannedOn: "c-ready", want: false},
+		{name: "batched for the next solve", batched: true, want: true},
+		{name: "planned nowhere", want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.Add(test.NodeClaim("c-launched", "default").Launched("launched", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
-			h.Add(test.NodeClaim("c-other", "default").Launched("other", "m5.large", "us-east-1a", "on-demand", "0.096").Obj())
+			h.Add(test.NodeClaim("c-ready", "default").Launched("ready", "m5.large", "us-east-1a", "on-demand", "0.096").Initialized().Obj())
 			h.Add(test.NodeClaim("c-pending", "default").Obj())
 			p := test.Pod("p").Pending().Obj()
 			if tc.plannedOn != "" {
 				h.prov.plans.Plan(context.Background(), tc.plannedOn, []*corev1.Pod{p})
 			}
-			h.prov.plans.Nominate("c-launched", "launched")
-			h.prov.plans.Nominate("c-other", "other")
-			if got := h.prov.NodeMayHelp(p, tc.node); got != tc.want {
-				t.Errorf("NodeMayHelp(%s) = %v, want %v", tc.node, got, tc.want)
+			if tc.batched {
+				h.prov.batcher.Add(p)
+			}
+			if got := h.prov.AwaitsNode(p); got != tc.want {
+				t.Errorf("AwaitsNode = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -46,7 +46,24 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 		p.Consider(ctx, pod, nil)
 	}
 	p.forgetAllBut(live)
+	p.retryUnprovisionable(ctx)
 	p.reviewParked(ctx)
+}
+
+// retryUnprovisionable plans again the pods found unprovisionable unprovisionableFor ago: what kept them from a node
+// may have passed without an event that says so (an offering available again, a CapacityQuota's usage down). Until
+// then the scheduler keeps them, and preempts for them if it can.
+func (p *Provisioner) retryUnprovisionable(ctx context.Context) {
+	p.mu.Lock()
+	var pods []*corev1.Pod
+	for uid, u := range p.unprovisionable {
+		if p.opts.Clock.Since(u.at) > unprovisionableFor {
+			delete(p.unprovisionable, uid)
+			pods = append(pods, u.pod)
+		}
+	}
+	p.mu.Unlock()
+	p.wake(ctx, WakeUnprovisionable, pods)
 }
 
 // forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone).
@@ -57,6 +74,16 @@ func (p *Provisioner) forgetAllBut(live map[types.UID]bool) {
 	for uid := range p.unprovisionable {
 		if !live[uid] {
 			delete(p.unprovisionable, uid)
+		}
+	}
+	for uid := range p.untried {
+		if !live[uid] {
+			delete(p.untried, uid)
+		}
+	}
+	for uid := range p.spreadHeldOn {
+		if !live[uid] {
+			p.unholdLocked(uid)
 		}
 	}
 }

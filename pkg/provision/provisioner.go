@@ -6,6 +6,8 @@ package provision
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
@@ -33,6 +36,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/provision/freeroom"
 	"github.com/stevedore-dev/stevedore/pkg/provision/ledger"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -110,6 +114,20 @@ type Provisioner struct {
 	started     atomic.Bool
 	heldAtStart map[types.UID]*corev1.Pod
 
+	// untried are the pods Admit batched before any scheduling cycle: a node may have room for them by the time
+	// their batch is solved (sendUntried).
+	untried map[types.UID]bool
+	// spreadHeld holds, by spread group, the pods whose planned node is ready but whose topology spread keeps them
+	// waiting (holdForSpread); spreadHeldOn their groups, by pod.
+	spreadHeld   map[string]map[types.UID]*corev1.Pod
+	spreadHeldOn map[types.UID]heldSpread
+
+	// plannedEvents bounds the Nominated events on pods (notePlanned).
+	plannedEvents flowcontrol.RateLimiter
+
+	// free is the free room of the cluster's nodes, which Admit screens a pod entering the queue against.
+	free *freeroom.Index
+
 	// instanceTypes caches the NodePools' instance types (InstanceTypes, InstanceTypesOf, OfferingsChanged).
 	*instanceTypes
 
@@ -130,17 +148,26 @@ func New(opts Options) *Provisioner {
 		batcher:         NewBatcher(opts.Args.BatchIdleDuration.Duration, opts.Args.BatchMaxDuration.Duration, opts.Clock),
 		instanceTypes:   newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
 		daemonRoom:      newDaemonRoom(opts.DaemonSets),
+		free:            freeroom.New(opts.Clock),
+		plannedEvents:   flowcontrol.NewTokenBucketRateLimiter(plannedEventsPerSecond, plannedEventsBurst),
 		unprovisionable: map[types.UID]unprovisionable{},
 		solving:         map[types.UID]bool{},
 		heldAtStart:     map[types.UID]*corev1.Pod{},
+		untried:         map[types.UID]bool{},
+		spreadHeld:      map[string]map[types.UID]*corev1.Pod{},
+		spreadHeldOn:    map[types.UID]heldSpread{},
 	}
 	p.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: p.wake})
 	return p
 }
 
-// Register has the plans follow the informers: a NodeClaim deleted or marked for deletion drops its plan, a pod
-// deleted its own (package ledger).
-func (p *Provisioner) Register(ctx context.Context, claims, pods cache.SharedIndexInformer) error {
+// Register has the plans follow the informers (a NodeClaim deleted or marked for deletion drops its plan, a pod
+// deleted its own: package ledger), and the free room of the nodes follow the nodes and their pods.
+func (p *Provisioner) Register(ctx context.Context, claims, pods, nodes cache.SharedIndexInformer) error {
+	if err := p.free.Register(nodes, pods); err != nil {
+		return err
+	}
+	p.free.OnSpreadChange(func(ids []string) { p.spreadChanged(ctx, ids) })
 	return p.plans.Register(ctx, claims, pods)
 }
 
@@ -148,12 +175,16 @@ func (p *Provisioner) Register(ctx context.Context, claims, pods cache.SharedInd
 // node being launched that has room, or adds it to the batch for the next solve. refusedBy, when given, names the
 // plugin that refused a node to the pod in the cycle that failed, and why ("" when the node was not refused).
 func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) decision.Decision {
+	p.free.Unsend(pod.UID) // its attempt ended
+	p.mu.Lock()
+	delete(p.untried, pod.UID) // the scheduler tried it: no node took it
+	p.mu.Unlock()
 	if d, ok := p.assignedDecision(ctx, pod, refusedBy); ok {
 		return d
 	}
 	p.mu.Lock()
 	u, known := p.unprovisionable[pod.UID]
-	if known && p.opts.Clock.Since(u.at) > time.Minute {
+	if known && p.opts.Clock.Since(u.at) > unprovisionableFor {
 		delete(p.unprovisionable, pod.UID)
 		known = false
 	}
@@ -243,32 +274,23 @@ func (p *Provisioner) PlannedClaim(uid types.UID) string {
 	return claim
 }
 
-// NodeMayHelp reports whether a change to a node Stevedore launched may let pod schedule: the pod is planned
-// nowhere (any node may take it, or the next solve plan it there), the node is the one launched for the pod's
-// NodeClaim, or that NodeClaim has no node yet. Another pod's node registering or initializing cannot: its room is
-// planned for others, and the pod's own node comes with its own event.
-func (p *Provisioner) NodeMayHelp(pod *corev1.Pod, node string) bool {
-	claim, planned := p.plans.ClaimOf(pod.UID)
-	of, known := p.plans.ClaimOfNode(node)
-	switch {
-	case !planned:
-		return true
-	case known:
-		return of == claim
-	}
-	c, err := p.opts.NodeClaims.Get(claim)
-	return err != nil || c.Status.NodeName == "" || c.Status.NodeName == node
-}
-
 // AssignedPods returns the pods planned on a NodeClaim.
 func (p *Provisioner) AssignedPods(claim string) []*corev1.Pod { return p.plans.Pods(claim) }
 
 // PodReserved is called when the scheduler reserves a node for a pod (Reserve): until it is bound, the pod counts
 // on that node rather than on the NodeClaim planned for it.
-func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) { p.plans.Reserved(pod, node) }
+func (p *Provisioner) PodReserved(pod *corev1.Pod, node string) {
+	p.plans.Reserved(pod, node)
+	p.free.Reserve(pod, node)
+}
 
-// PodUnreserved is called when a reserved pod does not bind (Unreserve): it counts on its NodeClaim again.
-func (p *Provisioner) PodUnreserved(uid types.UID) { p.plans.Unreserved(uid) }
+// PodUnreserved is called when a reserved pod does not bind (Unreserve): it counts on its NodeClaim again, and no
+// longer on the node Admit sent it to.
+func (p *Provisioner) PodUnreserved(uid types.UID) {
+	p.plans.Unreserved(uid)
+	p.free.Unsend(uid)
+	p.free.Unreserve(uid)
+}
 
 // PodBound is called when a pod is bound to node (PostBind): its planned slot on a NodeClaim is released, and the
 // other pods planned there, which may have been refused for the room kept for it, are woken. A pod whose binding
@@ -278,6 +300,10 @@ func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) 
 		p.observeReadyWait(claim, plannedAt, node)
 	}
 }
+
+// unprovisionableFor is how long a pod found unprovisionable is taken as such without a solve (unless NodePools or
+// NodeClaims change first).
+const unprovisionableFor = time.Minute
 
 type unprovisionable struct {
 	pod    *corev1.Pod
@@ -314,15 +340,31 @@ func (p *Provisioner) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case batch := <-p.batcher.Closed():
-			if err := p.solveBatch(ctx, batch); err != nil && ctx.Err() == nil {
-				logger.Error(err, "Provisioning a batch failed; its pods will be retried", "pods", len(batch))
-				for _, pod := range batch {
-					p.plans.Forget(pod.UID)
-				}
+		case <-p.batcher.Ready():
+			for batch := p.batcher.Next(); batch != nil && ctx.Err() == nil; batch = p.batcher.Next() {
+				p.provisionBatch(ctx, batch)
 			}
 		}
 	}
+}
+
+// provisionBatch solves a batch and launches its nodes; then the pods of the batch left with no plan (the solve
+// failed, a NodeClaim could not be created, a gang was released) are woken to be batched again, and those planned
+// on a node that is ready already go to the scheduler (nominate woke them).
+func (p *Provisioner) provisionBatch(ctx context.Context, batch []*corev1.Pod) {
+	if err := p.solveBatch(ctx, batch); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "Provisioning a batch failed; its pods will be retried", "pods", len(batch))
+		for _, pod := range batch {
+			p.plans.Forget(pod.UID)
+		}
+	}
+	var unplanned []*corev1.Pod
+	for _, pod := range p.stillPending(batch) {
+		if !p.isUnprovisionable(pod.UID) && !p.batcher.Contains(pod.UID) {
+			unplanned = append(unplanned, pod)
+		}
+	}
+	p.wake(ctx, WakeNotPlanned, unplanned)
 }
 
 // solveBatch plans a batch, with the pods a required pod affinity ties to it, and creates its NodeClaims.
@@ -330,7 +372,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	logger := klog.FromContext(ctx)
 	p.setSolving(batch, true)
 	defer p.setSolving(batch, false)
-	pods := p.stillPending(batch)
+	pods := p.sendUntried(ctx, p.stillPending(batch))
 	if len(pods) == 0 {
 		return nil
 	}
@@ -347,7 +389,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 				kept = append(kept, pod)
 			}
 		}
-		p.refuse(pods, refused)
+		p.refuse(ctx, pods, refused)
 		pods = kept
 	}
 	in, claimByNode, err := p.input(ctx, pods)
@@ -376,17 +418,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		"improvementMoves", plan.Improvement.Moves, "improvementDuration", plan.Improvement.Duration, "total", p.opts.Clock.Since(start))
 	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
 	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
-	for node, placed := range plan.InFlight {
-		claim := claimByNode[node]
-		if claim == nil {
-			continue
-		}
-		placed = p.stillPending(placed)
-		p.plans.Plan(ctx, claim.Name, placed)
-		if claim.Status.NodeName != "" {
-			p.nominate(ctx, claim, placed)
-		}
-	}
+	p.planInFlight(ctx, plan.InFlight, claimByNode)
 	var launch []*solver.PlannedNode
 	for _, pn := range plan.NewNodes {
 		if pending := p.stillPending(pn.Pods); len(pending) == len(pn.Pods) {
@@ -406,13 +438,45 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		}
 		return map[string]string{stevedorev1.AnnotationLaunchGroup: groups[i]}
 	})
-	p.refuse(pods, plan.Unschedulable)
+	p.refuse(ctx, pods, plan.Unschedulable)
 	p.releaseShortGangs(ctx, gangs, pods, plan.Unschedulable)
 	return nil
 }
 
-// refuse remembers why each pod of reasons could not be provisioned, and says so in an event.
-func (p *Provisioner) refuse(pods []*corev1.Pod, reasons map[types.UID]string) {
+// planInFlight plans pods on the NodeClaims coming up that the solve put them on (by node name), records them in
+// the NodeClaims' planned-pods annotations and tells them.
+func (p *Provisioner) planInFlight(ctx context.Context, placed map[string][]*corev1.Pod, claimByNode map[string]*stevedorev1.NodeClaim) {
+	nodes := make([]string, 0, len(placed))
+	for node := range placed {
+		if claimByNode[node] != nil {
+			nodes = append(nodes, node)
+		}
+	}
+	sort.Strings(nodes)
+	pods := make([][]*corev1.Pod, len(nodes))
+	for i, node := range nodes {
+		claim := claimByNode[node]
+		pods[i] = p.stillPending(placed[node])
+		p.plans.Plan(ctx, claim.Name, pods[i])
+		if claim.Status.NodeName != "" {
+			p.nominate(ctx, claim, pods[i])
+		}
+		where := "a node being launched"
+		if claim.Status.NodeName != "" {
+			where = "node " + claim.Status.NodeName
+		}
+		p.notePlanned(claim.Name, where, pods[i])
+	}
+	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
+		p.annotatePlanned(ctx, claimByNode[nodes[i]], pods[i])
+	})
+}
+
+// refuse remembers why each pod of reasons could not be provisioned, says so in an event, and wakes the pods: the
+// scheduler tries them (a pod planned without a scheduling cycle was never tried), records why they fail and may
+// preempt for them.
+func (p *Provisioner) refuse(ctx context.Context, pods []*corev1.Pod, reasons map[types.UID]string) {
+	var refused []*corev1.Pod
 	for _, pod := range pods {
 		reason, ok := reasons[pod.UID]
 		if !ok {
@@ -422,7 +486,9 @@ func (p *Provisioner) refuse(pods []*corev1.Pod, reasons map[types.UID]string) {
 		p.unprovisionable[pod.UID] = unprovisionable{pod: pod, reason: reason, at: p.opts.Clock.Now()}
 		p.mu.Unlock()
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
+		refused = append(refused, pod)
 	}
+	p.wake(ctx, WakeUnprovisionable, refused)
 }
 
 // CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
@@ -461,6 +527,7 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, nodes []*solver.Plan
 		}
 		p.plans.Created(claim)
 		p.plans.Plan(ctx, claim.Name, pn.Pods)
+		p.notePlanned(claim.Name, fmt.Sprintf("a new %s in %s (%s)", pn.InstanceType.Name, pn.Offering.Zone, pn.Offering.CapacityType), pn.Pods)
 		created[i] = claim
 		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
 		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,

@@ -49,6 +49,18 @@ const (
 	// WakeParked: the pod has waited replanAfter on the ready node planned for it: it is retried (a backstop for a
 	// wake-up this table does not foresee; a pod already waiting its turn in the queue is left there).
 	WakeParked = "Parked"
+	// WakeNotPlanned: the pod's batch was solved and left it with no plan (the solve or a NodeClaim's creation
+	// failed): it is batched again.
+	WakeNotPlanned = "NotPlanned"
+	// WakeRoomFound: the pod, batched before the scheduler tried it, has a node with room by the time its batch is
+	// solved: the scheduler places it there instead.
+	WakeRoomFound = "RoomFound"
+	// WakeSpreadChanged: a pod of the spread group a pod was held for bound or left: binding the held pod may keep
+	// its spread now.
+	WakeSpreadChanged = "SpreadChanged"
+	// WakeUnprovisionable: no node can be launched for the pod: the scheduler tries it, says why it fails and may
+	// preempt for it; and a minute later, it is planned again.
+	WakeUnprovisionable = "Unprovisionable"
 )
 
 // wake puts pods back in the scheduler's active queue because what held them back cleared.

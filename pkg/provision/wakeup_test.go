@@ -130,14 +130,22 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
 			act:    func(h *harness, _ map[string]*corev1.Pod) { h.prov.plans.ForgetClaim(h.Ctx, "c1") },
 			want:   []string{"waiter"}},
-		{name: "the pod is planned on a node that has registered already",
+		{name: "the pod is planned on a node that is ready already",
+			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{initialized(launched("c1", "n1"))},
+			plan: map[string][]*corev1.Pod{},
+			act: func(h *harness, pods map[string]*corev1.Pod) {
+				h.prov.plans.Plan(h.Ctx, "c1", []*corev1.Pod{pods["waiter"]})
+				h.prov.nominate(h.Ctx, initialized(launched("c1", "n1")), []*corev1.Pod{pods["waiter"]})
+			},
+			want: []string{"waiter"}},
+		{name: "the pod is planned on a node that has registered and is initializing: it waits for the node to be ready",
 			objects: []*corev1.Node{node("n1")}, claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
 				h.prov.plans.Plan(h.Ctx, "c1", []*corev1.Pod{pods["waiter"]})
 				h.prov.nominate(h.Ctx, launched("c1", "n1"), []*corev1.Pod{pods["waiter"]})
 			},
-			want: []string{"waiter"}},
+			want: nil},
 		{name: "the pod is nominated to a node not registered yet: its Node event will wake it",
 			claims: []*stevedorev1.NodeClaim{launched("c1", "n1")},
 			plan:   map[string][]*corev1.Pod{"c1": {pending("waiter")}},
@@ -162,6 +170,20 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.Clock.Now()}
 				h.prov.mu.Unlock()
 				h.prov.NodePoolsChanged(h.Ctx)
+			},
+			want: []string{"waiter"}},
+		{name: "a pod no NodePool could take, a minute later: it is planned again",
+			plan: map[string][]*corev1.Pod{},
+			act: func(h *harness, pods map[string]*corev1.Pod) {
+				h.prov.mu.Lock()
+				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.Clock.Now()}
+				h.prov.mu.Unlock()
+				h.prov.retryUnprovisionable(h.Ctx)
+				if !h.prov.isUnprovisionable(pods["waiter"].UID) {
+					h.T.Error("forgotten before its minute")
+				}
+				h.Clock.Step(unprovisionableFor + time.Second)
+				h.prov.retryUnprovisionable(h.Ctx)
 			},
 			want: []string{"waiter"}},
 		{name: "the pod's planned node has no room for it: the others planned there are woken, the pod is planned again",

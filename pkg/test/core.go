@@ -164,6 +164,9 @@ func (w *NodeWrapper) Taint(key, value string, effect corev1.TaintEffect) *NodeW
 	return w
 }
 
+// Unschedulable cordons the node.
+func (w *NodeWrapper) Unschedulable() *NodeWrapper { w.Spec.Unschedulable = true; return w }
+
 // ProviderID sets spec.providerID.
 func (w *NodeWrapper) ProviderID(id string) *NodeWrapper { w.Spec.ProviderID = id; return w }
 

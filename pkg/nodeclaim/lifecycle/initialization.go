@@ -30,9 +30,7 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 	if why := notInitialized(claim, node); why != "" {
 		return 0, nil // node events bring it back
 	}
-	changed, err := l.setConditions(ctx, claim.Name,
-		metav1.Condition{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"},
-		metav1.Condition{Type: stevedorev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node is ready"})
+	changed, err := l.setConditions(ctx, claim.Name, initializedConditions()...)
 	if err != nil {
 		return 0, err
 	}
@@ -42,15 +40,29 @@ func (l *Lifecycle) initialize(ctx context.Context, claim *stevedorev1.NodeClaim
 			return 0, err
 		}
 	}
+	l.initialized(ctx, claim, node, changed)
+	return 0, nil
+}
+
+// initializedConditions are the conditions of a NodeClaim whose node is ready for pods.
+func initializedConditions() []metav1.Condition {
+	return []metav1.Condition{
+		{Type: stevedorev1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"},
+		{Type: stevedorev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node is ready"},
+	}
+}
+
+// initialized says a NodeClaim's node is ready for pods (logged when its conditions just changed; the Initialized
+// condition records when, as Registered does for the registration: the NodeClaim's one event is Launched), lets the
+// pods held in Permit for it bind and tells provisioning, which wakes the pods planned there.
+func (l *Lifecycle) initialized(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node, changed bool) {
 	if changed {
 		klog.FromContext(ctx).Info("Initialized node", "node", node.Name, "readyAfter", l.opts.Clock.Since(claim.CreationTimestamp.Time).Round(time.Millisecond))
-		l.event(claim, corev1.EventTypeNormal, ReasonInitialized, "Initialize", "node %s is ready", node.Name)
 	}
 	if l.opts.OnInitialized != nil {
 		l.opts.OnInitialized(node.Name)
 	}
 	l.opts.Provisioning.ClaimInitialized(ctx, claim.Name)
-	return 0, nil
 }
 
 // notInitialized says why a node is not ready for pods yet ("" when it is).

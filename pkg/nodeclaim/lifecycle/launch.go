@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,8 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	if err != nil {
 		return 0, l.launchFailed(ctx, claim, err)
 	}
-	if err := l.recordLaunch(ctx, claim, inst); err != nil {
+	launched, err := l.recordLaunch(ctx, claim, inst)
+	if err != nil {
 		return 0, err
 	}
 	pods := l.opts.Provisioning.AssignedPods(claim.Name)
@@ -42,18 +44,26 @@ func (l *Lifecycle) launch(ctx context.Context, claim *stevedorev1.NodeClaim) (t
 	klog.FromContext(ctx).Info("Launched instance", "nodepool", claim.Labels[stevedorev1.LabelNodePool], "instance", inst.ID,
 		"node", inst.NodeName, "type", inst.Type, "zone", inst.Zone, "capacityType", inst.CapacityType,
 		"price", stevedorev1.FormatPrice(inst.Price), "pods", podNames)
-	l.event(claim, corev1.EventTypeNormal, ReasonLaunched, "Launch", "launched %s: %s in %s, %s, $%s/h",
-		inst.ID, inst.Type, inst.Zone, inst.CapacityType, stevedorev1.FormatPrice(inst.Price))
-	launched, err := l.opts.NodeClaims.Get(claim.Name)
-	if err != nil || launched.Status.NodeName == "" {
-		launched, err = l.claims().Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-	}
+	l.event(claim, corev1.EventTypeNormal, ReasonLaunched, "Launch", "launched %s: %s in %s, %s, $%s/h, node %s%s",
+		inst.ID, inst.Type, inst.Zone, inst.CapacityType, stevedorev1.FormatPrice(inst.Price), inst.NodeName, forPods(podNames))
 	l.releaseOverflow(ctx, launched)
 	l.opts.Provisioning.NominateAssigned(ctx, launched)
 	return l.opts.Args.RegistrationTimeout.Duration, nil
+}
+
+// launchedForMax is how many pods a Launched event names; the NodeClaim's planned-pods annotation names them all.
+const launchedForMax = 20
+
+// forPods names, for a Launched event, the pods planned on the NodeClaim ("" when none).
+func forPods(names []string) string {
+	switch n := len(names); {
+	case n == 0:
+		return ""
+	case n > launchedForMax:
+		return fmt.Sprintf(", for %d pods: %s and %d more", n, strings.Join(names[:launchedForMax], ", "), n-launchedForMax)
+	default:
+		return fmt.Sprintf(", for %d pods: %s", n, strings.Join(names, ", "))
+	}
 }
 
 // launchFailed handles a failed launch; it returns the error to retry with, or nil when the NodeClaim is deleted.
@@ -95,12 +105,19 @@ func (l *Lifecycle) launchFailed(ctx context.Context, claim *stevedorev1.NodeCla
 }
 
 // recordLaunch writes the launched instance into the NodeClaim's status (and a reservation's labels).
-func (l *Lifecycle) recordLaunch(ctx context.Context, claim *stevedorev1.NodeClaim, inst *cloud.Instance) error {
+func (l *Lifecycle) recordLaunch(ctx context.Context, claim *stevedorev1.NodeClaim, inst *cloud.Instance) (*stevedorev1.NodeClaim, error) {
 	its := l.opts.Provisioning.InstanceTypesOf(ctx, &stevedorev1.NodeClaim{ObjectMeta: claim.ObjectMeta, Status: stevedorev1.NodeClaimStatus{InstanceType: inst.Type}})
+	var written *stevedorev1.NodeClaim
+	cached := claim.DeepCopy() // the copy reconciled, from the cache; a conflict reads it again
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := l.claims().Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		cur := cached
+		cached = nil
+		if cur == nil {
+			got, err := l.claims().Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur = got
 		}
 		cur.Status.ProviderID, cur.Status.InstanceID, cur.Status.NodeName = inst.ProviderID, inst.ID, inst.NodeName
 		cur.Status.InstanceType, cur.Status.Zone, cur.Status.CapacityType = inst.Type, inst.Zone, inst.CapacityType
@@ -112,18 +129,19 @@ func (l *Lifecycle) recordLaunch(ctx context.Context, claim *stevedorev1.NodeCla
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: stevedorev1.ConditionLaunched, Status: metav1.ConditionTrue,
 			Reason: "Launched", Message: fmt.Sprintf("instance %s (%s in %s, %s)", inst.ID, inst.Type, inst.Zone, inst.CapacityType),
 			ObservedGeneration: cur.Generation})
-		_, err = l.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		var err error
+		written, err = l.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
+		return nil, fmt.Errorf("recording the launch of %s: %w", inst.ID, err)
 	}
 	if labels := inst.LaunchLabels(); len(labels) > 0 {
 		if err := l.labelLaunch(ctx, claim.Name, labels); err != nil {
-			return fmt.Errorf("labelling the launch of %s: %w", inst.ID, err)
+			return nil, fmt.Errorf("labelling the launch of %s: %w", inst.ID, err)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 // releaseOverflow hands back to provisioning the pods planned on a NodeClaim that the instance type EC2 picked

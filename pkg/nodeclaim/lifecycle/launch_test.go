@@ -84,7 +84,7 @@ func TestLaunchRecordsInstance(t *testing.T) {
 	if calls := h.Cloud.Calls(); !reflect.DeepEqual(calls, []string{"Create c1"}) {
 		t.Errorf("cloud calls = %q", calls)
 	}
-	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h"}
+	wantEvents := []string{"Normal Launched launched " + firstInstance + ": m5.large in us-east-1a, on-demand, $0.0960/h, node ip-10-0-0-1.ec2.internal, for 2 pods: default/big, default/web"}
 	if diff := cmp.Diff(wantEvents, h.Events()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

@@ -37,12 +37,12 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
-// Event reasons the lifecycle records on NodeClaims.
+// Event reasons the lifecycle records on NodeClaims: one event for a launch, naming the instance, its node and the
+// pods planned there; the registration and initialization are recorded in the NodeClaim's conditions (Registered,
+// Initialized, with their times), not in events, and the failures in events of their own.
 const (
 	ReasonLaunched            = "Launched"
 	ReasonLaunchFailed        = "LaunchFailed"
-	ReasonRegistered          = "Registered"
-	ReasonInitialized         = "Initialized"
 	ReasonRegistrationTimeout = "RegistrationTimeout"
 )
 
@@ -233,13 +233,24 @@ func (l *Lifecycle) setCondition(ctx context.Context, name, condType string, sta
 // maxConditionMessage bounds a condition's message (the API server refuses longer ones).
 const maxConditionMessage = 1000
 
-// setConditions sets conditions on a NodeClaim's status in one update; it reports whether any changed.
+// setConditions sets conditions on a NodeClaim's status in one update; it reports whether any changed. It starts
+// from the cache's copy (a conflict reads the NodeClaim again): a burst's hundreds of NodeClaims each move through
+// their phases, and a read before each write was as many more requests to the API server.
 func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...metav1.Condition) (bool, error) {
 	changed := false
+	var cached *stevedorev1.NodeClaim
+	if c, err := l.opts.NodeClaims.Get(name); err == nil {
+		cached = c.DeepCopy()
+	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := l.claims().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		cur := cached
+		cached = nil
+		if cur == nil {
+			got, err := l.claims().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur = got
 		}
 		changed = false
 		for _, c := range conds {
@@ -250,7 +261,7 @@ func (l *Lifecycle) setConditions(ctx context.Context, name string, conds ...met
 		if !changed {
 			return nil
 		}
-		_, err = l.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		_, err := l.claims().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	return changed, err

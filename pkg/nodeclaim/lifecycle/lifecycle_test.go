@@ -156,6 +156,9 @@ func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {
 		if err != nil || changed != want {
 			t.Fatalf("setConditions #%d = %v, %v; want %v", i+1, changed, err, want)
 		}
+		if err := h.Listers.Add(h.claim()); err != nil { // the informer catches up
+			t.Fatal(err)
+		}
 	}
 	if c := condition(h.claim(), stevedorev1.ConditionLaunched); c == nil || len(c.Message) != 1000 {
 		t.Errorf("Launched condition = %+v, want its message cut to 1000 bytes", c)

@@ -20,7 +20,9 @@ import (
 )
 
 // register finds the Node of a launched NodeClaim and syncs it; until the node is there, liveness decides how
-// long to wait.
+// long to wait. A node that is ready for pods already when it registers (Ready, no taint left that initialization
+// waits for) is initialized in the same step: one update of the node and one of the NodeClaim's status, not two
+// of each.
 func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) (time.Duration, error) {
 	node := nodeclaim.NodeOf(l.opts.Nodes, claim)
 	if node == nil {
@@ -28,30 +30,46 @@ func (l *Lifecycle) register(ctx context.Context, claim *stevedorev1.NodeClaim) 
 	}
 	// before syncNode lets pods in: the scheduler keeps the DaemonSet pods' room until they are bound
 	l.opts.Provisioning.ExpectDaemons(node.Name, l.opts.Provisioning.DaemonSetPods(ctx, claim))
-	if err := l.syncNode(ctx, claim, node); err != nil {
+	synced, err := l.syncNode(ctx, claim, node)
+	if err != nil {
 		return 0, err
 	}
-	changed, err := l.setConditions(ctx, claim.Name, metav1.Condition{Type: stevedorev1.ConditionRegistered,
-		Status: metav1.ConditionTrue, Reason: "Registered", Message: "node " + node.Name + " registered"})
+	ready := notInitialized(claim, synced) == ""
+	conds := []metav1.Condition{{Type: stevedorev1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered",
+		Message: "node " + node.Name + " registered"}}
+	if ready {
+		conds = append(conds, initializedConditions()...)
+	}
+	changed, err := l.setConditions(ctx, claim.Name, conds...)
 	if err != nil || !changed {
 		return 0, err
 	}
 	pool := claim.Labels[stevedorev1.LabelNodePool]
 	klog.FromContext(ctx).Info("Registered node", "node", node.Name, "instance", claim.Status.InstanceID, "nodepool", pool,
-		"type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType, "price", claim.Status.Price)
+		"type", claim.Status.InstanceType, "zone", claim.Status.Zone, "capacityType", claim.Status.CapacityType, "price", claim.Status.Price,
+		"ready", ready)
 	metrics.NodesCreated.WithLabelValues(pool, claim.Status.Zone, claim.Status.CapacityType, claim.Status.InstanceType).Inc()
-	l.event(claim, corev1.EventTypeNormal, ReasonRegistered, "Register", "node %s registered", node.Name)
+	if ready {
+		l.initialized(ctx, claim, synced, true)
+	}
 	return 0, nil
 }
 
 // syncNode gives a registered Node its NodeClaim's labels (and the well-known labels of the launched type), the
-// termination finalizer and the NodeClaim as owner, and removes the unregistered taint.
-func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node) error {
+// termination finalizer and the NodeClaim as owner, and removes the unregistered taint; a node that is then ready
+// for pods is labelled initialized too. It starts from the cache's copy (a conflict reads the node again) and
+// returns the node as written.
+func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, node *corev1.Node) (*corev1.Node, error) {
 	its := l.opts.Provisioning.InstanceTypesOf(ctx, claim)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := l.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+	var written *corev1.Node
+	cur := node.DeepCopy()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if cur == nil {
+			got, err := l.opts.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur = got
 		}
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
@@ -72,9 +90,17 @@ func (l *Lifecycle) syncNode(ctx context.Context, claim *stevedorev1.NodeClaim, 
 				Kind: "NodeClaim", Name: claim.Name, UID: claim.UID, BlockOwnerDeletion: ptr.To(true)})
 		}
 		cur.Spec.Taints = registeredTaints(cur.Spec.Taints, claim.Spec.Taints)
-		_, err = l.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		if notInitialized(claim, cur) == "" {
+			cur.Labels[stevedorev1.LabelInitialized] = "true"
+		}
+		var err error
+		written, err = l.opts.Kube.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		if err != nil {
+			cur = nil // read it again
+		}
 		return err
 	})
+	return written, err
 }
 
 // registeredTaints are a registered node's taints: its own without the unregistered taint, and the NodeClaim's

@@ -6,11 +6,13 @@ package lifecycle
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -36,7 +38,7 @@ func TestRegisterSyncsNode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := launchedClaim().Obj()
-			node := test.Node(tc.node).ProviderID(n1ProviderID).
+			node := test.Node(tc.node).ProviderID(n1ProviderID).Ready(corev1.ConditionFalse).
 				Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).
 				Taint("dedicated", "batch", corev1.TaintEffectNoSchedule). // registered with it already: not doubled
 				Taint("example.com/agent", "", corev1.TaintEffectNoSchedule).
@@ -86,8 +88,8 @@ func TestRegisterSyncsNode(t *testing.T) {
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Registered" || c.Message != "node "+tc.node+" registered" {
 				t.Errorf("Registered condition = %+v, want True", c)
 			}
-			if ev := h.Events(); !reflect.DeepEqual(ev, []string{"Normal Registered node " + tc.node + " registered"}) {
-				t.Errorf("events = %q", ev)
+			if ev := h.Events(); len(ev) != 0 {
+				t.Errorf("events = %q, want none (the Registered condition records it)", ev)
 			}
 		})
 	}
@@ -95,14 +97,17 @@ func TestRegisterSyncsNode(t *testing.T) {
 
 func TestRegisterIsIdempotent(t *testing.T) {
 	claim := launchedClaim().Obj()
-	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
+	node := test.Node("n1").ProviderID(n1ProviderID).Ready(corev1.ConditionFalse).
+		Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
 	h := newHarness(t, claim, node)
 	for i := 0; i < 2; i++ {
 		if _, err := h.life.register(h.Ctx, claim); err != nil {
 			t.Fatalf("register #%d: %v", i+1, err)
 		}
-		if err := h.Listers.Add(h.Node("n1")); err != nil { // the informer catches up
-			t.Fatal(err)
+		for _, obj := range []runtime.Object{h.Node("n1"), h.claim()} { // the informers catch up
+			if err := h.Listers.Add(obj); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	got := h.Node("n1")
@@ -110,11 +115,40 @@ func TestRegisterIsIdempotent(t *testing.T) {
 		t.Errorf("node after two registrations: finalizers %q, owners %d, taints %+v; want each once",
 			got.Finalizers, len(got.OwnerReferences), got.Spec.Taints)
 	}
-	if ev := h.Events(); len(ev) != 1 {
-		t.Errorf("events = %q, want one Registered event", ev)
+	if ev := h.Events(); len(ev) != 0 {
+		t.Errorf("events = %q, want none", ev)
 	}
 	if n := test.Updated(h.Stevedore.Actions(), "nodeclaims", "status"); n != 1 {
 		t.Errorf("%d NodeClaim status updates, want 1", n)
+	}
+}
+
+// TestANodeReadyWhenItRegistersIsInitializedInTheSameStep: a node Ready with no taint left to wait for once the
+// unregistered one is gone is registered and initialized with one update of the node (labelled initialized) and
+// one of the NodeClaim's status, and provisioning is told at once.
+func TestANodeReadyWhenItRegistersIsInitializedInTheSameStep(t *testing.T) {
+	claim := launchedClaim().Obj()
+	node := test.Node("n1").ProviderID(n1ProviderID).Taint(stevedorev1.TaintUnregistered, "true", corev1.TaintEffectNoSchedule).Obj()
+	h := newHarness(t, claim, node)
+	if _, err := h.life.register(h.Ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range []string{stevedorev1.ConditionRegistered, stevedorev1.ConditionInitialized, stevedorev1.ConditionReady} {
+		if c := condition(h.claim(), cond); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("condition %s = %+v, want True", cond, c)
+		}
+	}
+	if got := h.Node("n1").Labels[stevedorev1.LabelInitialized]; got != "true" {
+		t.Errorf("node label %s = %q, want true", stevedorev1.LabelInitialized, got)
+	}
+	if n := test.Updated(h.Stevedore.Actions(), "nodeclaims", "status"); n != 1 {
+		t.Errorf("%d NodeClaim status updates, want 1", n)
+	}
+	if ev := h.Events(); len(ev) != 0 {
+		t.Errorf("events = %q, want none (the conditions record it)", ev)
+	}
+	if !slices.Contains(h.prov.told, "initialized c1") || !reflect.DeepEqual(h.initialized, []string{"n1"}) {
+		t.Errorf("provisioning told %q, OnInitialized %q; want c1 initialized, node n1", h.prov.told, h.initialized)
 	}
 }
 

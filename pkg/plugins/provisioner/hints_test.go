@@ -24,11 +24,11 @@ import (
 )
 
 func TestQueueingHintsRequeueOnlyForEventsThatMayHelp(t *testing.T) {
-	ours := test.Node("a").Labels(stevedorev1.LabelNodePool, "np").Obj()
-	theirs := test.Node("b").Obj()
 	bound := test.Pod("bound").Node("a").Obj()
 	unbound := test.Pod("unbound").Pending().Obj()
 	pending := test.Pod("pending").Pending().Obj()
+	awaiting := &Provisioner{shared: &Shared{prov: awaitBackend{waiting: sets.New(pending.UID)}}}
+	awaitingOther := &Provisioner{shared: &Shared{prov: awaitBackend{waiting: sets.New[types.UID]("another")}}}
 	for _, tc := range []struct {
 		name string
 		fn   fwk.QueueingHintFn
@@ -36,17 +36,17 @@ func TestQueueingHintsRequeueOnlyForEventsThatMayHelp(t *testing.T) {
 		new  any
 		want fwk.QueueingHint
 	}{
-		{"a node Stevedore launched", (&Provisioner{}).onStevedoreNode, nil, ours, fwk.Queue},
-		{"another node", (&Provisioner{}).onStevedoreNode, nil, theirs, fwk.QueueSkip},
-		{"a bound pod leaving", boundPodDeleted, bound, nil, fwk.Queue},
-		{"an unbound pod leaving", boundPodDeleted, unbound, nil, fwk.QueueSkip},
+		{"a bound pod leaving", (&Provisioner{}).boundPodDeleted, bound, nil, fwk.Queue},
+		{"an unbound pod leaving", (&Provisioner{}).boundPodDeleted, unbound, nil, fwk.QueueSkip},
+		{"a bound pod leaving, for a pod that waits for its planned node", awaiting.boundPodDeleted, bound, nil, fwk.QueueSkip},
+		{"a bound pod leaving, for a pod that waits for nothing", awaitingOther.boundPodDeleted, bound, nil, fwk.Queue},
 	} {
 		got, err := tc.fn(klog.Background(), pending, tc.old, tc.new)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := (&Provisioner{}).onStevedoreNode(klog.Background(), pending, nil, "not a node"); err == nil {
+	if _, err := (&Provisioner{}).boundPodDeleted(klog.Background(), pending, "not a pod", nil); err == nil {
 		t.Error("a wrong object type is not an error")
 	}
 }
@@ -63,12 +63,11 @@ func TestTheSchedulingQueueRetriesHeldPodsOnlyOnEventsThatMayHelp(t *testing.T) 
 		old, new any
 		retried  bool
 	}{
-		{"a node Stevedore launched registers", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, nil, ours, true},
-		{"a node Stevedore launched loses a taint", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeTaint}, ours, ours, true},
-		{"a node Stevedore launched is labelled initialized", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, ours, ours, true},
+		// the provisioner wakes the pods a node of its own helps (Activate): the queue need not weigh them all
+		{"a node Stevedore launched registers", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, nil, ours, false},
+		{"a node Stevedore launched is labelled initialized", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, ours, ours, false},
 		{"another node registers", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, nil, theirs, false},
 		{"a bound pod is deleted", fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, test.Pod("x").Node("a").Obj(), nil, true},
-		{"a node's allocatable changes (not an event the plugin registers)", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeAllocatable}, ours, ours, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -102,6 +101,14 @@ func TestTheSchedulingQueueRetriesHeldPodsOnlyOnEventsThatMayHelp(t *testing.T) 
 		})
 	}
 }
+
+// awaitBackend answers AwaitsNode from a set; the rest of Backend is not used by the hint.
+type awaitBackend struct {
+	Backend
+	waiting sets.Set[types.UID]
+}
+
+func (b awaitBackend) AwaitsNode(pod *corev1.Pod) bool { return b.waiting.Has(pod.UID) }
 
 // readyBackend answers NodeReadyFor from a set; the rest of Backend is not used by the queue's order.
 type readyBackend struct {

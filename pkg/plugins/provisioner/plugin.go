@@ -70,8 +70,6 @@ type Backend interface {
 	PodReserved(pod *v1.Pod, node string)
 	PodUnreserved(uid types.UID)
 	PodBound(ctx context.Context, uid types.UID, node string)
-	// NodeMayHelp reports whether a change to a node Stevedore launched may let the pod schedule.
-	NodeMayHelp(pod *v1.Pod, node string) bool
 	// IsNodeInitializing reports whether a node Stevedore launched is still initializing.
 	IsNodeInitializing(node string) bool
 	// NodeReadyFor reports whether the pod is planned on a node Stevedore launched that finished initializing.
@@ -79,6 +77,13 @@ type Backend interface {
 	// Hold says why a pod waits before entering the scheduling queue ("" if it does not): a disruption's
 	// successor is being nominated to the node its move planned.
 	Hold(ctx context.Context, pod *v1.Pod) string
+	// Admit says why a pod waits before entering the scheduling queue ("" if it goes now): a pod no node has room
+	// for is planned without a scheduling cycle, and a pod planned on a NodeClaim waits until its node is ready.
+	// Called with the queue's lock held.
+	Admit(ctx context.Context, pod *v1.Pod) string
+	// AwaitsNode reports whether the pod waits for a plan, or for the node planned for it to be ready: no room
+	// freed elsewhere helps it.
+	AwaitsNode(pod *v1.Pod) bool
 }
 
 // BuildFunc builds the backend once for the process, with the first plugin instance, while the scheduler sets up
@@ -178,9 +183,15 @@ func (q *ReadyNodeFirst) nodeReadyFor(e fwk.QueuedEntityInfo) bool {
 }
 
 // PreEnqueue holds the successor of a pod that disruption moves make-before-break until it is nominated to the
-// node the move planned for it: the scheduler then tries that node first, and counts the pod there meanwhile.
+// node the move planned for it (the scheduler then tries that node first, and counts the pod there meanwhile), and
+// plans the pods no node has room for before their first scheduling cycle: such a pod waits here, with nothing
+// written on it, until the node launched for it is ready, then goes for the one cycle that binds it
+// (Backend.Admit). A pod some node may take goes straight on.
 func (p *Provisioner) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if why := p.shared.prov.Hold(ctx, pod); why != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	if why := p.shared.prov.Admit(ctx, pod); why != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	return nil
@@ -307,41 +318,30 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 }
 
 // EventsToRegister lists the cluster events that may let a pod this plugin held back bind, each with a hint that
-// requeues the pod only when the event may help: the node launched for the pod appearing, its taints or labels
-// changing (its initialization finishing), a pod leaving a node (room freed).
+// requeues the pod only when the event may help: a pod leaving a node (room freed). What Stevedore's own state
+// holds a pod for (the node planned for it coming up and initializing, its plan dropped, the room kept for others)
+// changes with no cluster event the queue could match to the pod: the provisioner puts such a pod back in the
+// queue itself (SchedulingQueue.Activate) when it changes. Registering node events as well had the queue weigh
+// every pod held before it, thousands in a burst, at each of the hundreds of node registrations and updates.
 func (p *Provisioner) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: p.onStevedoreNode},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: boundPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.boundPodDeleted},
 	}, nil
 }
 
-// onStevedoreNode queues the pod when the node added or changed is one Stevedore launched and may help it
-// (Backend.NodeMayHelp): in a burst, hundreds of nodes register and initialize while thousands of pods wait, each
-// for its own node, and requeueing every pod on every node's event made the scheduling attempts grow with the
-// square of the burst.
-func (p *Provisioner) onStevedoreNode(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	node, ok := newObj.(*v1.Node)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("expected a Node, got %T", newObj)
-	}
-	if _, ours := node.Labels[stevedorev1.LabelNodePool]; !ours {
-		return fwk.QueueSkip, nil
-	}
-	if p.shared != nil && p.shared.prov != nil && !p.shared.prov.NodeMayHelp(pod, node.Name) {
-		return fwk.QueueSkip, nil
-	}
-	return fwk.Queue, nil
-}
-
-// boundPodDeleted queues the pod when a pod bound to a node is deleted (its room is free now).
-func boundPodDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+// boundPodDeleted queues the pod when a pod bound to a node is deleted (its room is free now), unless the pod waits
+// for a plan or for the node planned for it (Backend.AwaitsNode): in a burst thousands do, and each pod leaving
+// would send them all through PreEnqueue again.
+func (p *Provisioner) boundPodDeleted(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	gone, ok := oldObj.(*v1.Pod)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", oldObj)
 	}
-	if gone.Spec.NodeName != "" {
-		return fwk.Queue, nil
+	if gone.Spec.NodeName == "" {
+		return fwk.QueueSkip, nil
 	}
-	return fwk.QueueSkip, nil
+	if p.shared != nil && p.shared.prov != nil && p.shared.prov.AwaitsNode(pod) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }

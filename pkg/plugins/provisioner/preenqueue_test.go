@@ -34,6 +34,8 @@ func (b holdBackend) Hold(ctx context.Context, pod *corev1.Pod) string {
 	return b.Nominations.Hold(ctx, pod)
 }
 
+func (holdBackend) Admit(context.Context, *corev1.Pod) string { return "" }
+
 // TestASurgeSuccessorEntersTheQueueNominated runs kube-scheduler's real scheduling queue with the plugin at
 // PreEnqueue: a new pod of a ReplicaSet a surge expects on node "target" is held out of the queue, nominated
 // through the API, and enters the queue (activated by the nominations) only once the queue's copy shows it, so

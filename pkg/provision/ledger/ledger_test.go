@@ -156,10 +156,10 @@ func TestEveryChangeWakesThePodsItMayHelp(t *testing.T) {
 				f.claimEvents(ctx).OnDelete(cache.DeletedFinalStateUnknown{Key: "c1", Obj: deleting})
 			},
 			wantWoken: map[string][]string{WakePlanDropped: {"a"}}},
-		{name: "a NodeClaim's node initializes: the pods it refused are woken",
+		{name: "a NodeClaim's node initializes: the pods planned there and those it refused are woken",
 			plan: map[string][]string{"c1": {"a"}, "c2": {"b"}}, refused: map[string][]string{"c1": {"c"}, "c2": {"d"}},
 			change:    func(ctx context.Context, f *fixture) { f.Initialized(ctx, "c1") },
-			wantWoken: map[string][]string{WakeNodeInitialized: {"c"}},
+			wantWoken: map[string][]string{WakeNodeInitialized: {"a", "c"}},
 			wantPlan:  map[string]string{"a": "c1", "b": "c2"}},
 		{name: "the pods bound or gone are swept: nobody is woken",
 			plan: map[string][]string{"c1": {"a", "b"}}, refused: map[string][]string{"c1": {"b"}},

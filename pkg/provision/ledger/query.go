@@ -151,3 +151,22 @@ func (l *Ledger) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo, daemons func(fw
 	}
 	return sets.New(taken...), true
 }
+
+// KeptOn is what a node keeps for the pods planned on it that are not being bound, and whether it takes a pod
+// planned on no NodeClaim at all: not while the node of its NodeClaim is initializing (its room is planned for
+// others). A node of no NodeClaim the ledger knows keeps nothing.
+func (l *Ledger) KeptOn(node string) (kept solver.Requests, takes bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	claim, ok := l.claimOfNode[node]
+	if !ok {
+		return solver.Requests{}, true
+	}
+	if l.initializingLocked(claim) {
+		return solver.Requests{}, false
+	}
+	if c := l.claims[claim]; c != nil {
+		kept = c.kept
+	}
+	return kept, true
+}

@@ -17,21 +17,25 @@ import (
 )
 
 // Initialized records that a NodeClaim's node finished initializing: the pods planned there go first in the
-// scheduling queue (ReadyFirst), and the pods it refused are woken (NodeInitialized).
+// scheduling queue (ReadyFirst), and they and the pods it refused are woken (NodeInitialized): the pods planned
+// there wait for it before the queue.
 func (l *Ledger) Initialized(ctx context.Context, claim string) {
 	l.mu.Lock()
 	c := l.claimLocked(claim)
 	if c.readyAt.IsZero() {
 		c.readyAt = l.opts.Clock.Now()
 	}
-	refused := l.takeRefusedLocked(claim)
+	woken := l.takeRefusedLocked(claim)
 	planned := make([]types.UID, 0, len(c.pods))
-	for uid := range c.pods {
+	for uid, pod := range c.pods {
 		planned = append(planned, uid)
+		if _, binding := l.binding[uid]; !binding {
+			woken = append(woken, pod)
+		}
 	}
 	l.mu.Unlock()
 	l.readyFirst.add(planned)
-	l.wake(ctx, WakeNodeInitialized, refused)
+	l.wake(ctx, WakeNodeInitialized, woken)
 }
 
 // ReadyFirstAll puts pods first in the scheduling queue: the node planned for them is ready.

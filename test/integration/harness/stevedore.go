@@ -7,13 +7,13 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -177,29 +177,24 @@ func DumpUnbound(t testing.TB, sb *sandbox.Sandbox, ns string) {
 	}
 }
 
-// NominatedNode returns the node Stevedore's Nominated event named for a pod ("" if none).
-func NominatedNode(t testing.TB, sb *sandbox.Sandbox, ns, pod string) string {
+// PlannedNode returns the node of the NodeClaim whose planned-pods annotation names the pod ("" if none, or if that
+// NodeClaim has no node yet): the node Stevedore launched for it.
+func PlannedNode(t testing.TB, sb *sandbox.Sandbox, ns, pod string) string {
 	t.Helper()
-	list, err := sb.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("regarding.name", pod).String()})
+	claims, err := sb.Stevedore.StevedoreV1().NodeClaims().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var latest *eventsv1.Event
-	for i := range list.Items {
-		ev := &list.Items[i]
-		if ev.Reason == "Nominated" && (latest == nil || ev.CreationTimestamp.After(latest.CreationTimestamp.Time)) {
-			latest = ev
+	node := ""
+	var newest time.Time
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if slices.Contains(strings.Split(c.Annotations[stevedorev1.AnnotationPlannedPods], ","), ns+"/"+pod) &&
+			!c.CreationTimestamp.Time.Before(newest) {
+			node, newest = c.Status.NodeName, c.CreationTimestamp.Time
 		}
 	}
-	if latest == nil {
-		return ""
-	}
-	fields := strings.Fields(strings.TrimPrefix(latest.Note, "nominated to node "))
-	if len(fields) == 0 {
-		return ""
-	}
-	return strings.TrimSuffix(fields[0], ",")
+	return node
 }
 
 // NodeClaimsOf lists a NodePool's NodeClaims.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -53,13 +54,18 @@ func TestMetricsEventsAndStatusFollowALaunch(t *testing.T) {
 		}
 	}
 
-	// events on a pod and on its NodeClaim
-	if e := harness.WaitEvent(t, sb, names[0], "Nominated"); !strings.Contains(e, bound[names[0]].Spec.NodeName) {
-		t.Errorf("the Nominated event does not name the node %s: %s", bound[names[0]].Spec.NodeName, e)
+	// events on a pod and on its NodeClaim: the pod's names the NodeClaim it waits for, the NodeClaim's its node
+	// and its pods
+	node, err := sb.Kube.CoreV1().Nodes().Get(context.Background(), bound[names[0]].Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	claims := harness.NodeClaimsOf(t, sb, "observe")
-	for _, reason := range []string{"Launched", "Registered", "Initialized"} {
-		harness.WaitEvent(t, sb, claims[0].Name, reason)
+	claim := node.Labels[stevedorev1.LabelNodeClaim]
+	if e := harness.WaitEvent(t, sb, names[0], "Nominated"); !strings.Contains(e, claim) {
+		t.Errorf("the Nominated event does not name the NodeClaim %s: %s", claim, e)
+	}
+	if e := harness.WaitEvent(t, sb, claim, "Launched"); !strings.Contains(e, node.Name) || !strings.Contains(e, ns+"/"+names[0]) {
+		t.Errorf("the Launched event does not name the node %s and the pod %s: %s", node.Name, names[0], e)
 	}
 
 	// the NodePool's status and gauges

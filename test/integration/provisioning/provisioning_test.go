@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		func(s *sandbox.Sandbox) { sb = s })
 }
 
-func TestABurstOfPodsGetsNodesAndEveryPodBindsWhereItWasNominated(t *testing.T) {
+func TestABurstOfPodsGetsNodesAndEveryPodBindsWhereItWasPlanned(t *testing.T) {
 	ns := harness.Namespace(t, sb)
 	harness.NodePool(t, sb, "burst", "burst")
 	ps, names := harness.Pods(ns, "burst", "web", 12, "700m", "1Gi")
@@ -49,8 +49,8 @@ func TestABurstOfPodsGetsNodesAndEveryPodBindsWhereItWasNominated(t *testing.T) 
 		if !nodes[p.Spec.NodeName] {
 			t.Errorf("pod %s bound to %s, which Stevedore did not launch", name, p.Spec.NodeName)
 		}
-		if nominated := harness.NominatedNode(t, sb, ns, name); nominated != "" && nominated != p.Spec.NodeName {
-			t.Errorf("pod %s was nominated to %s but bound to %s", name, nominated, p.Spec.NodeName)
+		if planned := harness.PlannedNode(t, sb, ns, name); planned != p.Spec.NodeName {
+			t.Errorf("pod %s was planned on %q but bound to %s", name, planned, p.Spec.NodeName)
 		}
 	}
 	node := harness.Node(t, sb, claims[0].Status.NodeName)

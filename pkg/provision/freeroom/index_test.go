@@ -1,0 +1,168 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package freeroom
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/test"
+)
+
+// keepsNothing is a Kept for clusters with no room planned.
+func keepsNothing(*corev1.Node, func(types.UID) bool) (solver.Requests, bool) {
+	return solver.Requests{}, true
+}
+
+func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
+	node := func(name string) *test.NodeWrapper {
+		return test.Node(name).Allocatable("cpu", "4", "memory", "16Gi", "pods", "110")
+	}
+	pod := func(name string) *test.PodWrapper { return test.Pod(name).Pending().Req("cpu", "1", "memory", "1Gi") }
+	tests := []struct {
+		name  string
+		nodes []*corev1.Node
+		bound []*corev1.Pod
+		kept  Kept
+		pod   *corev1.Pod
+		want  string
+	}{
+		{name: "the first node by name with room",
+			nodes: []*corev1.Node{node("b").Obj(), node("a").Obj()}, pod: pod("p").Obj(), want: "a"},
+		{name: "no node",
+			pod: pod("p").Obj(), want: ""},
+		{name: "a node full of bound pods is passed over",
+			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()},
+			bound: []*corev1.Pod{test.Pod("x").Node("a").Req("cpu", "3500m").Obj()}, pod: pod("p").Obj(), want: "b"},
+		{name: "a pod that finished frees its room",
+			nodes: []*corev1.Node{node("a").Obj()},
+			bound: []*corev1.Pod{test.Pod("x").Node("a").Req("cpu", "3500m").Phase(corev1.PodSucceeded).Obj()}, pod: pod("p").Obj(), want: "a"},
+		{name: "no node has room for the pod's memory",
+			nodes: []*corev1.Node{node("a").Obj()}, pod: test.Pod("p").Pending().Req("cpu", "1", "memory", "20Gi").Obj(), want: ""},
+		{name: "a node with no pod slot left is passed over",
+			nodes: []*corev1.Node{test.Node("a").Allocatable("cpu", "4", "memory", "16Gi", "pods", "1").Obj()},
+			bound: []*corev1.Pod{test.Pod("x").Node("a").Obj()}, pod: pod("p").Obj(), want: ""},
+		{name: "a cordoned node is passed over",
+			nodes: []*corev1.Node{node("a").Unschedulable().Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b"},
+		{name: "a NoSchedule taint the pod does not tolerate",
+			nodes: []*corev1.Node{node("a").Taint("CriticalAddonsOnly", "true", corev1.TaintEffectNoSchedule).Obj()}, pod: pod("p").Obj(), want: ""},
+		{name: "a PreferNoSchedule taint does not keep the pod off",
+			nodes: []*corev1.Node{node("a").Taint("spot", "true", corev1.TaintEffectPreferNoSchedule).Obj()}, pod: pod("p").Obj(), want: "a"},
+		{name: "a taint the pod tolerates",
+			nodes: []*corev1.Node{node("a").Taint("CriticalAddonsOnly", "true", corev1.TaintEffectNoSchedule).Obj()},
+			pod:   pod("p").Toleration("CriticalAddonsOnly", corev1.TolerationOpExists, "", corev1.TaintEffectNoSchedule).Obj(), want: "a"},
+		{name: "a node the pod's node selector does not match",
+			nodes: []*corev1.Node{node("a").Labels("team", "x").Obj(), node("b").Labels("team", "y").Obj()},
+			pod:   pod("p").NodeSelector("team", "y").Obj(), want: "b"},
+		{name: "a node that takes no unplanned pod (coming up for others)",
+			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
+				return solver.Requests{}, n.Name != "a"
+			}},
+		{name: "the room a node keeps for the pods planned there",
+			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
+				if n.Name == "a" {
+					return solver.Requests{MilliCPU: 3500, Pods: 3}, true
+				}
+				return solver.Requests{}, true
+			}},
+		{name: "a DaemonSet's pod on the node is seen by the keeper",
+			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()},
+			bound: []*corev1.Pod{test.Pod("ds-a").Node("a").OwnedBy("DaemonSet", "agent").Obj()}, pod: pod("p").Obj(), want: "a",
+			kept: func(_ *corev1.Node, hasDaemon func(types.UID) bool) (solver.Requests, bool) {
+				if hasDaemon("DaemonSet-agent") {
+					return solver.Requests{}, true
+				}
+				return solver.Requests{MilliCPU: 3500}, true // the agent's room, not bound yet
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := New(clocktesting.NewFakeClock(time.Now()))
+			for _, n := range tc.nodes {
+				x.setNode(n)
+			}
+			for _, p := range tc.bound {
+				x.setPod(p)
+			}
+			kept := tc.kept
+			if kept == nil {
+				kept = keepsNothing
+			}
+			if got := x.Send(klog.Background(), tc.pod, solver.PodRequests(tc.pod), kept); got != tc.want {
+				t.Errorf("Send = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTheRoomOfAPodSentIsHeldUntilItBindsOrIsGivenBack: a node with room for one pod takes the first pod sent,
+// not the second; the room comes back when the first is bound elsewhere, is given back, is deleted, or is held
+// longer than sentTTL.
+func TestTheRoomOfAPodSentIsHeldUntilItBindsOrIsGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release func(x *Index, clk *clocktesting.FakeClock, first *corev1.Pod)
+	}{
+		{"bound to another node", func(x *Index, _ *clocktesting.FakeClock, first *corev1.Pod) {
+			bound := first.DeepCopy()
+			bound.Spec.NodeName = "elsewhere"
+			x.setPod(bound)
+		}},
+		{"given back", func(x *Index, _ *clocktesting.FakeClock, first *corev1.Pod) { x.Unsend(first.UID) }},
+		{"deleted", func(x *Index, _ *clocktesting.FakeClock, first *corev1.Pod) {
+			x.deletePod(cache.DeletedFinalStateUnknown{Key: "default/first", Obj: first})
+		}},
+		{"held too long", func(_ *Index, clk *clocktesting.FakeClock, _ *corev1.Pod) { clk.Step(sentTTL + time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			x := New(clk)
+			x.setNode(test.Node("a").Allocatable("cpu", "2", "memory", "8Gi", "pods", "110").Obj())
+			first := test.Pod("first").Pending().Req("cpu", "1500m").Obj()
+			second := test.Pod("second").Pending().Req("cpu", "1500m").Obj()
+			if got := x.Send(klog.Background(), first, solver.PodRequests(first), keepsNothing); got != "a" {
+				t.Fatalf("first pod sent to %q, want a", got)
+			}
+			if got := x.Send(klog.Background(), second, solver.PodRequests(second), keepsNothing); got != "" {
+				t.Fatalf("second pod sent to %q while the first holds the room", got)
+			}
+			tc.release(x, clk, first)
+			if got := x.Send(klog.Background(), second, solver.PodRequests(second), keepsNothing); got != "a" {
+				t.Errorf("second pod sent to %q once the first let the room go, want a", got)
+			}
+		})
+	}
+}
+
+// TestPodsBoundBeforeTheirNodeIsSeenCountOnceItIs: the informers deliver a pod bound to a node before the node;
+// its room is counted when the node comes, and a node deleted is no longer offered.
+func TestPodsBoundBeforeTheirNodeIsSeenCountOnceItIs(t *testing.T) {
+	x := New(clocktesting.NewFakeClock(time.Now()))
+	x.setPod(test.Pod("early").Node("a").Req("cpu", "3").Obj())
+	node := test.Node("a").Allocatable("cpu", "4", "memory", "16Gi", "pods", "110").Obj()
+	x.setNode(node)
+	pod := test.Pod("p").Pending().Req("cpu", "2").Obj()
+	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "" {
+		t.Errorf("sent to %q, a node whose early pod leaves 1 CPU", got)
+	}
+	x.deletePod(test.Pod("early").Node("a").Req("cpu", "3").Obj())
+	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "a" {
+		t.Errorf("sent to %q, want a once the early pod left", got)
+	}
+	x.Unsend(pod.UID)
+	x.deleteNode(node)
+	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "" {
+		t.Errorf("sent to %q, a node that was deleted", got)
+	}
+}
