@@ -5,7 +5,8 @@
 # this repository. Then BenchmarkBesideKarpenterLive<N> of test/bench scales the same workload out with each side
 # in fresh sandboxes, alternating which goes first, and reports per round and the medians and ranges.
 #
-# BENCH_LIVE_SIZES (default "1000 3000 5000") and STEVEDORE_LIVE_ROUNDS (default 3) change the work.
+# BENCH_LIVE_SIZES (default "1000 3000 5000"; 20000 is one more size, of one round unless STEVEDORE_LIVE_ROUNDS says
+# otherwise) and STEVEDORE_LIVE_ROUNDS (default 3) change the work; STEVEDORE_LIVE_SIDES=stevedore (or karpenter) runs one side.
 set -euo pipefail
 src=${1:?usage: bench-karpenter-live.sh KARPENTER_CHECKOUT}
 root=$(cd "$(dirname "$0")/.." && pwd)

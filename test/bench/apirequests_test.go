@@ -51,18 +51,27 @@ func apiRequests(b *testing.B) map[string]float64 {
 
 // apiWrites sums the writes (POST, PUT, PATCH, DELETE, APPLY) since before, and describes the largest kinds.
 func apiWrites(before, after map[string]float64, top int) (float64, string) {
-	writes := map[string]float64{}
+	writes := writesSince(before, after)
 	total := 0.0
+	for _, d := range writes {
+		total += d
+	}
+	return total, largest(writes, top)
+}
+
+// writesSince counts the writes (POST, PUT, PATCH, DELETE, APPLY) since before, by verb and resource.
+func writesSince(before, after map[string]float64) map[string]float64 {
+	writes := map[string]float64{}
 	for k, v := range after {
-		d := v - before[k]
 		verb, _, _ := strings.Cut(k, " ")
 		switch verb {
 		case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
-			total += d
-			writes[k] = d
+			if d := v - before[k]; d > 0 {
+				writes[k] = d
+			}
 		}
 	}
-	return total, largest(writes, top)
+	return writes
 }
 
 // largest describes the top counts above zero, largest first (ties by name).

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -39,37 +41,61 @@ import (
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
-// BenchmarkBesideKarpenterLive1000, 3000 and 5000 scale a workload out from nothing, once with Stevedore (the
+// BenchmarkBesideKarpenterLive1000, 3000, 5000 and 20000 scale a workload out from nothing, once with Stevedore (the
 // scheduler binary with its production profile) and once with Karpenter's own controller (its kwok cloud provider)
 // beside kube-scheduler (the same binary with the Stevedore plugins taken out of its profile, and the same client
 // rate limits), each in a fresh sandbox on this machine, alternating which goes first, for
-// $STEVEDORE_LIVE_ROUNDS rounds (default 3). The workload is what a user scales: two Deployments of pods
-// requesting 700m and 1Gi, a tenth of them spread over zones (maxSkew 1), on 4-vCPU on-demand amd64 types,
+// $STEVEDORE_LIVE_ROUNDS rounds (default 3; 1 at 20000 pods). The workload is what a user scales: two Deployments
+// of pods requesting 700m and 1Gi, a tenth of them spread over zones (maxSkew 1), on 4-vCPU on-demand amd64 types,
 // launches instant on both sides. Each run reports the time from the Deployments' creation until every pod is
-// Running, the part of it after the last pod was created, the nodes launched and the CPU seconds of the
-// autoscaling processes (Stevedore's scheduler; Karpenter and kube-scheduler together); the summary gives the
-// medians and ranges.
+// Running, the part of it after the last pod was created, the rate pods were bound at, the nodes launched, the CPU
+// seconds and peak RSS of the autoscaling processes (Stevedore's scheduler; Karpenter and kube-scheduler), the
+// sandbox's CPU seconds and the API writes per pod, by verb and resource; Stevedore's side also the hourly cost of
+// its nodes over the offline plan's (`scheduler plan`) for the same pods. The summary gives the medians and ranges.
+// $STEVEDORE_LIVE_SIDES=stevedore (or karpenter) runs one side only.
 //
 // It needs $KARPENTER_KWOK_BIN (Karpenter's kwok provider, built from sigs.k8s.io/karpenter/kwok) and
 // $KARPENTER_CRDS (the folder of its CRDs, kwok/charts/crds of the same checkout); hack/bench-karpenter-live.sh
 // builds both in a scratch folder. Without them it is skipped.
-func BenchmarkBesideKarpenterLive1000(b *testing.B) { besideKarpenterLive(b, 1000) }
-func BenchmarkBesideKarpenterLive3000(b *testing.B) { besideKarpenterLive(b, 3000) }
-func BenchmarkBesideKarpenterLive5000(b *testing.B) { besideKarpenterLive(b, 5000) }
+func BenchmarkBesideKarpenterLive1000(b *testing.B)  { besideKarpenterLive(b, 1000, 3) }
+func BenchmarkBesideKarpenterLive3000(b *testing.B)  { besideKarpenterLive(b, 3000, 3) }
+func BenchmarkBesideKarpenterLive5000(b *testing.B)  { besideKarpenterLive(b, 5000, 3) }
+func BenchmarkBesideKarpenterLive20000(b *testing.B) { besideKarpenterLive(b, 20000, 1) }
 
 // liveRun is one side's figures in one round.
 type liveRun struct {
 	total, afterCreated time.Duration
 	nodes               int
-	cpuSeconds          float64
+	// cpuSeconds sums the autoscaling processes' CPU; peakRSS is the largest of their peak RSS (Stevedore's scheduler,
+	// Karpenter's controller)
+	cpuSeconds, peakRSS float64
+	sandboxCPU          float64
+	// writes are the API writes while the pods came up, by "VERB resource[/subresource]"
+	writes map[string]float64
+	// bindRate is the pods bound per second between the first binding and the last
+	bindRate float64
+	// cost is the nodes' hourly price over the offline plan's for the same pods (Stevedore's side; 0 on Karpenter's)
+	cost float64
 }
 
-func besideKarpenterLive(b *testing.B, n int32) {
+func (r liveRun) writesTotal() float64 {
+	total := 0.0
+	for _, v := range r.writes {
+		total += v
+	}
+	return total
+}
+
+func besideKarpenterLive(b *testing.B, n int32, defaultRounds int) {
 	karpenterBin, crds := os.Getenv("KARPENTER_KWOK_BIN"), os.Getenv("KARPENTER_CRDS")
-	if karpenterBin == "" || crds == "" {
+	sides := os.Getenv("STEVEDORE_LIVE_SIDES")
+	if sides == "" {
+		sides = "stevedore karpenter"
+	}
+	if strings.Contains(sides, "karpenter") && (karpenterBin == "" || crds == "") {
 		b.Skip("KARPENTER_KWOK_BIN and KARPENTER_CRDS are not set (hack/bench-karpenter-live.sh sets them)")
 	}
-	rounds := 3
+	rounds := defaultRounds
 	if v := os.Getenv("STEVEDORE_LIVE_ROUNDS"); v != "" {
 		r, err := strconv.Atoi(v)
 		if err != nil || r < 1 {
@@ -80,6 +106,9 @@ func besideKarpenterLive(b *testing.B, n int32) {
 	bin := schedulerBinary(b)
 	runs := map[string][]liveRun{}
 	side := func(name string, round int, run func(*testing.B) liveRun) {
+		if !strings.Contains(sides, name) {
+			return
+		}
 		b.Run(fmt.Sprintf("round%d-%s", round, name), func(b *testing.B) {
 			r := run(b)
 			runs[name] = append(runs[name], r)
@@ -87,6 +116,14 @@ func besideKarpenterLive(b *testing.B, n int32) {
 			b.ReportMetric(r.afterCreated.Seconds(), "s-last-created-to-all-running")
 			b.ReportMetric(float64(r.nodes), "nodes")
 			b.ReportMetric(r.cpuSeconds, "autoscaler-CPU-s")
+			b.ReportMetric(1000*r.cpuSeconds/float64(n), "autoscaler-CPU-ms/pod")
+			b.ReportMetric(r.peakRSS/(1<<20), "autoscaler-peak-RSS-MiB")
+			b.ReportMetric(r.sandboxCPU, "sandbox-CPU-s")
+			b.ReportMetric(r.writesTotal()/float64(n), "API-writes/pod")
+			b.ReportMetric(r.bindRate, "pods-bound/s")
+			if r.cost > 0 {
+				b.ReportMetric(r.cost, "cost/offline-plan")
+			}
 		})
 	}
 	stevedore := func(b *testing.B) liveRun { return liveStevedore(b, bin, n) }
@@ -101,29 +138,73 @@ func besideKarpenterLive(b *testing.B, n int32) {
 		}
 	}
 	if len(runs["stevedore"]) != rounds || len(runs["karpenter"]) != rounds {
-		return // a round failed and said why
+		return // a round failed and said why, or one side only ran
 	}
-	b.Run("summary", func(b *testing.B) {
-		s, k := runs["stevedore"], runs["karpenter"]
-		total := func(r liveRun) float64 { return r.total.Seconds() }
-		after := func(r liveRun) float64 { return r.afterCreated.Seconds() }
-		b.ReportMetric(median(s, total), "stevedore-s-until-all-running")
-		b.ReportMetric(median(k, total), "karpenter-s-until-all-running")
-		b.ReportMetric(median(s, after), "stevedore-s-last-created-to-all-running")
-		b.ReportMetric(median(k, after), "karpenter-s-last-created-to-all-running")
-		ratios := make([]float64, rounds)
-		for i := range ratios {
-			ratios[i] = k[i].total.Seconds() / s[i].total.Seconds()
+	b.Run("summary", func(b *testing.B) { liveSummary(b, runs["stevedore"], runs["karpenter"], n) })
+}
+
+// liveSummary reports the medians of both sides and the ratios, and logs the writes per pod by kind.
+func liveSummary(b *testing.B, s, k []liveRun, n int32) {
+	total := func(r liveRun) float64 { return r.total.Seconds() }
+	after := func(r liveRun) float64 { return r.afterCreated.Seconds() }
+	perPod := func(r liveRun) float64 { return r.writesTotal() / float64(n) }
+	b.ReportMetric(median(s, total), "stevedore-s-until-all-running")
+	b.ReportMetric(median(k, total), "karpenter-s-until-all-running")
+	b.ReportMetric(median(s, after), "stevedore-s-last-created-to-all-running")
+	b.ReportMetric(median(k, after), "karpenter-s-last-created-to-all-running")
+	ratios := make([]float64, len(s))
+	writeRatios := make([]float64, len(s))
+	for i := range ratios {
+		ratios[i] = k[i].total.Seconds() / s[i].total.Seconds()
+		writeRatios[i] = s[i].writesTotal() / k[i].writesTotal()
+	}
+	b.ReportMetric(median(k, total)/median(s, total), "speed-up")
+	b.ReportMetric(slices.Min(ratios), "speed-up-min")
+	b.ReportMetric(slices.Max(ratios), "speed-up-max")
+	b.ReportMetric(median(s, perPod), "stevedore-API-writes/pod")
+	b.ReportMetric(median(k, perPod), "karpenter-API-writes/pod")
+	b.ReportMetric(slices.Max(writeRatios), "writes-ratio-max")
+	b.ReportMetric(median(s, func(r liveRun) float64 { return float64(r.nodes) }), "stevedore-nodes")
+	b.ReportMetric(median(k, func(r liveRun) float64 { return float64(r.nodes) }), "karpenter-nodes")
+	b.ReportMetric(median(s, func(r liveRun) float64 { return r.cpuSeconds }), "stevedore-CPU-s")
+	b.ReportMetric(median(k, func(r liveRun) float64 { return r.cpuSeconds }), "karpenter-CPU-s")
+	b.ReportMetric(median(s, func(r liveRun) float64 { return 1000 * r.cpuSeconds / float64(n) }), "stevedore-CPU-ms/pod")
+	b.ReportMetric(median(s, func(r liveRun) float64 { return r.peakRSS / (1 << 20) }), "stevedore-peak-RSS-MiB")
+	b.ReportMetric(median(k, func(r liveRun) float64 { return r.peakRSS / (1 << 20) }), "karpenter-peak-RSS-MiB")
+	b.ReportMetric(median(s, func(r liveRun) float64 { return r.cost }), "stevedore-cost/offline-plan")
+	b.Logf("per round, Stevedore then Karpenter, s until all Running: %s", roundsOf(s, k))
+	b.Logf("API writes per pod by kind, medians, Stevedore: %s", writesPerPod(s, n))
+	b.Logf("API writes per pod by kind, medians, Karpenter and kube-scheduler: %s", writesPerPod(k, n))
+}
+
+// writesPerPod describes the median writes per pod of each kind over the runs, largest first.
+func writesPerPod(runs []liveRun, n int32) string {
+	kinds := map[string]bool{}
+	for _, r := range runs {
+		for k := range r.writes {
+			kinds[k] = true
 		}
-		b.ReportMetric(median(k, total)/median(s, total), "speed-up")
-		b.ReportMetric(slices.Min(ratios), "speed-up-min")
-		b.ReportMetric(slices.Max(ratios), "speed-up-max")
-		b.ReportMetric(median(s, func(r liveRun) float64 { return float64(r.nodes) }), "stevedore-nodes")
-		b.ReportMetric(median(k, func(r liveRun) float64 { return float64(r.nodes) }), "karpenter-nodes")
-		b.ReportMetric(median(s, func(r liveRun) float64 { return r.cpuSeconds }), "stevedore-CPU-s")
-		b.ReportMetric(median(k, func(r liveRun) float64 { return r.cpuSeconds }), "karpenter-CPU-s")
-		b.Logf("per round, Stevedore then Karpenter, s until all Running: %s", roundsOf(s, k))
-	})
+	}
+	perPod := map[string]float64{}
+	for k := range kinds {
+		perPod[k] = median(runs, func(r liveRun) float64 { return r.writes[k] }) / float64(n)
+	}
+	type kv struct {
+		k string
+		v float64
+	}
+	var rows []kv
+	for k, v := range perPod {
+		if v >= 0.005 {
+			rows = append(rows, kv{k, v})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].v > rows[j].v || rows[i].v == rows[j].v && rows[i].k < rows[j].k })
+	parts := make([]string, 0, len(rows))
+	for _, r := range rows {
+		parts = append(parts, fmt.Sprintf("%s %.2f", r.k, r.v))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func median(runs []liveRun, of func(liveRun) float64) float64 {
@@ -190,10 +271,37 @@ func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 		b.Fatal(err)
 	}
 	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: stevedorev1.SchemeGroupVersion.Group, Version: "v1", Resource: "nodepools"}, np.Name)
-	r := runWorkload(b, sb, harness.StevedoreSchedulerName, n)
-	r.nodes = len(harness.LiveNodeClaimsOf(b, sb, "live"))
-	_, r.cpuSeconds = procStats(b, pid)
-	b.Logf("wake-ups: %s", schedulerCounters(b, port, "stevedore_pods_woken_total"))
+	start := time.Now()
+	profiled := profileScheduler(port)
+	profileSelf(b, "STEVEDORE_SANDBOX_PROFILE")
+	r, pods := runWorkload(b, sb, harness.StevedoreSchedulerName, n)
+	if err := <-profiled; err != nil {
+		b.Errorf("profiling the scheduler: %v", err)
+	}
+	claims := harness.LiveNodeClaimsOf(b, sb, "live")
+	r.nodes = len(claims)
+	r.peakRSS, r.cpuSeconds = procStats(b, pid)
+	cost := 0.0
+	for _, c := range claims {
+		cost += stevedorev1.ParsePrice(c.Status.Price)
+	}
+	objs := []runtime.Object{np.DeepCopy()}
+	var cpu, mem float64
+	for _, obj := range pods {
+		objs = append(objs, obj)
+		req := obj.(*corev1.Pod).Spec.Containers[0].Resources.Requests
+		cpu += float64(req.Cpu().MilliValue())
+		mem += float64(req.Memory().Value())
+	}
+	if _, plan := solveOffline(b, objs, cpu, mem); plan > 0 {
+		r.cost = cost / plan
+	}
+	b.Logf("nodes $%.4f/h, %.4fx the offline plan; seconds from the Deployments' creation (first, median, last): %s", cost, r.cost,
+		claimTimeline(start, claims))
+	b.Logf("scheduler counters: %s", schedulerCounters(b, port, "stevedore_pods_woken_total", "stevedore_pods_admitted_total",
+		"stevedore_provisioning_unschedulable_pods_total", "stevedore_deletion_cost_pod_patches_total",
+		"scheduler_schedule_attempts_total"))
+	b.Logf("FailedScheduling events by note: %s", failedSchedulingNotes(b, sb, 4))
 	return r
 }
 
@@ -249,15 +357,17 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 	karpenterPID := runKarpenter(b, karpenterBin, karpenterInstanceTypes(b), sb)
 	schedulerPID, _, _ := runScheduler(b, schedulerBin, kubeSchedulerConfig(b), sb)
 	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}, "live")
-	r := runWorkload(b, sb, corev1.DefaultSchedulerName, n)
+	r, _ := runWorkload(b, sb, corev1.DefaultSchedulerName, n)
 	claims, err := dyn.Resource(schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	r.nodes = len(claims.Items)
-	_, karpenterCPU := procStats(b, karpenterPID)
-	_, schedulerCPU := procStats(b, schedulerPID)
-	r.cpuSeconds = karpenterCPU + schedulerCPU
+	karpenterRSS, karpenterCPU := procStats(b, karpenterPID)
+	schedulerRSS, schedulerCPU := procStats(b, schedulerPID)
+	r.cpuSeconds, r.peakRSS = karpenterCPU+schedulerCPU, karpenterRSS
+	b.Logf("Karpenter: %.1f CPU s, peak RSS %.0f MiB; kube-scheduler: %.1f CPU s, peak RSS %.0f MiB", karpenterCPU, karpenterRSS/(1<<20),
+		schedulerCPU, schedulerRSS/(1<<20))
 	return r
 }
 
@@ -405,15 +515,17 @@ func waitNodePoolReady(b *testing.B, sb *sandbox.Sandbox, gvr schema.GroupVersio
 	}
 }
 
-// runWorkload creates the Deployments in a fresh namespace and times them until every pod is Running.
-func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int32) liveRun {
+// runWorkload creates the Deployments in a fresh namespace and times them until every pod is Running; it returns the
+// run's figures and the pods as they came up (for the offline plan of the same pods).
+func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int32) (liveRun, []runtime.Object) {
 	ctx := context.Background()
 	ns := harness.Namespace(b, sb)
 	factory := informers.NewSharedInformerFactoryWithOptions(sb.Kube, 0, informers.WithNamespace(ns))
 	podInformer := factory.Core().V1().Pods().Informer()
 	var mu sync.Mutex
 	seen, bound, running := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	var lastCreated, allRunning time.Time
+	pods := map[string]*corev1.Pod{}
+	var lastCreated, allRunning, firstBound, lastBound time.Time
 	observe := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -428,8 +540,15 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 				lastCreated = now
 			}
 		}
-		if pod.Spec.NodeName != "" {
+		if pod.Spec.NodeName != "" && !bound[pod.Name] {
 			bound[pod.Name] = true
+			if firstBound.IsZero() {
+				firstBound = now
+			}
+			lastBound = now
+		}
+		if _, ok := pods[pod.Name]; !ok {
+			pods[pod.Name] = pod
 		}
 		if pod.Status.Phase == corev1.PodRunning && !running[pod.Name] {
 			running[pod.Name] = true
@@ -488,12 +607,29 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 	defer mu.Unlock()
 	b.Logf("every 10 s: pods created/bound/Running, nodes Ready/all: %s", strings.Join(progress, "; "))
 	_, sandboxCPU := procStats(b, os.Getpid())
-	writes, kinds := apiWrites(requestsBefore, apiRequests(b), 8)
-	b.Logf("sandbox CPU %.1f s; API writes: %.0f (%s); events: %s", sandboxCPU-sandboxCPUBefore, writes, kinds, eventsByReason(b, sb, 6))
+	writes := writesSince(requestsBefore, apiRequests(b))
+	total, kinds := apiWrites(requestsBefore, apiRequests(b), 24)
+	b.Logf("sandbox CPU %.1f s; API writes: %.0f (%s); events: %s", sandboxCPU-sandboxCPUBefore, total, kinds, eventsByReason(b, sb, 8))
 	if err != nil {
 		b.Fatalf("waiting for %d pods Running: %d created, %d Running: %v", n, len(seen), len(running), err)
 	}
-	return liveRun{total: allRunning.Sub(start), afterCreated: allRunning.Sub(lastCreated)}
+	r := liveRun{total: allRunning.Sub(start), afterCreated: allRunning.Sub(lastCreated), sandboxCPU: sandboxCPU - sandboxCPUBefore,
+		writes: writes}
+	if d := lastBound.Sub(firstBound).Seconds(); d > 0 {
+		r.bindRate = float64(len(bound)) / d
+	}
+	names := make([]string, 0, len(pods))
+	for name := range pods {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]runtime.Object, 0, len(names))
+	for _, name := range names {
+		pod := pods[name].DeepCopy()
+		pod.Spec.NodeName, pod.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
+		out = append(out, pod)
+	}
+	return r, out
 }
 
 // splitYAML splits a multi-document YAML string.
