@@ -29,6 +29,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
@@ -168,10 +169,7 @@ func (x *Index) setNode(obj any) {
 }
 
 func (x *Index) deleteNode(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	node, ok := obj.(*corev1.Node)
+	node, ok := reconcile.Deleted[*corev1.Node](obj)
 	if !ok {
 		return
 	}
@@ -224,10 +222,7 @@ func (x *Index) setPod(obj any) {
 }
 
 func (x *Index) deletePod(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := reconcile.Deleted[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
