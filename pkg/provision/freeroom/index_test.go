@@ -88,13 +88,7 @@ func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			x := New(clocktesting.NewFakeClock(time.Now()))
-			for _, n := range tc.nodes {
-				x.setNode(n)
-			}
-			for _, p := range tc.bound {
-				x.setPod(p)
-			}
+			x := indexOf(tc.nodes, tc.bound)
 			kept := tc.kept
 			if kept == nil {
 				kept = keepsNothing
@@ -165,4 +159,16 @@ func TestPodsBoundBeforeTheirNodeIsSeenCountOnceItIs(t *testing.T) {
 	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "" {
 		t.Errorf("sent to %q, a node that was deleted", got)
 	}
+}
+
+// indexOf is an index that has been told of the nodes and of the pods bound to them, as the informers tell it.
+func indexOf(nodes []*corev1.Node, bound []*corev1.Pod) *Index {
+	x := New(clocktesting.NewFakeClock(time.Now()))
+	for _, n := range nodes {
+		x.setNode(n)
+	}
+	for _, p := range bound {
+		x.setPod(p)
+	}
+	return x
 }

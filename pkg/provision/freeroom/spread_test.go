@@ -69,13 +69,7 @@ func TestAPodIsHeldWhileBindingItWouldBreakItsSpread(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			x := New(clocktesting.NewFakeClock(time.Now()))
-			for _, n := range tc.nodes {
-				x.setNode(n)
-			}
-			for _, p := range tc.bound {
-				x.setPod(p)
-			}
+			x := indexOf(tc.nodes, tc.bound)
 			groups, why := x.SpreadAllows(tc.pod, tc.node)
 			if held := why != ""; held != tc.held {
 				t.Errorf("held: %v (%q, groups %v), want %v", held, why, groups, tc.held)
