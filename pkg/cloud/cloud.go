@@ -70,13 +70,10 @@ type Instance struct {
 	CapacityReservationInterruptible bool
 }
 
-// LaunchLabels are the labels the launch decided beyond the instance type, zone and capacity type: the zone's ID,
-// and the reservation of a reserved instance.
+// LaunchLabels are the labels the launch decided beyond what the NodeClaim's status records (instance type, zone
+// and its ID, capacity type): the reservation of a reserved instance.
 func (i *Instance) LaunchLabels() map[string]string {
 	out := map[string]string{}
-	if i.ZoneID != "" {
-		out[stevedorev1.LabelZoneID] = i.ZoneID
-	}
 	if i.CapacityReservationID != "" {
 		out[stevedorev1.LabelCapacityReservationID] = i.CapacityReservationID
 		out[stevedorev1.LabelCapacityReservationType] = i.CapacityReservationType

@@ -67,8 +67,8 @@ func Node(claim *stevedorev1.NodeClaim, its map[string]*cloud.InstanceType, regi
 }
 
 // NodeLabels returns the labels the node of a NodeClaim carries: its instance type's (it, nil when not known),
-// the NodeClaim's own (what its NodePool defines), the zone and capacity type it launched in (or, before that,
-// the ones its requirements pin) and the region, with the deprecated aliases of the well-known keys.
+// the NodeClaim's own (what its NodePool defines), the zone, its ID and the capacity type it launched in (or,
+// before that, the ones its requirements pin) and the region, with the deprecated aliases of the well-known keys.
 func NodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region string) map[string]string {
 	labels := map[string]string{}
 	if it != nil {
@@ -88,6 +88,9 @@ func NodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region str
 	}
 	if claim.Status.Zone != "" {
 		labels[corev1.LabelTopologyZone] = claim.Status.Zone
+	}
+	if claim.Status.ZoneID != "" {
+		labels[stevedorev1.LabelZoneID] = claim.Status.ZoneID
 	}
 	if claim.Status.CapacityType != "" {
 		labels[stevedorev1.LabelCapacityType] = claim.Status.CapacityType

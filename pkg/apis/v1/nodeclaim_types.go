@@ -110,6 +110,9 @@ type NodeClaimStatus struct {
 	// Zone of the instance.
 	// +optional
 	Zone string `json:"zone,omitempty"`
+	// ZoneID of the instance's zone (use1-az1), when known; the node is labelled topology.k8s.aws/zone-id with it.
+	// +optional
+	ZoneID string `json:"zoneID,omitempty"`
 	// CapacityType: spot or on-demand.
 	// +optional
 	CapacityType string `json:"capacityType,omitempty"`

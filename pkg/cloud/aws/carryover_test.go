@@ -95,8 +95,14 @@ func TestTypesCarryKarpentersProcessorLabelsAndNodesTheirZoneID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.ZoneID == "" || inst.LaunchLabels()[stevedorev1.LabelZoneID] != inst.ZoneID {
-		t.Errorf("launched %s in %s with zone ID %q (labels %v)", inst.ID, inst.Zone, inst.ZoneID, inst.LaunchLabels())
+	zoneIDs := map[string]string{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			zoneIDs[o.Zone] = o.ZoneID
+		}
+	}
+	if inst.ZoneID == "" || inst.ZoneID != zoneIDs[inst.Zone] {
+		t.Errorf("launched %s in %s with zone ID %q, want %q", inst.ID, inst.Zone, inst.ZoneID, zoneIDs[inst.Zone])
 	}
 }
 

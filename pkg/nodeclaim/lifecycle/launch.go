@@ -120,7 +120,7 @@ func (l *Lifecycle) recordLaunch(ctx context.Context, claim *stevedorev1.NodeCla
 			cur = got
 		}
 		cur.Status.ProviderID, cur.Status.InstanceID, cur.Status.NodeName = inst.ProviderID, inst.ID, inst.NodeName
-		cur.Status.InstanceType, cur.Status.Zone, cur.Status.CapacityType = inst.Type, inst.Zone, inst.CapacityType
+		cur.Status.InstanceType, cur.Status.Zone, cur.Status.ZoneID, cur.Status.CapacityType = inst.Type, inst.Zone, inst.ZoneID, inst.CapacityType
 		cur.Status.ImageID, cur.Status.Price = inst.ImageID, stevedorev1.FormatPrice(inst.Price)
 		if it, ok := its[inst.Type]; ok {
 			cur.Status.Capacity = it.Capacity
@@ -180,8 +180,8 @@ func cloudErrorCode(err error) string {
 	return "CloudError"
 }
 
-// labelLaunch gives a NodeClaim the labels its launch decided (the zone's ID; a reserved instance's reservation,
-// as Karpenter labels reserved nodes); its node gets them when it registers.
+// labelLaunch gives a NodeClaim the labels its launch decided (a reserved instance's reservation, as Karpenter
+// labels reserved nodes); its node gets them when it registers.
 func (l *Lifecycle) labelLaunch(ctx context.Context, name string, labels map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := l.claims().Get(ctx, name, metav1.GetOptions{})
