@@ -3,15 +3,18 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 */
 
 // Package deletioncost steers scale-in: it ranks the nodes Stevedore launched in the order consolidation would
-// remove them and sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods they run, lowest on the
-// node to go first. When a Deployment scales in, the ReplicaSet controller deletes the pods with the lowest cost
-// first, so scale-in empties whole nodes, and consolidation deletes them instead of evicting pods.
+// remove them and sets controller.kubernetes.io/pod-deletion-cost on the ReplicaSet pods whose rank decides what a
+// scale-in removes next: for each ReplicaSet, its pods on the first-ranked nodes that hold half of them, below the
+// cost of a pod with none (0). When a Deployment scales in, the ReplicaSet controller deletes the pods with the
+// lowest cost first, so scale-in empties whole nodes, and consolidation deletes them instead of evicting pods.
 package deletioncost
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -64,9 +67,9 @@ type Controller struct {
 	opts Options
 
 	mu sync.Mutex
-	// seen is each node's cost at the last pass: a node's pods are patched once its cost held for a whole
-	// interval, so that a node filling up in a burst has its pods patched once, not at every pass.
-	seen map[string]int
+	// seen is each pod's wanted cost at the last pass ("" for none): a pod is patched once the cost it should have
+	// held for a whole interval, so that a node filling up in a burst has its pods patched once, not at every pass.
+	seen map[string]string
 }
 
 // New returns a controller.
@@ -74,7 +77,7 @@ func New(opts Options) *Controller {
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
-	return &Controller{opts: opts, seen: map[string]int{}}
+	return &Controller{opts: opts, seen: map[string]string{}}
 }
 
 // Run reconciles every Interval until ctx ends.
@@ -107,11 +110,14 @@ const (
 	// staticCost is above every other node's (maxPods*1000 + 999 + 1).
 	staticCost = 1 << 20
 	maxPods    = 999
+	// rankedOffset takes a ranked node's cost below 0, the cost of the pods left without one: those a scale-in
+	// removes next go before them.
+	rankedOffset = 1 << 21
 )
 
 // cost orders nodes the way consolidation removes them: those being disrupted first, then the fewest
 // reschedulable pods, then the least requested CPU (in thousandths); static NodePools' nodes last. Nodes alike
-// cost the same: the ReplicaSet controller breaks the tie, and either node empties.
+// cost the same. The pods of a ReplicaSet that a scale-in removes next get it less rankedOffset.
 func (n rankedNode) cost() int {
 	switch {
 	case n.leaving:
@@ -122,7 +128,7 @@ func (n rankedNode) cost() int {
 	return 1 + min(n.pods, maxPods)*1000 + min(999, int(n.requested*1000))
 }
 
-// Reconcile costs the nodes and patches the pods whose cost changed on nodes whose cost held since the last
+// Reconcile costs the nodes and patches the pods whose wanted cost differs from theirs and held since the last
 // pass. It returns how many pods it patched.
 func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 	claims, err := c.opts.NodeClaims.List(labels.Everything())
@@ -139,20 +145,79 @@ func (c *Controller) Reconcile(ctx context.Context) (int, error) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-	return c.apply(ctx, costPatches(c.settled(c.rankedNodes(claims, byNode)), byNode))
+	return c.apply(ctx, costPatches(c.settled(wantedCosts(c.rankedNodes(claims, byNode), byNode))))
 }
 
-// settled returns the nodes whose cost is the one they had at the last pass, and remembers this pass's costs.
-func (c *Controller) settled(nodes []rankedNode) []rankedNode {
+// wantedCost is the deletion cost a steered pod should have ("" for none).
+type wantedCost struct {
+	pod  *corev1.Pod
+	cost string
+}
+
+// wantedCosts are the costs the ReplicaSet pods of the ranked nodes should have. Pods on nodes being disrupted
+// get LeavingCost, on static NodePools' nodes staticCost. Of the others, each ReplicaSet's pods on the
+// first-ranked nodes (ties by name) that hold half of them (rounded up) get their node's cost less rankedOffset:
+// they are what a scale-in removes next, and a scale-in by up to half is steered. The rest get none, so that a
+// burst's new nodes, ranked last, cost no writes. The result is in the nodes' order, each node's pods by name.
+func wantedCosts(nodes []rankedNode, byNode map[string][]*corev1.Pod) []wantedCost {
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b rankedNode) int { return cmp.Or(cmp.Compare(a.cost(), b.cost()), cmp.Compare(a.name, b.name)) })
+	type share struct{ total, counted int }
+	shares := map[string]*share{} // by ReplicaSet
+	for _, n := range nodes {
+		for _, p := range byNode[n.name] {
+			if rs := replicaSetOf(p); rs != "" && !n.static {
+				if shares[rs] == nil {
+					shares[rs] = &share{}
+				}
+				shares[rs].total++
+			}
+		}
+	}
+	var out []wantedCost
+	for _, n := range nodes {
+		pods := slices.Clone(byNode[n.name])
+		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return cmp.Compare(podutil.Key(a), podutil.Key(b)) })
+		// a node's pods count towards their ReplicaSet's half only once the whole node was looked at: a node
+		// is in a ReplicaSet's first half if its pods before it were fewer than half
+		before := map[string]int{}
+		for _, p := range pods {
+			if rs := replicaSetOf(p); rs != "" && !n.static {
+				before[rs] = shares[rs].counted
+			}
+		}
+		for _, p := range pods {
+			rs := replicaSetOf(p)
+			if rs == "" {
+				continue
+			}
+			w := wantedCost{pod: p}
+			switch {
+			case n.leaving, n.static:
+				w.cost = strconv.Itoa(n.cost())
+			case 2*before[rs] < shares[rs].total:
+				w.cost = strconv.Itoa(n.cost() - rankedOffset)
+			}
+			if !n.static {
+				shares[rs].counted++
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// settled returns the wanted costs that are the ones the pods had at the last pass, and remembers this pass's.
+func (c *Controller) settled(wanted []wantedCost) []wantedCost {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := make(map[string]int, len(nodes))
-	var out []rankedNode
-	for _, n := range nodes {
-		cost := n.cost()
-		now[n.name] = cost
-		if prev, ok := c.seen[n.name]; ok && prev == cost {
-			out = append(out, n)
+	now := make(map[string]string, len(wanted))
+	var out []wantedCost
+	for _, w := range wanted {
+		key := podutil.Key(w.pod)
+		now[key] = w.cost
+		if prev, ok := c.seen[key]; ok && prev == w.cost {
+			out = append(out, w)
 		}
 	}
 	c.seen = now
@@ -194,41 +259,34 @@ func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[str
 	return nodes
 }
 
-// costPatch sets a pod's deletion cost.
-type costPatch struct {
-	pod  *corev1.Pod
-	cost string
-}
-
-// costPatches are the ReplicaSet pods whose deletion cost is not their node's yet (a cost the user set is left
-// alone), in the nodes' order.
-func costPatches(nodes []rankedNode, byNode map[string][]*corev1.Pod) []costPatch {
-	var patches []costPatch
-	for _, n := range nodes {
-		cost := strconv.Itoa(n.cost())
-		for _, p := range byNode[n.name] {
-			if !ownedByReplicaSet(p) {
-				continue
-			}
-			cur, has := p.Annotations[AnnotationDeletionCost]
-			managed, ours := p.Annotations[AnnotationManaged]
-			if has && (!ours || cur != managed) {
-				continue // the user's
-			}
-			if cur != cost {
-				patches = append(patches, costPatch{p, cost})
-			}
+// costPatches are the wanted costs the pods do not have yet. A cost the user set is left alone; a pod that should
+// have none loses the one Stevedore set.
+func costPatches(wanted []wantedCost) []wantedCost {
+	var patches []wantedCost
+	for _, w := range wanted {
+		cur, has := w.pod.Annotations[AnnotationDeletionCost]
+		managed, ours := w.pod.Annotations[AnnotationManaged]
+		if has && (!ours || cur != managed) {
+			continue // the user's
+		}
+		if cur != w.cost {
+			patches = append(patches, w)
 		}
 	}
 	return patches
 }
 
-// apply patches the pods' deletion costs; it returns how many it patched before the first failure.
-func (c *Controller) apply(ctx context.Context, patches []costPatch) (int, error) {
+// apply patches the pods' deletion costs (an empty one removes it); it returns how many it patched before the
+// first failure.
+func (c *Controller) apply(ctx context.Context, patches []wantedCost) (int, error) {
 	errs := make([]error, len(patches))
 	workqueue.ParallelizeUntil(ctx, patchWorkers, len(patches), func(i int) {
 		p := patches[i]
-		body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, AnnotationDeletionCost, p.cost, AnnotationManaged, p.cost)
+		value := "null"
+		if p.cost != "" {
+			value = strconv.Quote(p.cost)
+		}
+		body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s,%q:%s}}}`, AnnotationDeletionCost, value, AnnotationManaged, value)
 		_, err := c.opts.Kube.CoreV1().Pods(p.pod.Namespace).Patch(ctx, p.pod.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs[i] = fmt.Errorf("pod %s/%s: %w", p.pod.Namespace, p.pod.Name, err)
@@ -245,11 +303,10 @@ func (c *Controller) apply(ctx context.Context, patches []costPatch) (int, error
 	return patched, nil
 }
 
-func ownedByReplicaSet(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "ReplicaSet" && o.Controller != nil && *o.Controller {
-			return true
-		}
+// replicaSetOf names the ReplicaSet that controls a pod ("" for none).
+func replicaSetOf(p *corev1.Pod) string {
+	if o := metav1.GetControllerOf(p); o != nil && o.Kind == "ReplicaSet" {
+		return p.Namespace + "/" + o.Name
 	}
-	return false
+	return ""
 }

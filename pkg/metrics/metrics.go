@@ -155,10 +155,10 @@ var (
 		Help:           "Plans (provisioning batches, static NodePools, capacity buffers, bookings) in which a CapacityQuota kept a node from launching or growing, by quota and the first resource it ran out of.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelQuota, labelResource})
-	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set.
+	// PodDeletionCostPatches counts pods whose pod-deletion-cost Stevedore set or took off.
 	PodDeletionCostPatches = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemDeletionCost, Name: "pod_patches_total",
-		Help:           "Pods whose controller.kubernetes.io/pod-deletion-cost Stevedore set, steering scale-in to the nodes consolidation removes first.",
+		Help:           "Pods whose controller.kubernetes.io/pod-deletion-cost Stevedore set or took off, steering scale-in to the nodes consolidation removes first.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	// PodsEvicted counts the pods termination evicted (or deleted when the drain's time was up).

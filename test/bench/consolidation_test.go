@@ -81,21 +81,27 @@ func runConsolidation(b *testing.B, steered bool) {
 	for i := range podSizes {
 		harness.WaitRunning(b, sb, ns, fmt.Sprintf("app-%d", i), 200)
 	}
-	if steered { // steady state: every pod's deletion cost is set before the scale-in
+	if steered { // steady state: the first half of each Deployment's pods is ranked before the scale-in
 		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 			pods, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
 			}
+			ranked := map[string]int{}
 			for _, p := range pods.Items {
-				if _, ok := p.Annotations[deletioncost.AnnotationDeletionCost]; !ok {
+				if _, ok := p.Annotations[deletioncost.AnnotationDeletionCost]; ok {
+					ranked[p.Labels["app"]]++
+				}
+			}
+			for i := range podSizes {
+				if ranked[fmt.Sprintf("app-%d", i)] < 100 {
 					return false, nil
 				}
 			}
 			return len(pods.Items) == 1000, nil
 		})
 		if err != nil {
-			b.Fatalf("waiting for every pod's deletion cost: %v", err)
+			b.Fatalf("waiting for the first half of each Deployment's pods ranked: %v", err)
 		}
 	}
 	evictedBefore := harness.Metric(b, "stevedore_termination_pods_evicted_total", nil)

@@ -6,6 +6,7 @@ package disruption
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -16,58 +17,46 @@ import (
 )
 
 // TestScaleInDeletesThePodsOfTheNodesConsolidationRemovesFirst runs six pods, one per node, waits until Stevedore
-// has set their deletion costs, scales the Deployment to three and checks that the ReplicaSet controller deleted
-// the three cheapest pods: those of the nodes consolidation removes first, which are left empty.
+// has ranked the first half of them (three pods, costs below 0) and left the others without a cost, scales the
+// Deployment to three and checks that the ReplicaSet controller deleted the three ranked pods: those of the nodes
+// consolidation removes first, which are left empty.
 func TestScaleInDeletesThePodsOfTheNodesConsolidationRemovesFirst(t *testing.T) {
 	ns := harness.Namespace(t, sb)
 	harness.NodePool(t, sb, "steer", "steer", harness.WithRequirements(harness.Req(stevedorev1.LabelInstanceCPU, "In", "2")))
 	harness.IsolatedDeployment(t, sb, harness.Deployment(ns, "web", 6, "1", "512Mi"), "steer")
 	harness.WaitRunning(t, sb, ns, "web", 6)
-	costs := map[string]int{} // pod -> cost
-	harness.EventuallyWithin(t, 2*time.Minute, "every pod's deletion cost set", func(ctx context.Context) (bool, error) {
+	ranked := map[string]int{} // pod -> cost
+	harness.EventuallyWithin(t, 2*time.Minute, "the first half of the pods ranked", func(ctx context.Context) (bool, error) {
 		pods, err := harness.RunningPods(ctx, sb, ns, "web")
 		if err != nil {
 			return false, err
 		}
-		clear(costs)
+		clear(ranked)
 		for _, p := range pods {
 			v, ok := p.Annotations[deletioncost.AnnotationDeletionCost]
-			if !ok || p.Annotations[deletioncost.AnnotationManaged] != v {
-				return false, nil
+			if !ok {
+				continue
+			}
+			if p.Annotations[deletioncost.AnnotationManaged] != v {
+				return false, fmt.Errorf("pod %s: cost %s is not the one Stevedore records (%q)", p.Name, v, p.Annotations[deletioncost.AnnotationManaged])
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return false, err
 			}
-			costs[p.Name] = n
+			if n >= 0 {
+				return false, fmt.Errorf("pod %s: cost %d is not below 0, the cost of a pod without one", p.Name, n)
+			}
+			ranked[p.Name] = n
 		}
-		return len(costs) == 6, nil
+		return len(pods) == 6 && len(ranked) == 3, nil
 	})
 	harness.Scale(t, sb, ns, "web", 3)
 	kept := harness.WaitRunning(t, sb, ns, "web", 3)
-	lowestKept := 1 << 30
 	for _, p := range kept {
-		c, ok := costs[p.Name]
-		if !ok {
-			t.Fatalf("pod %s was not among the six", p.Name)
-		}
-		lowestKept = min(lowestKept, c)
-	}
-	var deleted []int
-	for name, c := range costs {
-		found := false
-		for _, p := range kept {
-			found = found || p.Name == name
-		}
-		if !found {
-			deleted = append(deleted, c)
-		}
-	}
-	// nodes alike cost the same (the ReplicaSet controller breaks the tie, and either node empties): a pod deleted
-	// must not cost more than one kept
-	for _, c := range deleted {
-		if c > lowestKept {
-			t.Errorf("the ReplicaSet deleted a pod of cost %d and kept one of cost %d: scale-in was not steered (costs %v)", c, lowestKept, costs)
+		if c, ok := ranked[p.Name]; ok {
+			t.Errorf("the ReplicaSet kept pod %s of cost %d and deleted one without a cost: scale-in was not steered (ranked %v)",
+				p.Name, c, ranked)
 		}
 	}
 }
