@@ -52,11 +52,7 @@ func apiRequests(b *testing.B) map[string]float64 {
 // apiWrites sums the writes (POST, PUT, PATCH, DELETE, APPLY) since before, and describes the largest kinds.
 func apiWrites(before, after map[string]float64, top int) (float64, string) {
 	writes := writesSince(before, after)
-	total := 0.0
-	for _, d := range writes {
-		total += d
-	}
-	return total, largest(writes, top)
+	return sum(writes), largest(writes, top)
 }
 
 // writesSince counts the writes (POST, PUT, PATCH, DELETE, APPLY) since before, by verb and resource.

@@ -70,17 +70,24 @@ type liveRun struct {
 	// Karpenter's controller)
 	cpuSeconds, peakRSS float64
 	sandboxCPU          float64
-	// writes are the API writes while the pods came up, by "VERB resource[/subresource]"
-	writes map[string]float64
+	// writes are the API writes while the pods came up, by "VERB resource[/subresource]"; ownWrites those of the
+	// autoscaling processes (Stevedore's scheduler; Karpenter and kube-scheduler), read from the API server's audit
+	// log
+	writes, ownWrites map[string]float64
 	// bindRate is the pods bound per second between the first binding and the last
 	bindRate float64
 	// cost is the nodes' hourly price over the offline plan's for the same pods (Stevedore's side; 0 on Karpenter's)
 	cost float64
 }
 
-func (r liveRun) writesTotal() float64 {
+func (r liveRun) writesTotal() float64 { return sum(r.writes) }
+
+// ownWritesTotal is the autoscaling processes' writes.
+func (r liveRun) ownWritesTotal() float64 { return sum(r.ownWrites) }
+
+func sum(counts map[string]float64) float64 {
 	total := 0.0
-	for _, v := range r.writes {
+	for _, v := range counts {
 		total += v
 	}
 	return total
@@ -120,6 +127,7 @@ func besideKarpenterLive(b *testing.B, n int32, defaultRounds int) {
 			b.ReportMetric(r.peakRSS/(1<<20), "autoscaler-peak-RSS-MiB")
 			b.ReportMetric(r.sandboxCPU, "sandbox-CPU-s")
 			b.ReportMetric(r.writesTotal()/float64(n), "API-writes/pod")
+			b.ReportMetric(r.ownWritesTotal()/float64(n), "autoscaler-API-writes/pod")
 			b.ReportMetric(r.bindRate, "pods-bound/s")
 			if r.cost > 0 {
 				b.ReportMetric(r.cost, "cost/offline-plan")
@@ -148,15 +156,17 @@ func liveSummary(b *testing.B, s, k []liveRun, n int32) {
 	total := func(r liveRun) float64 { return r.total.Seconds() }
 	after := func(r liveRun) float64 { return r.afterCreated.Seconds() }
 	perPod := func(r liveRun) float64 { return r.writesTotal() / float64(n) }
+	ownPerPod := func(r liveRun) float64 { return r.ownWritesTotal() / float64(n) }
 	b.ReportMetric(median(s, total), "stevedore-s-until-all-running")
 	b.ReportMetric(median(k, total), "karpenter-s-until-all-running")
 	b.ReportMetric(median(s, after), "stevedore-s-last-created-to-all-running")
 	b.ReportMetric(median(k, after), "karpenter-s-last-created-to-all-running")
 	ratios := make([]float64, len(s))
-	writeRatios := make([]float64, len(s))
+	writeRatios, ownWriteRatios := make([]float64, len(s)), make([]float64, len(s))
 	for i := range ratios {
 		ratios[i] = k[i].total.Seconds() / s[i].total.Seconds()
 		writeRatios[i] = s[i].writesTotal() / k[i].writesTotal()
+		ownWriteRatios[i] = s[i].ownWritesTotal() / k[i].ownWritesTotal()
 	}
 	b.ReportMetric(median(k, total)/median(s, total), "speed-up")
 	b.ReportMetric(slices.Min(ratios), "speed-up-min")
@@ -164,6 +174,9 @@ func liveSummary(b *testing.B, s, k []liveRun, n int32) {
 	b.ReportMetric(median(s, perPod), "stevedore-API-writes/pod")
 	b.ReportMetric(median(k, perPod), "karpenter-API-writes/pod")
 	b.ReportMetric(slices.Max(writeRatios), "writes-ratio-max")
+	b.ReportMetric(median(s, ownPerPod), "stevedore-autoscaler-API-writes/pod")
+	b.ReportMetric(median(k, ownPerPod), "karpenter-autoscaler-API-writes/pod")
+	b.ReportMetric(slices.Max(ownWriteRatios), "autoscaler-writes-ratio-max")
 	b.ReportMetric(median(s, func(r liveRun) float64 { return float64(r.nodes) }), "stevedore-nodes")
 	b.ReportMetric(median(k, func(r liveRun) float64 { return float64(r.nodes) }), "karpenter-nodes")
 	b.ReportMetric(median(s, func(r liveRun) float64 { return r.cpuSeconds }), "stevedore-CPU-s")
@@ -173,21 +186,26 @@ func liveSummary(b *testing.B, s, k []liveRun, n int32) {
 	b.ReportMetric(median(k, func(r liveRun) float64 { return r.peakRSS / (1 << 20) }), "karpenter-peak-RSS-MiB")
 	b.ReportMetric(median(s, func(r liveRun) float64 { return r.cost }), "stevedore-cost/offline-plan")
 	b.Logf("per round, Stevedore then Karpenter, s until all Running: %s", roundsOf(s, k))
-	b.Logf("API writes per pod by kind, medians, Stevedore: %s", writesPerPod(s, n))
-	b.Logf("API writes per pod by kind, medians, Karpenter and kube-scheduler: %s", writesPerPod(k, n))
+	all := func(r liveRun) map[string]float64 { return r.writes }
+	own := func(r liveRun) map[string]float64 { return r.ownWrites }
+	b.Logf("API writes per pod by kind, medians, Stevedore: %s", writesPerPod(s, n, all))
+	b.Logf("API writes per pod by kind, medians, Karpenter and kube-scheduler: %s", writesPerPod(k, n, all))
+	b.Logf("the autoscaling processes' own API writes per pod by kind, medians, Stevedore: %s", writesPerPod(s, n, own))
+	b.Logf("the autoscaling processes' own API writes per pod by kind, medians, Karpenter and kube-scheduler: %s", writesPerPod(k, n, own))
 }
 
-// writesPerPod describes the median writes per pod of each kind over the runs, largest first.
-func writesPerPod(runs []liveRun, n int32) string {
+// writesPerPod describes the median writes per pod of each kind over the runs (in the counts of returns), largest
+// first.
+func writesPerPod(runs []liveRun, n int32, of func(liveRun) map[string]float64) string {
 	kinds := map[string]bool{}
 	for _, r := range runs {
-		for k := range r.writes {
+		for k := range of(r) {
 			kinds[k] = true
 		}
 	}
 	perPod := map[string]float64{}
 	for k := range kinds {
-		perPod[k] = median(runs, func(r liveRun) float64 { return r.writes[k] }) / float64(n)
+		perPod[k] = median(runs, func(r liveRun) float64 { return of(r)[k] }) / float64(n)
 	}
 	type kv struct {
 		k string
@@ -255,7 +273,8 @@ func liveDeployments(ns, schedulerName string, n int32) []*appsv1.Deployment {
 // liveStevedore is one Stevedore run: a NodePool of 4-vCPU on-demand amd64 types, the scheduler binary with the
 // production configuration.
 func liveStevedore(b *testing.B, bin string, n int32) liveRun {
-	sb := startSandbox(b, false)
+	audit := newAuditLog(b)
+	sb := startSandbox(b, false, audit.args...)
 	pid, port, _ := runScheduler(b, bin, "../../config/scheduler-config.yaml", sb)
 	harness.NodeClass(b, sb)
 	np := harness.NewNodePool("live", "live", func(np *stevedorev1.NodePool) {
@@ -274,7 +293,7 @@ func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 	start := time.Now()
 	profiled := profileScheduler(port)
 	profileSelf(b, "STEVEDORE_SANDBOX_PROFILE")
-	r, pods := runWorkload(b, sb, harness.StevedoreSchedulerName, n)
+	r, pods := runWorkload(b, sb, audit, harness.StevedoreSchedulerName, n)
 	if err := <-profiled; err != nil {
 		b.Errorf("profiling the scheduler: %v", err)
 	}
@@ -332,7 +351,8 @@ spec:
 // kube-scheduler as processes of their own.
 func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int32) liveRun {
 	ctx := context.Background()
-	sb := startSandbox(b, false)
+	audit := newAuditLog(b)
+	sb := startSandbox(b, false, audit.args...)
 	// the sandbox's own default scheduler stands in for the control plane's; here kube-scheduler runs as its own
 	// process, so that its CPU is counted on Karpenter's side, and two schedulers would race to bind the pods
 	if err := sb.StopScheduler(); err != nil {
@@ -357,7 +377,7 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 	karpenterPID := runKarpenter(b, karpenterBin, karpenterInstanceTypes(b), sb)
 	schedulerPID, _, _ := runScheduler(b, schedulerBin, kubeSchedulerConfig(b), sb)
 	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}, "live")
-	r, _ := runWorkload(b, sb, corev1.DefaultSchedulerName, n)
+	r, _ := runWorkload(b, sb, audit, corev1.DefaultSchedulerName, n)
 	claims, err := dyn.Resource(schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -517,7 +537,7 @@ func waitNodePoolReady(b *testing.B, sb *sandbox.Sandbox, gvr schema.GroupVersio
 
 // runWorkload creates the Deployments in a fresh namespace and times them until every pod is Running; it returns the
 // run's figures and the pods as they came up (for the offline plan of the same pods).
-func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int32) (liveRun, []runtime.Object) {
+func runWorkload(b *testing.B, sb *sandbox.Sandbox, audit *auditLog, schedulerName string, n int32) (liveRun, []runtime.Object) {
 	ctx := context.Background()
 	ns := harness.Namespace(b, sb)
 	factory := informers.NewSharedInformerFactoryWithOptions(sb.Kube, 0, informers.WithNamespace(ns))
@@ -583,7 +603,7 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 		}
 		progress = append(progress, fmt.Sprintf("%.0fs %d/%d/%d %d/%d", at.Seconds(), len(seen), len(bound), len(running), ready, len(all)))
 	}
-	requestsBefore := apiRequests(b)
+	requestsBefore, auditBefore := apiRequests(b), audit.offset(b)
 	_, sandboxCPUBefore := procStats(b, os.Getpid())
 	b.ResetTimer()
 	start := time.Now()
@@ -609,12 +629,15 @@ func runWorkload(b *testing.B, sb *sandbox.Sandbox, schedulerName string, n int3
 	_, sandboxCPU := procStats(b, os.Getpid())
 	writes := writesSince(requestsBefore, apiRequests(b))
 	total, kinds := apiWrites(requestsBefore, apiRequests(b), 24)
+	ownWrites, ownWriters := audit.autoscalerWrites(b, auditBefore)
 	b.Logf("sandbox CPU %.1f s; API writes: %.0f (%s); events: %s", sandboxCPU-sandboxCPUBefore, total, kinds, eventsByReason(b, sb, 8))
+	b.Logf("the autoscaling processes' own API writes: %.0f (%s); by user agent: %s", sum(ownWrites), largest(ownWrites, 24),
+		largest(ownWriters, 8))
 	if err != nil {
 		b.Fatalf("waiting for %d pods Running: %d created, %d Running: %v", n, len(seen), len(running), err)
 	}
 	r := liveRun{total: allRunning.Sub(start), afterCreated: allRunning.Sub(lastCreated), sandboxCPU: sandboxCPU - sandboxCPUBefore,
-		writes: writes}
+		writes: writes, ownWrites: ownWrites}
 	if d := lastBound.Sub(firstBound).Seconds(); d > 0 {
 		r.bindRate = float64(len(bound)) / d
 	}

@@ -54,12 +54,12 @@ func benchmarkScaleOut(b *testing.B, n int) {
 
 // startSandbox starts a sandbox whose instances register at once (--launch-delay 0), with or without the
 // in-process Stevedore scheduler, stopped when the benchmark ends. Without it, Stevedore's CRDs and policy are
-// installed as a user would before running the scheduler binary.
-func startSandbox(b *testing.B, withScheduler bool) *sandbox.Sandbox {
+// installed as a user would before running the scheduler binary. apiServerArgs are extra kube-apiserver flags.
+func startSandbox(b *testing.B, withScheduler bool, apiServerArgs ...string) *sandbox.Sandbox {
 	// heartbeats every half hour: thousands of simulated kubelets renewing their Leases every 10 s took a large
 	// share of the two cores, and nodes whose renewals fell behind went NotReady under the benchmark
 	sb, err := sandbox.Start(context.Background(), sandbox.Options{WithScheduler: withScheduler, LaunchDelay: 0,
-		NodeLeaseDuration: 2 * time.Hour})
+		NodeLeaseDuration: 2 * time.Hour, APIServerArgs: apiServerArgs})
 	if err != nil {
 		b.Fatal(err)
 	}
