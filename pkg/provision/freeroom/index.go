@@ -15,6 +15,7 @@ package freeroom
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,10 +43,10 @@ type Index struct {
 	clock clock.PassiveClock
 
 	mu sync.Mutex
-	// nodes by name, and the names of those the cache shows, in order (the first node with room is the first by
-	// name)
-	nodes map[string]*nodeRoom
-	names []string
+	// nodes by name, and those the cache shows in the order of their names (the first node with room is the first
+	// by name)
+	nodes   map[string]*nodeRoom
+	ordered []*nodeRoom
 	// bound are the pods counted on a node, sent those sent to one and not bound yet
 	bound map[types.UID]*boundPod
 	sent  map[types.UID]sentPod
@@ -63,13 +64,19 @@ type Index struct {
 }
 
 type nodeRoom struct {
+	name  string
 	node  *corev1.Node
 	alloc solver.Requests
-	// used sums the requests of the pods bound to the node, sent those of the pods sent to it
-	used, sent solver.Requests
-	// daemons counts the node's pods of each DaemonSet, by the DaemonSet's UID; pods are the node's pods
-	daemons map[types.UID]int
-	pods    map[types.UID]struct{}
+	// used sums the requests of the pods bound to the node, sent those of the pods sent to it; free is alloc less
+	// both, kept as they change (Send looks at every node's for each pod)
+	used, sent, free solver.Requests
+	// hard are the node's taints with a NoSchedule or NoExecute effect
+	hard []corev1.Taint
+	// daemons counts the node's pods of each DaemonSet, by the DaemonSet's UID, and hasDaemon says whether there is
+	// one (made once: Send hands it to Kept for every node it looks at); pods are the node's pods
+	daemons   map[types.UID]int
+	hasDaemon func(owner types.UID) bool
+	pods      map[types.UID]struct{}
 }
 
 type boundPod struct {
@@ -134,11 +141,20 @@ func (x *Index) Handlers() (nodes, pods cache.ResourceEventHandlerFuncs) {
 func (x *Index) nodeLocked(name string) *nodeRoom {
 	n := x.nodes[name]
 	if n == nil {
-		n = &nodeRoom{daemons: map[types.UID]int{}, pods: map[types.UID]struct{}{}}
+		n = &nodeRoom{name: name, daemons: map[types.UID]int{}, pods: map[types.UID]struct{}{}}
+		n.hasDaemon = func(owner types.UID) bool { return n.daemons[owner] > 0 }
 		x.nodes[name] = n
 	}
 	return n
 }
+
+// orderedIndex is where a node's entry is, or goes, in ordered.
+func (x *Index) orderedIndex(name string) (int, bool) {
+	return slices.BinarySearchFunc(x.ordered, name, func(n *nodeRoom, name string) int { return strings.Compare(n.name, name) })
+}
+
+// refresh works out the node's free room again, after its allocatable or the pods counted on it changed.
+func (n *nodeRoom) refresh() { n.free = n.alloc.Sub(n.used).Sub(n.sent) }
 
 func (x *Index) setNode(obj any) {
 	node, ok := obj.(*corev1.Node)
@@ -154,12 +170,19 @@ func (x *Index) setNode(obj any) {
 		x.foreign[node.Name] = true
 	}
 	n.node, n.alloc = node, solver.ListRequests(node.Status.Allocatable)
+	n.refresh()
+	n.hard = n.hard[:0]
+	for _, t := range node.Spec.Taints {
+		if doNotSchedule(&t) {
+			n.hard = append(n.hard, t)
+		}
+	}
 	for _, ds := range x.domainSets {
 		ds.set(node)
 	}
 	if old == nil { // new, or held until now only for the pods bound to it: count them in their groups
-		i, _ := slices.BinarySearch(x.names, node.Name)
-		x.names = slices.Insert(x.names, i, node.Name)
+		i, _ := x.orderedIndex(node.Name)
+		x.ordered = slices.Insert(x.ordered, i, n)
 		for uid := range n.pods {
 			x.recountLocked(x.bound[uid])
 		}
@@ -180,9 +203,9 @@ func (x *Index) deleteNode(obj any) {
 		for _, ds := range x.domainSets {
 			ds.forget(node.Name)
 		}
-		n.node = nil
-		if i, found := slices.BinarySearch(x.names, node.Name); found {
-			x.names = slices.Delete(x.names, i, i+1)
+		n.node, n.hard = nil, nil
+		if i, found := x.orderedIndex(node.Name); found {
+			x.ordered = slices.Delete(x.ordered, i, i+1)
 		}
 		if len(n.pods) == 0 {
 			delete(x.nodes, node.Name)
@@ -244,6 +267,7 @@ func (x *Index) bindLocked(pod *corev1.Pod) {
 	n := x.nodeLocked(pod.Spec.NodeName)
 	n.pods[pod.UID] = struct{}{}
 	n.used = n.used.Add(b.req)
+	n.refresh()
 	if b.daemon != "" {
 		n.daemons[b.daemon]++
 	}
@@ -263,6 +287,7 @@ func (x *Index) unbindLocked(b *boundPod) {
 	}
 	delete(n.pods, uid)
 	n.used = n.used.Sub(b.req)
+	n.refresh()
 	if b.daemon != "" {
 		if n.daemons[b.daemon]--; n.daemons[b.daemon] <= 0 {
 			delete(n.daemons, b.daemon)
@@ -287,6 +312,7 @@ func (x *Index) unsendRoomLocked(uid types.UID) {
 	delete(x.sent, uid)
 	if n := x.nodes[s.node]; n != nil {
 		n.sent = n.sent.Sub(s.req)
+		n.refresh()
 	}
 }
 
@@ -336,28 +362,33 @@ func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, k
 	defer x.mu.Unlock()
 	x.unsendRoomLocked(pod.UID)
 	x.expireLocked()
-	for _, name := range x.names {
-		n := x.nodes[name]
-		free := n.alloc.Sub(n.used).Sub(n.sent)
-		if !req.Fits(free) || n.node.Spec.Unschedulable {
-			continue
-		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, n.node.Spec.Taints, pod.Spec.Tolerations,
-			doNotSchedule, true); untolerated {
+	for _, n := range x.ordered {
+		if !req.Fits(n.free) || n.node.Spec.Unschedulable || untolerated(logger, n.hard, pod.Spec.Tolerations) {
 			continue
 		}
 		if ok, err := affinity.Match(n.node); err != nil || !ok {
 			continue
 		}
-		room, takes := kept(n.node, func(owner types.UID) bool { return n.daemons[owner] > 0 })
-		if !takes || !req.Add(room).Fits(free) {
+		room, takes := kept(n.node, n.hasDaemon)
+		if !takes || !req.Add(room).Fits(n.free) {
 			continue
 		}
-		x.sent[pod.UID] = sentPod{node: name, req: req, at: x.clock.Now()}
+		x.sent[pod.UID] = sentPod{node: n.name, req: req, at: x.clock.Now()}
 		n.sent = n.sent.Add(req)
-		return name
+		n.refresh()
+		return n.name
 	}
 	return ""
+}
+
+// untolerated reports whether one of taints is not tolerated.
+func untolerated(logger klog.Logger, taints []corev1.Taint, tolerations []corev1.Toleration) bool {
+	for i := range taints {
+		if !corev1helpers.TolerationsTolerateTaint(logger, tolerations, &taints[i], true) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reserve counts a pod on the node the scheduler reserved for it, before the cache shows it bound there (the

@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package freeroom
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -171,4 +172,79 @@ func indexOf(nodes []*corev1.Node, bound []*corev1.Pod) *Index {
 		x.setPod(p)
 	}
 	return x
+}
+
+// TestANodeIsJudgedAsItIsNow: a node's update (its taint taken off, its allocatable grown, a cordon) and its
+// deletion and return change what Send makes of it.
+func TestANodeIsJudgedAsItIsNow(t *testing.T) {
+	base := func() *test.NodeWrapper {
+		return test.Node("a").Allocatable("cpu", "4", "memory", "16Gi", "pods", "110")
+	}
+	pod := test.Pod("p").Pending().Req("cpu", "2").Obj()
+	x := New(clocktesting.NewFakeClock(time.Now()))
+	steps := []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"registered with the unregistered taint", func() {
+			x.setNode(base().Taint("karpenter.sh/unregistered", "", corev1.TaintEffectNoExecute).Obj())
+		}, ""},
+		{"the taint taken off", func() { x.setNode(base().Obj()) }, "a"},
+		{"a bound pod fills it", func() { x.setPod(test.Pod("x").Node("a").Req("cpu", "3").Obj()) }, ""},
+		{"its allocatable grows", func() {
+			x.setNode(test.Node("a").Allocatable("cpu", "8", "memory", "16Gi", "pods", "110").Obj())
+		}, "a"},
+		{"cordoned", func() {
+			x.setNode(test.Node("a").Allocatable("cpu", "8", "memory", "16Gi", "pods", "110").Unschedulable().Obj())
+		}, ""},
+		{"deleted", func() { x.deleteNode(base().Obj()) }, ""},
+		{"back, its bound pod still counted", func() { x.setNode(base().Obj()) }, ""},
+		{"its bound pod gone", func() { x.deletePod(test.Pod("x").Node("a").Req("cpu", "3").Obj()) }, "a"},
+	}
+	for _, s := range steps {
+		s.do()
+		got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing)
+		x.Unsend(pod.UID)
+		if got != s.want {
+			t.Errorf("%s: sent to %q, want %q", s.name, got, s.want)
+		}
+	}
+}
+
+// BenchmarkSendAt4000Nodes sends pods that no node may take to an index of 4000 nodes as a burst leaves it: a
+// third full, a third registered with the unregistered taint, a third ready and keeping their room for the pods
+// planned there. Each Send looks at every node.
+func BenchmarkSendAt4000Nodes(b *testing.B) {
+	var nodes []*corev1.Node
+	var bound []*corev1.Pod
+	for i := range 4000 {
+		name := fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/250, i%250)
+		n := test.Node(name).Allocatable("cpu", "3920m", "memory", "15Gi", "pods", "58").
+			Labels(corev1.LabelTopologyZone, "us-east-1a", "stevedore.dev/nodepool", "default")
+		switch i % 3 {
+		case 0:
+			bound = append(bound, test.Pod(fmt.Sprintf("full-%d", i)).Node(name).Req("cpu", "3500m", "memory", "5Gi").Obj())
+		case 1:
+			n = n.Taint("karpenter.sh/unregistered", "", corev1.TaintEffectNoExecute)
+		}
+		nodes = append(nodes, n.Obj())
+	}
+	x := indexOf(nodes, bound)
+	keeps := func(*corev1.Node, func(types.UID) bool) (solver.Requests, bool) {
+		return solver.Requests{MilliCPU: 3500, Memory: 5 << 30, Pods: 5}, true
+	}
+	// as the opt-in keeps Stevedore's pods off Karpenter's nodes
+	pod := test.Pod("p").Pending().Req("cpu", "700m", "memory", "1Gi").Obj()
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}
+	req := solver.PodRequests(pod)
+	logger := klog.Background()
+	b.ResetTimer()
+	for range b.N {
+		if got := x.Send(logger, pod, req, keeps); got != "" {
+			b.Fatalf("sent to %s", got)
+		}
+	}
 }

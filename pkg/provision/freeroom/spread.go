@@ -256,8 +256,8 @@ func (x *Index) domainsLocked(pod *corev1.Pod, key string, all []spreadConstrain
 		return ds.counts
 	}
 	ds := &domainSet{affinity: nodeaffinity.GetRequiredNodeAffinity(pod), keys: keys, key: key, counts: map[string]int{}, of: map[string]string{}}
-	for _, name := range x.names {
-		ds.set(x.nodes[name].node)
+	for _, n := range x.ordered {
+		ds.set(n.node)
 	}
 	if sig != nil {
 		x.domainSets[string(sig)] = ds
