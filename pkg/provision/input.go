@@ -158,6 +158,8 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	snap := simulation.NewSnapshot()
+	p.podInfos.Rotate()
+	snap.UsePodInfos(p.podInfos)
 	for _, n := range nodes {
 		if _, inflight := inflightNodes[n.Name]; inflight {
 			continue

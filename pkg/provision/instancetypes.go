@@ -35,6 +35,8 @@ type instanceTypes struct {
 
 	mu     sync.Mutex
 	byPool map[string]cachedTypes
+	// merged is known's answer, kept until byPool changes (nil: to be made): each launch and registration asks.
+	merged map[string]*cloud.InstanceType
 }
 
 // cachedTypes is one NodePool's instance types (or the error listing them), at a NodePool generation.
@@ -64,6 +66,7 @@ func (c *instanceTypes) InstanceTypes(ctx context.Context, np *stevedorev1.NodeP
 	its, err := c.cloud.InstanceTypes(ctx, np)
 	c.mu.Lock()
 	c.byPool[np.Name] = cachedTypes{at: c.clock.Now(), gen: np.Generation, types: its, err: err}
+	c.merged = nil
 	c.mu.Unlock()
 	return its, err
 }
@@ -74,9 +77,10 @@ func (c *instanceTypes) OfferingsChanged() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byPool = map[string]cachedTypes{}
+	c.merged = nil
 }
 
-// InstanceTypesOf returns the known instance types by name, with those of a NodeClaim's NodePool loaded first when
+// InstanceTypesOf returns the known instance types by name (shared: not to be changed), with those of a NodeClaim's NodePool loaded first when
 // this process has not loaded them yet (after a restart, a NodeClaim launched by the previous leader registers before
 // any solve): a node's labels and its DaemonSets depend on its instance type.
 func (c *instanceTypes) InstanceTypesOf(ctx context.Context, claim *stevedorev1.NodeClaim) map[string]*cloud.InstanceType {
@@ -97,10 +101,13 @@ func (c *instanceTypes) InstanceTypesOf(ctx context.Context, claim *stevedorev1.
 }
 
 // known returns every instance type the NodePools' caches hold, by name; a type two NodePools list is taken from
-// the first NodePool by name.
+// the first NodePool by name. The map is shared until the caches change: not to be changed.
 func (c *instanceTypes) known() map[string]*cloud.InstanceType {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.merged != nil {
+		return c.merged
+	}
 	pools := make([]string, 0, len(c.byPool))
 	for name := range c.byPool {
 		pools = append(pools, name)
@@ -112,5 +119,6 @@ func (c *instanceTypes) known() map[string]*cloud.InstanceType {
 			out[it.Name] = it
 		}
 	}
+	c.merged = out
 	return out
 }

@@ -134,6 +134,9 @@ type Provisioner struct {
 	// daemonRoom keeps room for the DaemonSet pods of the nodes Stevedore launched until they are bound
 	// (ExpectDaemons, ForgetDaemons).
 	*daemonRoom
+
+	// podInfos keeps the PodInfos of the pods the snapshots of the cluster hold, from one snapshot to the next.
+	podInfos *simulation.PodInfos
 }
 
 // New returns a Provisioner. Run starts its batch loop.
@@ -156,6 +159,7 @@ func New(opts Options) *Provisioner {
 		untried:         map[types.UID]bool{},
 		spreadHeld:      map[string]map[types.UID]*corev1.Pod{},
 		spreadHeldOn:    map[types.UID]heldSpread{},
+		podInfos:        simulation.NewPodInfos(),
 	}
 	p.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: p.wake})
 	return p

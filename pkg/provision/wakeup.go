@@ -169,11 +169,8 @@ type parkedPod struct {
 // parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
 func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 	var out []parkedPod
-	for _, pp := range p.plans.Unbound() {
-		ready := p.plans.ReadySince(pp.Claim)
-		if ready.IsZero() {
-			continue
-		}
+	for _, pp := range p.plans.UnboundOnReadyNodes() {
+		ready := pp.ReadyAt
 		cur, err := p.opts.Pods.Pods(pp.Pod.Namespace).Get(pp.Pod.Name)
 		if err != nil || cur.UID != pp.Pod.UID || cur.Spec.NodeName != "" || cur.DeletionTimestamp != nil {
 			continue

@@ -151,6 +151,14 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 		cleanup()
 		return nil, err
 	}
+	turned, err := setDefaultGates(utilfeature.DefaultMutableFeatureGate, flags)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	for _, g := range turned {
+		klog.FromContext(ctx).Info("Feature turned on by Stevedore's default; --feature-gates can turn it off", "featureGate", g)
+	}
 	leadership := state.NewLeadership()
 	factory, queueSort := provisioner.NewFactories(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
 	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory),

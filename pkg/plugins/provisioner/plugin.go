@@ -188,10 +188,18 @@ func (q *ReadyNodeFirst) nodeReadyFor(e fwk.QueuedEntityInfo) bool {
 // written on it, until the node launched for it is ready, then goes for the one cycle that binds it
 // (Backend.Admit). A pod some node may take goes straight on.
 func (p *Provisioner) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	if why := p.shared.prov.Hold(ctx, pod); why != "" {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	why := p.shared.prov.Hold(ctx, pod)
+	if why == "" {
+		why = p.shared.prov.Admit(ctx, pod)
 	}
-	if why := p.shared.prov.Admit(ctx, pod); why != "" {
+	if u := p.shared.unheld; u != nil {
+		if why != "" {
+			u.Held(pod)
+		} else {
+			u.Passed(pod)
+		}
+	}
+	if why != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	return nil
@@ -323,11 +331,26 @@ func (p *Provisioner) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 // changes with no cluster event the queue could match to the pod: the provisioner puts such a pod back in the
 // queue itself (SchedulingQueue.Activate) when it changes. Registering node events as well had the queue weigh
 // every pod held before it, thousands in a burst, at each of the hundreds of node registrations and updates.
+//
+// With kube-scheduler's SchedulerPreQueueingHints gate on (Stevedore's default), the queue still weighed the held
+// pods at node events and binds, for the other plugins' sake, though it never moved them: the plugin narrows those
+// events to the pods it does not hold (unheldPods), and its own hint for them changes nothing.
 func (p *Provisioner) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.boundPodDeleted},
-	}, nil
+	}
+	if p.shared != nil && p.shared.unheld != nil {
+		narrow := p.shared.unheld.PreQueueingHint
+		events = append(events,
+			fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: skip, PreQueueingHintFn: narrow},
+			fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: skip, PreQueueingHintFn: narrow})
+	}
+	return events, nil
 }
+
+// skip is the plugin's hint for the events it registers only to narrow: they never help a pod it refused (the
+// provisioner wakes those itself), as when it did not register them.
+func skip(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error) { return fwk.QueueSkip, nil }
 
 // boundPodDeleted queues the pod when a pod bound to a node is deleted (its room is free now), unless the pod waits
 // for a plan or for the node planned for it (Backend.AwaitsNode): in a burst thousands do, and each pod leaving

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 )
@@ -26,6 +29,8 @@ type Shared struct {
 	err  error
 
 	prov Backend
+	// unheld narrows the events the scheduling queue weighs every parked pod for (nil: the gate is off).
+	unheld *unheldPods
 
 	mu      sync.Mutex
 	waiting map[types.UID]waitingPod
@@ -52,6 +57,17 @@ func (s *Shared) build(ctx context.Context, h fwk.Handle, args config.Provisione
 	}
 	s.prov = prov
 	go s.sweepWaiting(ctx, time.Second)
+	if utilfeature.DefaultFeatureGate.Enabled(features.SchedulerPreQueueingHints) {
+		pods := h.SharedInformerFactory().Core().V1().Pods()
+		s.unheld = newUnheldPods()
+		if _, err := pods.Informer().AddEventHandler(s.unheld.Handler()); err != nil {
+			return fmt.Errorf("watching pods: %w", err)
+		}
+		get := func(name types.NamespacedName) (*v1.Pod, error) {
+			return pods.Lister().Pods(name.Namespace).Get(name.Name)
+		}
+		go s.unheld.sweepEvery(ctx, time.Minute, get)
+	}
 	return nil
 }
 

@@ -14,6 +14,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package freeroom
 
 import (
+	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +79,9 @@ type nodeRoom struct {
 	daemons   map[types.UID]int
 	hasDaemon func(owner types.UID) bool
 	pods      map[types.UID]struct{}
+	// matches memoizes, by a pod's node selection (affinityKey), whether the node matches it: the pods of a burst
+	// share a few, and matching one allocates. Emptied when the node changes.
+	matches map[string]bool
 }
 
 type boundPod struct {
@@ -168,6 +173,9 @@ func (x *Index) setNode(obj any) {
 		delete(x.foreign, node.Name)
 	} else {
 		x.foreign[node.Name] = true
+	}
+	if old == nil || !maps.Equal(old.Labels, node.Labels) || old.Name != node.Name {
+		clear(n.matches)
 	}
 	n.node, n.alloc = node, solver.ListRequests(node.Status.Allocatable)
 	n.refresh()
@@ -358,6 +366,7 @@ type Kept func(node *corev1.Node, hasDaemon func(owner types.UID) bool) (solver.
 // back (Unsend) or sentTTL passes. It returns the node's name, "" when no node may take the pod.
 func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, kept Kept) string {
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	key := affinityKey(pod)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.unsendRoomLocked(pod.UID)
@@ -366,7 +375,8 @@ func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, k
 		if !req.Fits(n.free) || n.node.Spec.Unschedulable || untolerated(logger, n.hard, pod.Spec.Tolerations) {
 			continue
 		}
-		if ok, err := affinity.Match(n.node); err != nil || !ok {
+		// the room kept for planned pods first: in a burst it turns away most nodes, those launching for others
+		if !n.matchesLocked(key, affinity) {
 			continue
 		}
 		room, takes := kept(n.node, n.hasDaemon)
@@ -441,4 +451,45 @@ func (x *Index) expireLocked() {
 
 func doNotSchedule(t *corev1.Taint) bool {
 	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
+// maxMatches bounds the node selections a node keeps matches for (pods pinned to a node each have their own).
+const maxMatches = 64
+
+// affinityKey identifies what a pod requires of a node's labels and name: its node selector and its required node
+// affinity ("" when it requires nothing).
+func affinityKey(pod *corev1.Pod) string {
+	var required *corev1.NodeSelector
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		required = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	if len(pod.Spec.NodeSelector) == 0 && required == nil {
+		return ""
+	}
+	raw, err := json.Marshal(struct {
+		Selector map[string]string    `json:"s,omitempty"`
+		Required *corev1.NodeSelector `json:"r,omitempty"`
+	}{pod.Spec.NodeSelector, required})
+	if err != nil {
+		// not reached (these types always marshal): a key no other pod has
+		return "pod/" + string(pod.UID)
+	}
+	return string(raw)
+}
+
+// matchesLocked reports whether the node matches the pod's node selection (key, affinity), memoized by key.
+func (n *nodeRoom) matchesLocked(key string, affinity nodeaffinity.RequiredNodeAffinity) bool {
+	if key == "" {
+		return true
+	}
+	if ok, seen := n.matches[key]; seen {
+		return ok
+	}
+	ok, err := affinity.Match(n.node)
+	ok = ok && err == nil
+	if n.matches == nil || len(n.matches) >= maxMatches {
+		n.matches = map[string]bool{}
+	}
+	n.matches[key] = ok
+	return ok
 }

@@ -210,6 +210,38 @@ func TestANodeIsJudgedAsItIsNow(t *testing.T) {
 			t.Errorf("%s: sent to %q, want %q", s.name, got, s.want)
 		}
 	}
+	// what a node matches follows its labels, for pods that select nodes by them (a node selector, a required
+	// node affinity) and are matched again and again in a burst
+	inZone := func(name, zone string) *corev1.Pod {
+		p := test.Pod(name).Pending().Req("cpu", "1").Obj()
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}}}}}}
+		return p
+	}
+	for _, s := range []struct {
+		name string
+		node *corev1.Node
+		pod  *corev1.Pod
+		want string
+	}{
+		{"in zone a, a pod for zone a", base().Labels(corev1.LabelTopologyZone, "us-east-1a").Obj(), inZone("p1", "us-east-1a"), "a"},
+		{"a second pod for zone a", nil, inZone("p2", "us-east-1a"), "a"},
+		{"a pod for zone b", nil, inZone("p3", "us-east-1b"), ""},
+		{"relabelled to zone b, a pod for zone a", base().Labels(corev1.LabelTopologyZone, "us-east-1b").Obj(), inZone("p4", "us-east-1a"), ""},
+		{"a pod for zone b", nil, inZone("p5", "us-east-1b"), "a"},
+		{"a node selector for zone b", nil, test.Pod("p6").Pending().NodeSelector(corev1.LabelTopologyZone, "us-east-1b").Obj(), "a"},
+		{"a node selector for zone a", nil, test.Pod("p7").Pending().NodeSelector(corev1.LabelTopologyZone, "us-east-1a").Obj(), ""},
+	} {
+		if s.node != nil {
+			x.setNode(s.node)
+		}
+		got := x.Send(klog.Background(), s.pod, solver.PodRequests(s.pod), keepsNothing)
+		x.Unsend(s.pod.UID)
+		if got != s.want {
+			t.Errorf("%s: sent to %q, want %q", s.name, got, s.want)
+		}
+	}
 }
 
 // BenchmarkSendAt4000Nodes sends pods that no node may take to an index of 4000 nodes as a burst leaves it: a

@@ -67,6 +67,9 @@ type Ledger struct {
 	claims map[string]*claimPlan
 	// claimOfNode names the NodeClaim of each node pods were nominated to.
 	claimOfNode map[string]string
+	// nominatedOn holds, for each node, the plans of the pods nominated to it (podPlan.nominated, indexed): each
+	// launch asks which pods its node has, and a walk over every plan made that grow with the square of a burst.
+	nominatedOn map[string]map[types.UID]*podPlan
 	// binding holds the pods the scheduler reserved a node for (Reserve), and the node, until the cache shows them
 	// bound: meanwhile they count on that node and are not provisioned for. bindingPruned is when bound pods were
 	// last dropped from it.
@@ -128,6 +131,7 @@ func New(opts Options) *Ledger {
 		pods:        map[types.UID]*podPlan{},
 		claims:      map[string]*claimPlan{},
 		claimOfNode: map[string]string{},
+		nominatedOn: map[string]map[types.UID]*podPlan{},
 		binding:     map[types.UID]bindingPod{},
 	}
 }
@@ -209,7 +213,7 @@ func (l *Ledger) Nominate(claim, node string, uids ...types.UID) {
 	l.claimOfNode[node] = claim
 	for _, uid := range uids {
 		if pp := l.pods[uid]; pp != nil {
-			pp.nominated = node
+			l.setNominatedLocked(uid, pp, node)
 		}
 	}
 }
@@ -229,8 +233,38 @@ func (l *Ledger) forgetLocked(uid types.UID) string {
 		return ""
 	}
 	l.unplanLocked(uid, pp)
-	delete(l.pods, uid)
+	l.deletePlanLocked(uid, pp)
 	return pp.claim
+}
+
+// deletePlanLocked drops a pod's plan from the ledger's maps. l.mu is held.
+func (l *Ledger) deletePlanLocked(uid types.UID, pp *podPlan) {
+	l.setNominatedLocked(uid, pp, "")
+	delete(l.pods, uid)
+}
+
+// setNominatedLocked records the node a pod was nominated to ("" for none), in its plan and in nominatedOn. l.mu
+// is held.
+func (l *Ledger) setNominatedLocked(uid types.UID, pp *podPlan, node string) {
+	if pp.nominated == node {
+		return
+	}
+	if on := l.nominatedOn[pp.nominated]; on != nil {
+		delete(on, uid)
+		if len(on) == 0 {
+			delete(l.nominatedOn, pp.nominated)
+		}
+	}
+	pp.nominated = node
+	if node == "" {
+		return
+	}
+	on := l.nominatedOn[node]
+	if on == nil {
+		on = map[types.UID]*podPlan{}
+		l.nominatedOn[node] = on
+	}
+	on[uid] = pp
 }
 
 // Drop drops a pod's plan and wakes the pods its node refused (PlannedPodGone): the room kept for it is free. It
@@ -268,7 +302,9 @@ func (l *Ledger) ForgetClaim(ctx context.Context, name string) {
 	delete(l.claims, name)
 	pods := make([]*corev1.Pod, 0, len(c.pods)+len(c.refused))
 	for uid, pod := range c.pods {
-		delete(l.pods, uid)
+		if pp := l.pods[uid]; pp != nil {
+			l.deletePlanLocked(uid, pp)
+		}
 		pods = append(pods, pod)
 	}
 	for _, pod := range c.refused {

@@ -223,7 +223,7 @@ func TestANodeClaimGoneTakesEverythingKeptForIt(t *testing.T) {
 		"readyFirst":    f.ReadyFirst(a.UID),
 		"readySince":    f.ReadySince("c1"),
 		"binding":       f.IsBinding(a.UID), // the reservation is the scheduler's: it stays until the pod binds
-		"unboundParked": f.Unbound(),
+		"unboundParked": f.UnboundOnReadyNodes(),
 	}
 	_, nodeKnown := f.ClaimOfNode("n1")
 	got["nodeKnown"] = nodeKnown
@@ -340,5 +340,69 @@ func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
 			}
 		}
 		check(step)
+	}
+}
+
+// TestNominatedToFollowsEveryNomination: the pods a node has nominated to it, through nominations, renominations
+// to another node, a pod planned anew elsewhere, forgotten pods and NodeClaims gone.
+func TestNominatedToFollowsEveryNomination(t *testing.T) {
+	a, b, c, d := pending("a"), pending("b"), pending("c"), pending("d")
+	f := newFixture(t, a, b, c, d)
+	ctx := t.Context()
+	names := func(node string) []string {
+		var out []string
+		for _, pod := range f.NominatedTo(node) {
+			out = append(out, pod.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	f.Plan(ctx, "c1", []*corev1.Pod{a, b, c})
+	f.Plan(ctx, "c2", []*corev1.Pod{d})
+	f.Nominate("c1", "n1", a.UID, b.UID, c.UID)
+	f.Nominate("c2", "n2", d.UID)
+	f.Plan(ctx, "c2", []*corev1.Pod{b}) // planned anew on c2, and nominated to its node
+	f.Nominate("c2", "n2", b.UID)
+	f.Forget(c.UID)
+	f.Nominate("c1", "n1", "not-planned")
+	got := map[string][]string{"n1": names("n1"), "n2": names("n2")}
+	want := map[string][]string{"n1": {"a"}, "n2": {"b", "d"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nominated (-want +got):\n%s", diff)
+	}
+	f.ForgetClaim(ctx, "c2")
+	if got := names("n2"); len(got) != 0 {
+		t.Errorf("after its NodeClaim went, n2 has %v nominated", got)
+	}
+	if got := names("n1"); !cmp.Equal(got, []string{"a"}) {
+		t.Errorf("n1 has %v nominated, want [a]", got)
+	}
+	if len(f.nominatedOn) != 1 {
+		t.Errorf("the index keeps %d nodes, want 1 (no empty entries)", len(f.nominatedOn))
+	}
+}
+
+// TestUnboundOnReadyNodesListsOnlyThePodsWhoseNodeIsReady: of the pods planned and not bound, those on a node this
+// process saw initialize, or that the NodeClaim's condition says is initialized (a previous leader's), with when
+// it became ready; not those whose node is still coming, nor those being bound.
+func TestUnboundOnReadyNodesListsOnlyThePodsWhoseNodeIsReady(t *testing.T) {
+	a, b, c, d := pending("a"), pending("b"), pending("c"), pending("d")
+	earlier := t0.Add(-time.Hour)
+	adopted := test.NodeClaim("c-adopted", "default").Created(earlier).Initialized().Obj()
+	coming := test.NodeClaim("c-coming", "default").Created(earlier).Registered().Obj()
+	f := newFixture(t, a, b, c, d, adopted, coming)
+	ctx := t.Context()
+	f.Plan(ctx, "c-seen", []*corev1.Pod{a, b})
+	f.Plan(ctx, "c-adopted", []*corev1.Pod{c})
+	f.Plan(ctx, "c-coming", []*corev1.Pod{d})
+	f.Initialized(ctx, "c-seen")
+	f.Reserved(b, "n-seen")
+	got := map[string]time.Time{}
+	for _, p := range f.UnboundOnReadyNodes() {
+		got[p.Pod.Name] = p.ReadyAt
+	}
+	want := map[string]time.Time{"a": t0, "c": earlier}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unbound on ready nodes (-want +got):\n%s", diff)
 	}
 }

@@ -67,11 +67,10 @@ func (l *Ledger) IsNominated(uid types.UID, node string) bool {
 func (l *Ledger) NominatedTo(node string) []*corev1.Pod {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*corev1.Pod
-	for _, pp := range l.pods {
-		if pp.nominated == node {
-			out = append(out, pp.pod)
-		}
+	on := l.nominatedOn[node]
+	out := make([]*corev1.Pod, 0, len(on))
+	for _, pp := range on {
+		out = append(out, pp.pod)
 	}
 	return out
 }

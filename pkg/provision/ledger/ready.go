@@ -51,13 +51,14 @@ func (l *Ledger) ReadyFirst(uid types.UID) bool { return l.readyFirst.has(uid) }
 // Initialized condition's time; zero when it is not initialized.
 func (l *Ledger) ReadySince(claim string) time.Time {
 	l.mu.Lock()
-	var at time.Time
-	if c := l.claims[claim]; c != nil {
-		at = c.readyAt
-	}
-	l.mu.Unlock()
-	if !at.IsZero() {
-		return at
+	defer l.mu.Unlock()
+	return l.readySinceLocked(claim)
+}
+
+// readySinceLocked is ReadySince. l.mu is held.
+func (l *Ledger) readySinceLocked(claim string) time.Time {
+	if c := l.claims[claim]; c != nil && !c.readyAt.IsZero() {
+		return c.readyAt
 	}
 	c, err := l.opts.NodeClaims.Get(claim)
 	if err != nil || !c.IsInitialized() {
@@ -92,19 +93,32 @@ type Parked struct {
 	RefusedSince time.Time
 	Why          string
 	WokenAt      time.Time
+	// ReadyAt is when its node became ready (ReadySince).
+	ReadyAt time.Time
 }
 
-// Unbound returns the pods planned on a NodeClaim that are neither bound nor being bound, by namespace and name.
-func (l *Ledger) Unbound() []Parked {
+// UnboundOnReadyNodes returns the pods planned on a NodeClaim whose node is ready that are neither bound nor being
+// bound, by namespace and name. In a burst most planned pods wait for nodes still coming: each NodeClaim's
+// readiness is looked up once, and only the pods of ready ones are listed.
+func (l *Ledger) UnboundOnReadyNodes() []Parked {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	readyAt := map[string]time.Time{}
 	var out []Parked
 	for uid, pp := range l.pods {
 		if _, binding := l.binding[uid]; binding {
 			continue
 		}
+		at, known := readyAt[pp.claim]
+		if !known {
+			at = l.readySinceLocked(pp.claim)
+			readyAt[pp.claim] = at
+		}
+		if at.IsZero() {
+			continue
+		}
 		out = append(out, Parked{Pod: pp.pod, Claim: pp.claim, PlannedAt: pp.plannedAt, RefusedAt: pp.refusedAt,
-			RefusedSince: pp.refusedSince, Why: pp.refusedWhy, WokenAt: pp.wokenAt})
+			RefusedSince: pp.refusedSince, Why: pp.refusedWhy, WokenAt: pp.wokenAt, ReadyAt: at})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Pod, out[j].Pod

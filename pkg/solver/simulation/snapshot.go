@@ -48,7 +48,14 @@ type Snapshot struct {
 	undo        []undoChange
 	marks       []int
 	rollingBack bool
+
+	// podInfos, when set, makes each pod object's PodInfo once across snapshots (UsePodInfos).
+	podInfos *PodInfos
 }
+
+// UsePodInfos has the snapshot take the pods' PodInfos from infos, shared with other snapshots, instead of making
+// its own. Call it before adding pods.
+func (s *Snapshot) UsePodInfos(infos *PodInfos) { s.podInfos = infos }
 
 // undoChange undoes one change made while suspended: a node relabelled (back to old), a pod added (sign 1) or
 // removed (-1) on a node, or a node added or removed (nodeOp, which Rollback cannot undo).
@@ -249,10 +256,11 @@ func (s *Snapshot) AddPod(nodeName string, pod *v1.Pod) error {
 }
 
 func (s *Snapshot) addPod(ni *framework.NodeInfo, pod *v1.Pod) {
-	pi, err := framework.NewPodInfo(pod)
-	if err != nil {
-		// NewPodInfo fails only on unparsable affinity terms, which the API server refuses; keep the resources.
-		pi = &framework.PodInfo{Pod: pod}
+	var pi *framework.PodInfo
+	if s.podInfos != nil {
+		pi = s.podInfos.Get(pod)
+	} else {
+		pi = newPodInfo(pod)
 	}
 	hadAffinity := len(ni.PodsWithAffinity) > 0
 	ni.AddPodInfo(pi)
