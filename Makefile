@@ -4,7 +4,9 @@ GO            ?= go
 BIN           := $(CURDIR)/bin
 MODULE        := github.com/stevedore-dev/stevedore
 K8S_VERSION   := v1.37.2
-VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
+# the version this tree is (pkg/version.Release): builds without a git tag are $(RELEASE)-dev
+RELEASE       := $(shell sed -n 's/^const Release = "\(.*\)"/\1/p' pkg/version/version.go)
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo $(RELEASE)-dev)
 COMMIT        ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
@@ -13,7 +15,7 @@ UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/..
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 
-.PHONY: all build test unit integration soak demo bench generate verify verify-deadcode verify-generated verify-catalog lint tools clean image catalog release publish figures verify-figures kube-binaries test-versions
+.PHONY: all build test unit integration soak demo bench generate verify verify-deadcode verify-generated verify-catalog lint tools clean image image-binary catalog release publish figures verify-figures kube-binaries test-versions
 
 all: build
 
@@ -154,11 +156,18 @@ $(BIN)/kube/%/kube-apiserver: hack/kube/%/go.mod hack/kube/%/go.sum
 IMAGE_ARCHS ?= amd64 arm64
 image:
 	set -e; for arch in $(IMAGE_ARCHS); do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -tags nosandbox -ldflags "$(LDFLAGS) -s -w" \
-	    -o $(BIN)/linux-$$arch/scheduler ./cmd/scheduler; \
+	  $(MAKE) --no-print-directory image-binary IMAGE_ARCH=$$arch IMAGE_BINARY=$(BIN)/linux-$$arch/scheduler; \
 	done
 	cd hack/image && $(GO) run . --version $(VERSION) --out $(BIN)/stevedore-image.tar \
 	  $(foreach arch,$(IMAGE_ARCHS),--binary $(arch)=$(BIN)/linux-$(arch)/scheduler)
+
+## image-binary: IMAGE_ARCH=<arch> IMAGE_BINARY=<path>: the image's scheduler for one architecture, as `make image`
+## and the Dockerfile build it (static, -tags nosandbox, stripped)
+IMAGE_ARCH ?= amd64
+IMAGE_BINARY ?= $(BIN)/linux-$(IMAGE_ARCH)/scheduler
+image-binary:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -tags nosandbox -ldflags "$(LDFLAGS) -s -w" \
+	  -o $(IMAGE_BINARY) ./cmd/scheduler
 
 ## release: VERSION=vX.Y.Z: the image archive, the chart, the CRDs, the kustomize base and the Terraform example,
 ## all naming that version, with release notes from CHANGELOG.md and checksums, in dist/<version> (hack/release.sh)

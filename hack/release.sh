@@ -58,6 +58,7 @@ echo "--- Terraform"
 mkdir -p "$stage/tf/deploy"
 cp -r deploy/terraform deploy/iam "$stage/tf/deploy/"
 cp -r "$stage/charts" "$stage/tf/charts"
+cp -r charts/stevedore-crd "$stage/tf/charts/"
 rm -f "$stage/tf/deploy/terraform/"*_test.go "$stage/tf/deploy/iam/"*.go
 sed -i "s#default     = \"[^\"]*scheduler:[^\"]*\"#default     = \"${image}\"#" "$stage/tf/deploy/terraform/variables.tf"
 tar -C "$stage/tf" -czf "$out/stevedore-terraform-${version}.tar.gz" deploy charts

@@ -53,6 +53,9 @@ refuses or does not read (docs/migration-from-karpenter.md) is an error naming t
 			for _, l := range conv.Left {
 				fmt.Fprintln(cmd.ErrOrStderr(), "left out:", l)
 			}
+			for _, n := range conv.Notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
+			}
 			if outFile == "" || outFile == "-" {
 				_, err = cmd.OutOrStdout().Write(out)
 				return err

@@ -56,11 +56,12 @@ func newCostCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cost [-f dump.yaml ... | --kubeconfig path] [--top N] [-o table|json]",
 		Short: "Print what the nodes cost an hour, by namespace and by workload",
-		Long: `cost splits each node Stevedore launched over the pods it runs: a pod pays the node's hourly price times its request of
+		Long: `cost splits each node over the pods it runs: a pod pays the node's hourly price times its request of
 the node's binding resource (of cpu, memory and extended resources such as GPUs, the one the node's pods request
 the largest fraction of) over the node's allocatable of it. DaemonSet pods and the idle share are reported apart,
 so the lines add up to the nodes' price. Nodes are priced as billed: spot and on-demand at the offering's price
-with the NodeOverlays in force, reserved capacity at the on-demand rate.
+with the NodeOverlays in force, reserved capacity at the on-demand rate; nodes Stevedore did not launch
+(Karpenter's, a node group's) at the catalog's list price, from their labels.
 
 It reads a live cluster (--kubeconfig) or a dump (-f, the NodePools, EC2NodeClasses, NodeOverlays, NodeClaims,
 Nodes and Pods, e.g. kubectl get ... -o yaml).`,
@@ -78,6 +79,9 @@ Nodes and Pods, e.g. kubectl get ... -o yaml).`,
 			in, err := readPlanInput(catalogFile, files)
 			if err != nil {
 				return err
+			}
+			if in.regions != "" {
+				warn(cmd.ErrOrStderr(), []string{in.regions})
 			}
 			ctx := context.Background()
 			objs := in.objects

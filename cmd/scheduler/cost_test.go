@@ -12,6 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 )
 
 func runCost(t *testing.T, args ...string) (string, error) {
@@ -72,5 +76,46 @@ func TestCostRefusesWhatItCannotRead(t *testing.T) {
 		if _, err := runCost(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("cost %v: err = %v, want one containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestCostPricesAClusterKarpenterRuns: on a dump of a cluster Karpenter runs, every node is priced at the catalog's
+// list price from its labels (Karpenter's two m5.2xlarge and the node group's m5.large), none left out.
+func TestCostPricesAClusterKarpenterRuns(t *testing.T) {
+	raw, err := runCost(t, "-f", "testdata/karpenter-cluster.yaml", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc costOutput
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	price := catalog.Default().Pricer()
+	want := 2*price("m5.2xlarge", "us-east-1a", "on-demand") + price("m5.large", "us-east-1a", "on-demand")
+	if len(doc.Nodes) != 3 || len(doc.Unpriced) != 0 || want == 0 || math.Abs(doc.Total-want) > 1e-9 {
+		t.Errorf("%d nodes priced at $%v, left out %q; want 3 at $%v", len(doc.Nodes), doc.Total, doc.Unpriced, want)
+	}
+}
+
+// TestPlanAndCostSayWhenTheDumpIsOfAnotherRegion: a dump whose nodes are in eu-west-1, read with the us-east-1
+// catalog, gets a warning naming both regions from plan and cost.
+func TestPlanAndCostSayWhenTheDumpIsOfAnotherRegion(t *testing.T) {
+	raw, err := os.ReadFile("testdata/karpenter-cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(t.TempDir(), "eu-west-1.yaml")
+	if err := os.WriteFile(dump, []byte(strings.ReplaceAll(string(raw), "us-east-1", "eu-west-1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []*cobra.Command{newPlanCommand(), newCostCommand()} {
+		_, stderr, _ := run(t, cmd, "-f", dump)
+		if !strings.Contains(stderr, "warning: the input's nodes are 2 in eu-west-1, and the catalog is us-east-1's") {
+			t.Errorf("%s on an eu-west-1 dump warns:\n%s", cmd.Name(), stderr)
+		}
+	}
+	_, stderr, _ := run(t, newCostCommand(), "-f", "testdata/karpenter-cluster.yaml")
+	if strings.Contains(stderr, "warning") {
+		t.Errorf("cost on a us-east-1 dump warns:\n%s", stderr)
 	}
 }

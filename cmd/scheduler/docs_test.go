@@ -5,9 +5,13 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -162,4 +166,56 @@ func githubAnchor(heading string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestEveryEventTheDocsNameIsRecorded: each event reason the docs, the README and the CHANGELOG name (a backticked
+// name next to "event" or "warning") is a string in Stevedore's code, or one kube-scheduler or the node
+// controller records: an alert on a documented reason must match something.
+func TestEveryEventTheDocsNameIsRecorded(t *testing.T) {
+	kubernetes := map[string]bool{"FailedScheduling": true, "Scheduled": true, "RegisteredNode": true, "Preempted": true}
+	strs := map[string]bool{}
+	err := filepath.WalkDir("../../pkg", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					strs[s] = true
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md", "../../CHANGELOG.md")
+	named := regexp.MustCompile("`([A-Z][A-Za-z]+)` (?:events?|warnings?)\\b|\\b(?:[Ee]vents?|Warning|Normal) \\(?`([A-Z][A-Za-z]+)`")
+	found := 0
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllStringSubmatch(string(raw), -1) {
+			reason := m[1] + m[2]
+			found++
+			if !strs[reason] && !kubernetes[reason] {
+				t.Errorf("%s names the event %s, which nothing records", file, reason)
+			}
+		}
+	}
+	if found < 20 {
+		t.Errorf("found only %d event names in the docs: the pattern no longer matches how they are written", found)
+	}
 }

@@ -86,6 +86,8 @@ type planInput struct {
 	catalog *catalog.File
 	objects []runtime.Object
 	ignored []string
+	// regions says where the input's nodes are when that is not the catalog's region ("" when it is).
+	regions string
 }
 
 func readPlanInput(catalogFile string, files []string) (*planInput, error) {
@@ -107,7 +109,37 @@ func readPlanInput(catalogFile string, files []string) (*planInput, error) {
 		in.objects = append(in.objects, o...)
 	}
 	in.ignored = dec.Ignored()
+	in.regions = otherRegions(in.objects, in.catalog.Region)
 	return in, nil
+}
+
+// otherRegions says which regions the nodes among objs are in (their topology.kubernetes.io/region label) when
+// one is not the catalog's: the zones and prices of the answer are then the catalog's region's, not the cluster's.
+func otherRegions(objs []runtime.Object, catalogRegion string) string {
+	regions := map[string]int{}
+	other := false
+	for _, obj := range objs {
+		if node, ok := obj.(*corev1.Node); ok {
+			if r := node.Labels[corev1.LabelTopologyRegion]; r != "" {
+				regions[r]++
+				other = other || r != catalogRegion
+			}
+		}
+	}
+	if !other {
+		return ""
+	}
+	names := make([]string, 0, len(regions))
+	for r := range regions {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, r := range names {
+		parts = append(parts, fmt.Sprintf("%d in %s", regions[r], r))
+	}
+	return fmt.Sprintf("the input's nodes are %s, and the catalog is %s's: the zones and prices here are %s's "+
+		"(give --catalog with a catalog of the cluster's region)", strings.Join(parts, ", "), catalogRegion, catalogRegion)
 }
 
 // warn prints what plan leaves out of Karpenter's objects, one line each.
@@ -166,6 +198,9 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			in, err := readPlanInput(catalogFile, files)
 			if err != nil {
 				return err
+			}
+			if in.regions != "" {
+				warn(cmd.ErrOrStderr(), []string{in.regions})
 			}
 			ctx := context.Background()
 			if disrupt {

@@ -69,6 +69,24 @@ resource "aws_iam_role_policy" "controller" {
   })
 }
 
+# Other node roles the EC2NodeClasses name (Karpenter's, carried over by `scheduler convert`): passed to EC2 like
+# Stevedore's own.
+resource "aws_iam_role_policy" "pass_additional_node_roles" {
+  count = length(var.additional_node_roles) > 0 ? 1 : 0
+  name  = "StevedorePassAdditionalNodeRoles"
+  role  = aws_iam_role.controller.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "PassAdditionalNodeRoles"
+      Effect    = "Allow"
+      Action    = ["iam:PassRole"]
+      Resource  = [for r in var.additional_node_roles : "arn:${local.partition}:iam::${local.account_id}:role/${r}"]
+      Condition = { StringEquals = { "iam:PassedToService" = "ec2.amazonaws.com" } }
+    }]
+  })
+}
+
 resource "aws_eks_pod_identity_association" "controller" {
   count           = var.use_pod_identity ? 1 : 0
   cluster_name    = var.cluster_name

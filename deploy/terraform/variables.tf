@@ -36,6 +36,12 @@ variable "oidc_provider_arn" {
   default     = ""
 }
 
+variable "additional_node_roles" {
+  description = "Names of node roles besides Stevedore's own that EC2NodeClasses name in spec.role (Karpenter's KarpenterNodeRole-<cluster> while migrating): the scheduler may pass them to EC2. Their nodes need an EKS access entry, which Karpenter's installation already made."
+  type        = list(string)
+  default     = []
+}
+
 variable "namespace" {
   description = "Namespace of the Stevedore release."
   type        = string
@@ -45,5 +51,5 @@ variable "namespace" {
 variable "image" {
   description = "Stevedore scheduler image (make image)."
   type        = string
-  default     = "public.ecr.aws/stevedore/scheduler:v0.1.0"
+  default     = "public.ecr.aws/stevedore/scheduler:v0.2.0"
 }

@@ -22,6 +22,39 @@ type PriceBook struct {
 	cloud  cloud.Provider
 	pools  map[string]*stevedorev1.NodePool
 	byPool map[string][]*cloud.InstanceType
+	// listed prices the nodes Stevedore did not launch from their labels (nil: they are not priced).
+	listed func(instanceType, zone, capacityType string) float64
+}
+
+// PricingOthers has the book price the nodes Stevedore did not launch (Karpenter's, a node group's) too, at the
+// list price of their instance type, zone and capacity type, read from their labels.
+func (b *PriceBook) PricingOthers(listed func(instanceType, zone, capacityType string) float64) *PriceBook {
+	b.listed = listed
+	return b
+}
+
+// labelCapacityTypeNodeGroup is the capacity type label of EKS managed node groups (ON_DEMAND, SPOT, CAPACITY_BLOCK).
+const labelCapacityTypeNodeGroup = "eks.amazonaws.com/capacityType"
+
+// listedPrice prices a node Stevedore did not launch from its labels: its instance type and zone, and its capacity
+// type (Karpenter's label, else a managed node group's, else on-demand; reserved capacity at the on-demand rate).
+// It returns the price (0 when the catalog has none) and the offering, for messages.
+func (b *PriceBook) listedPrice(node *corev1.Node) (price float64, it, zone, ct string) {
+	it, zone = node.Labels[corev1.LabelInstanceTypeStable], node.Labels[corev1.LabelTopologyZone]
+	ct = node.Labels[stevedorev1.LabelCapacityType]
+	if ct == "" {
+		switch node.Labels[labelCapacityTypeNodeGroup] {
+		case "SPOT":
+			ct = stevedorev1.CapacityTypeSpot
+		default:
+			ct = stevedorev1.CapacityTypeOnDemand
+		}
+	}
+	priceAs := ct
+	if ct == stevedorev1.CapacityTypeReserved {
+		priceAs = stevedorev1.CapacityTypeOnDemand
+	}
+	return b.listed(it, zone, priceAs), it, zone, ct
 }
 
 // NewPriceBook returns a PriceBook over the provider (overlaid) and the NodePools.
@@ -88,8 +121,8 @@ func (b *PriceBook) Billed(ctx context.Context, claim *stevedorev1.NodeClaim) (f
 }
 
 // Collect joins the nodes to the NodeClaims that launched them and to their pods, priced as billed. Nodes
-// Stevedore did not launch, and NodeClaims that could not be priced, are listed in unpriced (with why) and left
-// out: their price is not known here.
+// Stevedore did not launch are priced from their labels when the book prices others (PricingOthers); those it
+// cannot price, and NodeClaims that could not be priced, are listed in unpriced (with why) and left out.
 func Collect(ctx context.Context, book *PriceBook, nodes []*corev1.Node, claims []*stevedorev1.NodeClaim, pods []*corev1.Pod) (
 	out []Node, unpriced []string) {
 	claimOf := map[string]*stevedorev1.NodeClaim{}
@@ -108,8 +141,18 @@ func Collect(ctx context.Context, book *PriceBook, nodes []*corev1.Node, claims 
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, node := range sorted {
 		claim := claimOf[node.Name]
-		if claim == nil {
-			unpriced = append(unpriced, fmt.Sprintf("node %s: not launched by Stevedore", node.Name))
+		if claim == nil || claim.Status.InstanceType == "" { // not Stevedore's (a NodeClaim of Karpenter's has no type in its status)
+			if book.listed == nil {
+				unpriced = append(unpriced, fmt.Sprintf("node %s: not launched by Stevedore", node.Name))
+				continue
+			}
+			price, it, zone, ct := book.listedPrice(node)
+			if price == 0 {
+				unpriced = append(unpriced, fmt.Sprintf("node %s: no price in the catalog for %s %s in %q", node.Name, ct, it, zone))
+				continue
+			}
+			out = append(out, Node{Name: node.Name, NodePool: nodeGroupOf(node), InstanceType: it, CapacityType: ct, Price: price,
+				Allocatable: node.Status.Allocatable, Pods: podsOf[node.Name]})
 			continue
 		}
 		price, how := book.Billed(ctx, claim)
@@ -122,4 +165,15 @@ func Collect(ctx context.Context, book *PriceBook, nodes []*corev1.Node, claims 
 			CapacityType: claim.Status.CapacityType, Price: price, Allocatable: node.Status.Allocatable, Pods: podsOf[node.Name]})
 	}
 	return out, unpriced
+}
+
+// nodeGroupOf names what a node Stevedore did not launch belongs to: Karpenter's NodePool, or an EKS managed node
+// group.
+func nodeGroupOf(node *corev1.Node) string {
+	for _, key := range []string{"karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup"} {
+		if v := node.Labels[key]; v != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -26,7 +26,8 @@ import (
 )
 
 // FromObjects attributes the cost of a cluster given as objects (a dump, or what Live read): NodePools,
-// EC2NodeClasses, NodeOverlays, NodeClaims, Nodes and Pods, priced from the catalog with the NodeOverlays applied.
+// EC2NodeClasses, NodeOverlays, NodeClaims, Nodes and Pods, priced from the catalog with the NodeOverlays applied;
+// nodes Stevedore did not launch at the catalog's list price, from their labels.
 // DaemonSets and PodDisruptionBudgets are accepted and not needed; another kind is an error naming the object.
 // unpriced lists the nodes left out, with why.
 func FromObjects(ctx context.Context, objs []runtime.Object, cat *catalog.File) (r *Report, unpriced []string, err error) {
@@ -58,7 +59,7 @@ func FromObjects(ctx context.Context, objs []runtime.Object, cat *catalog.File) 
 	nodes, _ := l.Nodes.List(labels.Everything())
 	claims, _ := l.NodeClaims.List(labels.Everything())
 	pods, _ := l.Pods.List(labels.Everything())
-	book := NewPriceBook(overlay.NewProvider(base, l.NodeOverlays), pools)
+	book := NewPriceBook(overlay.NewProvider(base, l.NodeOverlays), pools).PricingOthers(cat.Pricer())
 	priced, unpriced := Collect(ctx, book, nodes, claims, pods)
 	return Attribute(priced), unpriced, nil
 }

@@ -22,8 +22,9 @@ import (
 )
 
 // TestNodesArePricedAsBilled reads a cluster as objects and prices each node: on-demand and spot at the catalog's
-// offering, reserved capacity at the on-demand rate, a NodeOverlay's adjustment applied; a node Stevedore did not
-// launch is left out and named. The pods' lines, the DaemonSets' and idle add up to the priced nodes.
+// offering, reserved capacity at the on-demand rate, a NodeOverlay's adjustment applied; nodes Stevedore did not
+// launch (Karpenter's, with its NodeClaim in the dump; a managed node group's) at the catalog's list price from their
+// labels; a node without those labels is left out and named. The pods' lines, the DaemonSets' and idle add up to the priced nodes.
 func TestNodesArePricedAsBilled(t *testing.T) {
 	cat := catalog.Default()
 	price := cat.Pricer()
@@ -48,6 +49,13 @@ func TestNodesArePricedAsBilled(t *testing.T) {
 		Requirements:    []stevedorev1.NodeOverlayRequirement{{Key: stevedorev1.LabelNodePool, Operator: string(corev1.NodeSelectorOpIn), Values: []string{"adjusted"}}},
 		PriceAdjustment: ptr.To("-0.01")}})
 	objs = append(objs, test.Node("self-managed").Obj())
+	karpenterNode := test.Node("karpenter").Labels(corev1.LabelInstanceTypeStable, "m5.xlarge", corev1.LabelTopologyZone, zone,
+		stevedorev1.LabelCapacityType, stevedorev1.CapacityTypeSpot, "karpenter.sh/nodepool", "general").Obj()
+	karpenterClaim := &stevedorev1.NodeClaim{ObjectMeta: metaNamed("general-x1"), Status: stevedorev1.NodeClaimStatus{NodeName: "karpenter"}}
+	karpenterClaim.APIVersion, karpenterClaim.Kind = "karpenter.sh/v1", "NodeClaim"
+	nodeGroupNode := test.Node("node-group").Labels(corev1.LabelInstanceTypeStable, "c5.large", corev1.LabelTopologyZone, zone,
+		"eks.amazonaws.com/capacityType", "ON_DEMAND", "eks.amazonaws.com/nodegroup", "system").Obj()
+	objs = append(objs, karpenterNode, karpenterClaim, nodeGroupNode)
 	objs = append(objs, test.Pod("web").Node("od").Req("cpu", "1", "memory", "1Gi").Obj(),
 		test.Pod("agent").Node("spot").Req("cpu", "500m", "memory", "1Gi").OwnedBy("DaemonSet", "agent").Obj(),
 		&appsv1.DaemonSet{ObjectMeta: metaNamed("agent")})
@@ -57,13 +65,17 @@ func TestNodesArePricedAsBilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	od := price("m5.large", zone, stevedorev1.CapacityTypeOnDemand)
-	want := map[string]float64{"od": od, "spot": price("m5.large", zone, stevedorev1.CapacityTypeSpot), "reserved": od, "adj": od - 0.01}
+	want := map[string]float64{"od": od, "spot": price("m5.large", zone, stevedorev1.CapacityTypeSpot), "reserved": od, "adj": od - 0.01,
+		"karpenter": price("m5.xlarge", zone, stevedorev1.CapacityTypeSpot), "node-group": price("c5.large", zone, stevedorev1.CapacityTypeOnDemand)}
 	if len(r.Nodes) != len(want) {
 		t.Fatalf("priced %d nodes, want %d", len(r.Nodes), len(want))
 	}
 	total := 0.0
 	for _, n := range r.Nodes {
-		if !near(n.Price, want[n.Name]) {
+		if n.Name == "karpenter" && n.NodePool != "general" || n.Name == "node-group" && n.NodePool != "system" {
+			t.Errorf("node %s counted in %q", n.Name, n.NodePool)
+		}
+		if !near(n.Price, want[n.Name]) || want[n.Name] == 0 {
 			t.Errorf("node %s priced %v, want %v", n.Name, n.Price, want[n.Name])
 		}
 		total += want[n.Name]

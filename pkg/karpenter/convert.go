@@ -28,6 +28,9 @@ type Conversion struct {
 	// Left are what the conversion left out, one line each naming the object: what Stevedore refuses, and the
 	// objects it does not convert (NodeClaims: Stevedore creates its own).
 	Left []string
+	// Notes say what to do before the objects work under Stevedore, one line each naming the object: the node
+	// roles its IAM policy must let it pass.
+	Notes []string
 }
 
 // Convert turns Karpenter's NodePools, EC2NodeClasses and NodeOverlays among objs (decoded by package manifest,
@@ -61,6 +64,9 @@ func Convert(objs []runtime.Object, ignored []string, dropUnsupported bool) (*Co
 		case *stevedorev1.EC2NodeClass:
 			nc := o.DeepCopy()
 			nc.Status = stevedorev1.EC2NodeClassStatus{}
+			if note := roleNote(nc); note != "" {
+				out.Notes = append(out.Notes, note)
+			}
 			out.Objects = append(out.Objects, asStevedore(nc, "EC2NodeClass"))
 		case *stevedorev1.NodeOverlay:
 			no := o.DeepCopy()
@@ -83,6 +89,17 @@ func Convert(objs []runtime.Object, ignored []string, dropUnsupported bool) (*Co
 			"(nodes, pods and the like): not converted", others))
 	}
 	return out, nil
+}
+
+// roleNote says what an EC2NodeClass that names a node role needs before it launches under Stevedore ("" when it
+// names an instance profile instead).
+func roleNote(nc *stevedorev1.EC2NodeClass) string {
+	if nc.Spec.Role == "" || nc.Spec.InstanceProfile != nil {
+		return ""
+	}
+	return fmt.Sprintf("ec2nodeclasses.stevedore.dev/%s keeps the node role %s: Stevedore makes its instance profile and "+
+		"passes the role to EC2, so its IAM policy must allow iam:PassRole on that role (Terraform: additional_node_roles; "+
+		"deploy/iam/README.md), or the NodeClass gets no instance profile and launches nothing", nc.Name, nc.Spec.Role)
 }
 
 // object is what asStevedore needs of an object.

@@ -171,6 +171,11 @@ spec: {podTemplateRef: {name: web}, replicas: 2}
 		}
 	}
 
+	if len(conv.Notes) != 1 || !strings.Contains(conv.Notes[0], "ec2nodeclasses.stevedore.dev/default keeps the node role KarpenterNodeRole") ||
+		!strings.Contains(conv.Notes[0], "iam:PassRole") {
+		t.Errorf("notes %q, want one telling to let Stevedore pass KarpenterNodeRole", conv.Notes)
+	}
+
 	out, err := WriteYAML(conv.Objects)
 	if err != nil {
 		t.Fatal(err)

@@ -99,6 +99,14 @@ type Controllers struct {
 // the cloud provider, the controllers (a flat list, each run by one Run(ctx)), and their start.
 // args are the plugin's arguments, defaulted and validated: each controller reads the ones it needs by their names.
 func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controllers, error) {
+	if args.Region == "" {
+		region, err := awscloud.Region(ctx, "", host.Env)
+		if err != nil {
+			return nil, err
+		}
+		klog.FromContext(ctx).Info("AWS region found", "region", region)
+		args.Region = region
+	}
 	kube, err := client.NewKube(host.KubeConfig)
 	if err != nil {
 		return nil, err

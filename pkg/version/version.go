@@ -13,9 +13,13 @@ import (
 	k8sversion "k8s.io/component-base/version"
 )
 
-// Set at link time by the Makefile (-X); "dev" for go run and go test.
+// Release is the version this tree is, or is on its way to: every default that names an image or a chart names it
+// (a test keeps them so), and builds without a version given (make's from git) are Release-dev.
+const Release = "v0.2.0"
+
+// Set at link time by the Makefile (-X); Release-dev for go run and go test.
 var (
-	gitVersion = "v0.1.0-dev"
+	gitVersion = Release + "-dev"
 	gitCommit  = ""
 )
 

@@ -97,6 +97,10 @@ spec:
 		}
 	})
 
+	t.Run("the docs' recipes that dump a Karpenter cluster and plan it run as written", func(t *testing.T) {
+		runRecipes(t, scheduler, kubectl, kubeconfig, k)
+	})
+
 	t.Run("the scheduler binary binds pods against the sandbox", func(t *testing.T) {
 		env := readEnvFile(t, envFile)
 		launches := make(chan string, 16)

@@ -183,7 +183,7 @@ type SubnetSelectorTerm struct {
 	// +kubebuilder:validation:Pattern=`^subnet-[0-9a-z]+$`
 	// +optional
 	ID string `json:"id,omitempty"`
-	// Tags the subnet must carry; a value of * matches any value. The seeds use karpenter.sh/discovery: <cluster>.
+	// Tags the subnet must carry; a value of * matches any value. A common choice is karpenter.sh/discovery: <cluster>.
 	// +kubebuilder:validation:MaxProperties=20
 	// +kubebuilder:validation:XValidation:message="subnetSelectorTerms[].tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
 	// +optional

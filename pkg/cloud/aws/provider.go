@@ -188,15 +188,19 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
-// sdkConfig loads the SDK configuration: region from opts or the chain, credentials from env through lookup when
-// given there (the sandbox), else the default chain.
+// sdkConfig loads the SDK configuration: region from opts, else $AWS_REGION, else the SDK's shared configuration,
+// else the instance metadata service (IMDS, as on an EKS node); credentials from env through lookup when given there
+// (the sandbox), else the default chain.
 func sdkConfig(ctx context.Context, region string, env func(string) string) (aws.Config, error) {
 	var loaders []func(*awsconfig.LoadOptions) error
 	if region == "" {
 		region = env("AWS_REGION")
 	}
-	if region != "" {
+	switch {
+	case region != "":
 		loaders = append(loaders, awsconfig.WithRegion(region))
+	case env("AWS_EC2_METADATA_DISABLED") != "true":
+		loaders = append(loaders, awsconfig.WithEC2IMDSRegion())
 	}
 	if id, secret := env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
 		loaders = append(loaders, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, env("AWS_SESSION_TOKEN"))))
@@ -209,12 +213,28 @@ func sdkConfig(ctx context.Context, region string, env func(string) string) (aws
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return aws.Config{}, fmt.Errorf("no AWS region: set the region argument or AWS_REGION")
+		return aws.Config{}, fmt.Errorf("no AWS region: set the region argument or AWS_REGION (the instance metadata service gave none)")
 	}
 	metrics.Register()
 	cfg.APIOptions = append(cfg.APIOptions, addAPIMetrics)
 	withInterruptedResponsesRetried(&cfg)
 	return cfg, nil
+}
+
+// Region returns the AWS region Stevedore works in: region when set, else as sdkConfig finds it ($AWS_REGION, the
+// SDK's shared configuration, the instance metadata service).
+func Region(ctx context.Context, region string, env func(string) string) (string, error) {
+	if region != "" {
+		return region, nil
+	}
+	if env == nil {
+		env = os.Getenv
+	}
+	cfg, err := sdkConfig(ctx, "", env)
+	if err != nil {
+		return "", err
+	}
+	return cfg.Region, nil
 }
 
 // FollowKubernetesVersion reads the API server's version every KubernetesVersionCheckInterval until ctx ends: after a
