@@ -9,9 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
-	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/features"
@@ -35,12 +32,8 @@ func TestStevedoresDefaultGatesYieldToTheUsersFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// the scheduler's own flags, over a registry of their own (as Start builds it)
-			fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-			ev := utilcompatibility.DefaultBuildEffectiveVersion()
-			ev.SetEmulationVersion(fg.EmulationVersion())
-			ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
-			reg := compatibility.NewComponentGlobalsRegistry()
-			if err := reg.Register(compatibility.DefaultKubeComponent, ev, fg); err != nil {
+			reg, fg, err := ownRegistry()
+			if err != nil {
 				t.Fatal(err)
 			}
 			opts := scheduleroptions.NewOptionsWithComponentGlobalsRegistry(reg)

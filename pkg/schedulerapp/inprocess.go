@@ -14,6 +14,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/configz"
+	"k8s.io/component-base/featuregate"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 )
 
@@ -30,12 +31,8 @@ type Instance struct {
 // Leader election must be off (--leader-elect=false): the scheduler exits the process when it stops leading.
 func Start(ctx context.Context, args []string, deps Deps) (*Instance, error) {
 	opts := scheduleroptions.NewOptions()
-	fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-	ev := utilcompatibility.DefaultBuildEffectiveVersion()
-	ev.SetEmulationVersion(fg.EmulationVersion())
-	ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
-	reg := compatibility.NewComponentGlobalsRegistry()
-	if err := reg.Register(compatibility.DefaultKubeComponent, ev, fg); err != nil {
+	reg, _, err := ownRegistry()
+	if err != nil {
 		return nil, err
 	}
 	opts.ComponentGlobalsRegistry = reg
@@ -61,6 +58,20 @@ func Start(ctx context.Context, args []string, deps Deps) (*Instance, error) {
 		i.err = run()
 	}()
 	return i, nil
+}
+
+// ownRegistry returns a component-globals registry of the scheduler's own, over a copy of the process's feature
+// gates, and that copy.
+func ownRegistry() (compatibility.ComponentGlobalsRegistry, featuregate.MutableVersionedFeatureGate, error) {
+	fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+	ev := utilcompatibility.DefaultBuildEffectiveVersion()
+	ev.SetEmulationVersion(fg.EmulationVersion())
+	ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
+	reg := compatibility.NewComponentGlobalsRegistry()
+	if err := reg.Register(compatibility.DefaultKubeComponent, ev, fg); err != nil {
+		return nil, nil, err
+	}
+	return reg, fg, nil
 }
 
 // Stop stops the scheduler and waits for it. It returns the error the scheduler stopped with, if it was not
