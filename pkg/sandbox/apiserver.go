@@ -18,13 +18,13 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+
+	"github.com/stevedore-dev/stevedore/pkg/componentglobals"
 )
 
 // apiServer is a kube-apiserver running in this process.
@@ -77,12 +77,8 @@ func startAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, e
 }
 
 func runAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, extra []string) (*apiServer, error) {
-	featureGate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-	effectiveVersion := utilcompatibility.DefaultBuildEffectiveVersion()
-	effectiveVersion.SetEmulationVersion(featureGate.EmulationVersion())
-	effectiveVersion.SetMinCompatibilityVersion(featureGate.MinCompatibilityVersion())
-	registry := basecompatibility.NewComponentGlobalsRegistry()
-	if err := registry.Register(basecompatibility.DefaultKubeComponent, effectiveVersion, featureGate); err != nil {
+	registry, _, err := componentglobals.New()
+	if err != nil {
 		return nil, err
 	}
 
@@ -120,7 +116,7 @@ func runAPIServer(ctx context.Context, etcdURL string, certs *pki, port int, ext
 	if err != nil {
 		return nil, err
 	}
-	if info := unlinkedVersion(effectiveVersion); info != nil {
+	if info := unlinkedVersion(registry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)); info != nil {
 		serveVersion(&config.Aggregator.GenericConfig.Config, info) // the aggregator serves every request first
 	}
 	completedConfig, err := config.Complete()

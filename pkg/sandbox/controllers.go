@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
-	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/configz"
 	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+
+	"github.com/stevedore-dev/stevedore/pkg/componentglobals"
 )
 
 // sandboxControllers are the kube-controller-manager controllers a user of a real cluster relies on.
@@ -54,12 +53,8 @@ func startControllerManager(ctx context.Context, kubeconfig string, nodeGrace ti
 	if err != nil {
 		return nil, err
 	}
-	fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-	ev := utilcompatibility.DefaultBuildEffectiveVersion()
-	ev.SetEmulationVersion(fg.EmulationVersion())
-	ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
-	reg := basecompatibility.NewComponentGlobalsRegistry()
-	if err := reg.Register(basecompatibility.DefaultKubeComponent, ev, fg); err != nil {
+	reg, _, err := componentglobals.New()
+	if err != nil {
 		return nil, err
 	}
 	s.ComponentGlobalsRegistry = reg

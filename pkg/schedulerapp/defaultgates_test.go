@@ -12,6 +12,8 @@ import (
 	"k8s.io/component-base/featuregate"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/stevedore-dev/stevedore/pkg/componentglobals"
 )
 
 // TestStevedoresDefaultGatesYieldToTheUsersFlag parses --feature-gates as the scheduler does and checks which of
@@ -32,7 +34,7 @@ func TestStevedoresDefaultGatesYieldToTheUsersFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// the scheduler's own flags, over a registry of their own (as Start builds it)
-			reg, fg, err := ownRegistry()
+			reg, fg, err := componentglobals.New()
 			if err != nil {
 				t.Fatal(err)
 			}

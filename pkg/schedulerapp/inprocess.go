@@ -10,12 +10,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
-	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/configz"
-	"k8s.io/component-base/featuregate"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/stevedore-dev/stevedore/pkg/componentglobals"
 )
 
 // Instance is a scheduler running inside this process.
@@ -31,7 +29,7 @@ type Instance struct {
 // Leader election must be off (--leader-elect=false): the scheduler exits the process when it stops leading.
 func Start(ctx context.Context, args []string, deps Deps) (*Instance, error) {
 	opts := scheduleroptions.NewOptions()
-	reg, _, err := ownRegistry()
+	reg, _, err := componentglobals.New()
 	if err != nil {
 		return nil, err
 	}
@@ -58,20 +56,6 @@ func Start(ctx context.Context, args []string, deps Deps) (*Instance, error) {
 		i.err = run()
 	}()
 	return i, nil
-}
-
-// ownRegistry returns a component-globals registry of the scheduler's own, over a copy of the process's feature
-// gates, and that copy.
-func ownRegistry() (compatibility.ComponentGlobalsRegistry, featuregate.MutableVersionedFeatureGate, error) {
-	fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-	ev := utilcompatibility.DefaultBuildEffectiveVersion()
-	ev.SetEmulationVersion(fg.EmulationVersion())
-	ev.SetMinCompatibilityVersion(fg.MinCompatibilityVersion())
-	reg := compatibility.NewComponentGlobalsRegistry()
-	if err := reg.Register(compatibility.DefaultKubeComponent, ev, fg); err != nil {
-		return nil, nil, err
-	}
-	return reg, fg, nil
 }
 
 // Stop stops the scheduler and waits for it. It returns the error the scheduler stopped with, if it was not
