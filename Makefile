@@ -112,13 +112,15 @@ lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
 	$(BIN)/golangci-lint run --build-tags nosandbox ./cmd/scheduler/
 
-## catalog: regenerate the embedded instance catalog (pkg/cloud/catalog/default.json) from hack/catalog/data
+## catalog: regenerate the embedded instance catalog and list of regions (pkg/cloud/catalog) from hack/catalog/data
+## and the AWS SDK's partition metadata
 catalog:
-	$(GO) run ./hack/catalog
+	$(GO) mod download github.com/aws/aws-sdk-go-v2
+	$(GO) run ./hack/catalog -partitions "$$($(GO) list -m -f '{{.Dir}}' github.com/aws/aws-sdk-go-v2)/internal/endpoints/awsrulesfn/partitions.json"
 
 ## verify-catalog: fail if the embedded catalog is not what make catalog writes
 verify-catalog: catalog
-	@git diff --exit-code -- pkg/cloud/catalog/default.json || \
+	@git diff --exit-code -- pkg/cloud/catalog/default.json pkg/cloud/catalog/regions.json || \
 	  (echo "the embedded catalog is stale: run make catalog and commit" >&2; exit 1)
 
 ## verify: lint, dead code, generated files, the embedded catalog and the benchmark figures

@@ -22,6 +22,9 @@ import (
 
 // costOutput is `scheduler cost -o json`.
 type costOutput struct {
+	// Region whose prices price the nodes, and Currency they are in.
+	Region     string         `json:"region"`
+	Currency   string         `json:"currency"`
 	Total      float64        `json:"total"`
 	Pods       float64        `json:"pods"`
 	DaemonSets float64        `json:"daemonSets"`
@@ -51,7 +54,7 @@ const costRule = "each node's hourly price split over its pods by their request 
 
 func newCostCommand() *cobra.Command {
 	var files []string
-	var kubeconfig, catalogFile, output string
+	var kubeconfig, catalogFile, region, output string
 	var top int
 	cmd := &cobra.Command{
 		Use:   "cost [-f dump.yaml ... | --kubeconfig path] [--top N] [-o table|json]",
@@ -76,30 +79,34 @@ Nodes and Pods, e.g. kubectl get ... -o yaml).`,
 			if top < 1 {
 				return fmt.Errorf("--top must be at least 1, not %d", top)
 			}
-			in, err := readPlanInput(catalogFile, files)
+			in, err := readPlanInput(catalogFile, region, files)
 			if err != nil {
 				return err
 			}
-			if in.regions != "" {
-				warn(cmd.ErrOrStderr(), []string{in.regions})
-			}
 			ctx := context.Background()
-			objs := in.objects
+			objs, cat, notes := in.objects, in.catalog, in.notes
 			if kubeconfig != "" {
 				if objs, err = liveObjects(ctx, kubeconfig); err != nil {
 					return err
 				}
+				if cat, notes, err = catalogFor(catalogFile, region, objs); err != nil {
+					return err
+				}
 			}
-			r, unpriced, err := cost.FromObjects(ctx, objs, in.catalog)
+			warn(cmd.ErrOrStderr(), notes)
+			r, unpriced, err := cost.FromObjects(ctx, objs, cat)
 			if err != nil {
 				return err
 			}
-			return writeCost(cmd.OutOrStdout(), renderCost(r, unpriced, top), output)
+			out := renderCost(r, unpriced, top)
+			out.Region, out.Currency = cat.Region, currency(cat)
+			return writeCost(cmd.OutOrStdout(), out, output)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods (repeatable)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "read the cluster this kubeconfig points at")
-	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
+	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded catalog of --region)")
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog prices the nodes (default: the region of the cluster's nodes, else us-east-1)")
 	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "json or table")
 	cmd.Flags().IntVar(&top, "top", 10, "namespaces and workloads listed, costliest first; the rest are summed as other")
 	return cmd
@@ -141,13 +148,13 @@ func writeCost(w io.Writer, out costOutput, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPER HOUR")
 	for _, l := range out.Namespaces {
-		fmt.Fprintf(tw, "%s\t$%s\n", l.Namespace, stevedorev1.FormatPrice(l.Hourly))
+		fmt.Fprintf(tw, "%s\t%s\n", l.Namespace, money(out.Currency, stevedorev1.FormatPrice(l.Hourly)))
 	}
-	fmt.Fprintf(tw, "(DaemonSets)\t$%s\n(idle)\t$%s\ntotal\t$%s\n\n", stevedorev1.FormatPrice(out.DaemonSets), stevedorev1.FormatPrice(out.Idle),
-		stevedorev1.FormatPrice(out.Total))
+	fmt.Fprintf(tw, "(DaemonSets)\t%s\n(idle)\t%s\ntotal\t%s\n\n", money(out.Currency, stevedorev1.FormatPrice(out.DaemonSets)),
+		money(out.Currency, stevedorev1.FormatPrice(out.Idle)), money(out.Currency, stevedorev1.FormatPrice(out.Total)))
 	fmt.Fprintln(tw, "NAMESPACE\tKIND\tWORKLOAD\tPER HOUR")
 	for _, l := range out.Workloads {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%s\n", l.Namespace, l.Kind, l.Name, stevedorev1.FormatPrice(l.Hourly))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Namespace, l.Kind, l.Name, money(out.Currency, stevedorev1.FormatPrice(l.Hourly)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

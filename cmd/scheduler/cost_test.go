@@ -97,21 +97,104 @@ func TestCostPricesAClusterKarpenterRuns(t *testing.T) {
 	}
 }
 
-// TestPlanAndCostSayWhenTheDumpIsOfAnotherRegion: a dump whose nodes are in eu-west-1, read with the us-east-1
-// catalog, gets a warning naming both regions from plan and cost.
-func TestPlanAndCostSayWhenTheDumpIsOfAnotherRegion(t *testing.T) {
+// regionDump writes the Karpenter cluster's dump moved to another region (its nodes' region and zone labels).
+func regionDump(t *testing.T, region string) string {
+	t.Helper()
 	raw, err := os.ReadFile("testdata/karpenter-cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dump := filepath.Join(t.TempDir(), "eu-west-1.yaml")
-	if err := os.WriteFile(dump, []byte(strings.ReplaceAll(string(raw), "us-east-1", "eu-west-1")), 0o600); err != nil {
+	dump := filepath.Join(t.TempDir(), region+".yaml")
+	if err := os.WriteFile(dump, []byte(strings.ReplaceAll(string(raw), "us-east-1", region)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dump
+}
+
+// TestPlanAndCostPriceADumpInItsOwnRegion: a dump of a cluster in eu-west-1, cn-north-1 or us-gov-west-1 is read
+// with that region's embedded catalog (from its nodes' labels): cost prices Karpenter's and the node group's nodes
+// at that region's prices in its currency, plan plans the new nodes in its zones and prices Karpenter's beside
+// them the same way. Where the embedded data has no prices of the region, both say whose are used.
+func TestPlanAndCostPriceADumpInItsOwnRegion(t *testing.T) {
+	for _, tc := range []struct {
+		region, currency, warning string
+	}{
+		{region: "eu-west-1", currency: "USD", warning: "warning: the embedded data has no prices of eu-west-1: us-east-1's are used"},
+		{region: "cn-north-1", currency: "CNY"},
+		{region: "us-gov-west-1", currency: "USD"},
+	} {
+		t.Run(tc.region, func(t *testing.T) {
+			dump := regionDump(t, tc.region)
+			cat, err := catalog.ForRegion(tc.region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			price := cat.Pricer()
+			karpenters := 2 * price("m5.2xlarge", tc.region+"a", "on-demand")
+			want := karpenters + price("m5.large", tc.region+"a", "on-demand")
+
+			out, stderr, err := run(t, newCostCommand(), "-f", dump, "-o", "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c costOutput
+			if err := json.Unmarshal([]byte(out), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Region != tc.region || c.Currency != tc.currency || len(c.Unpriced) != 0 || karpenters == 0 || math.Abs(c.Total-want) > 1e-9 {
+				t.Errorf("cost: %v %s in %s, left out %q; want %v %s in %s", c.Total, c.Currency, c.Region, c.Unpriced, want, tc.currency, tc.region)
+			}
+			if (tc.warning == "") != !strings.Contains(stderr, "warning") || !strings.Contains(stderr, tc.warning) {
+				t.Errorf("cost warns %q, want %q", stderr, tc.warning)
+			}
+
+			out, stderr, err = run(t, newPlanCommand(), "-f", dump, "-o", "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p planOutput
+			if err := json.Unmarshal([]byte(out), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Region != tc.region || p.Currency != tc.currency || len(p.Nodes) == 0 {
+				t.Fatalf("plan: %d nodes in %s priced in %s", len(p.Nodes), p.Region, p.Currency)
+			}
+			for _, n := range p.Nodes {
+				if !strings.HasPrefix(n.Zone, tc.region) || n.Price != price(n.InstanceType, n.Zone, n.CapacityType) {
+					t.Errorf("planned %s in %s at %v, want a zone of %s at its price", n.InstanceType, n.Zone, n.Price, tc.region)
+				}
+			}
+			if p.Karpenter == nil || math.Abs(p.Karpenter.TotalPrice-karpenters) > 1e-9 {
+				t.Errorf("plan prices Karpenter's nodes at %+v, want %v", p.Karpenter, karpenters)
+			}
+			if !strings.Contains(stderr, tc.warning) {
+				t.Errorf("plan warns %q, want %q", stderr, tc.warning)
+			}
+		})
+	}
+}
+
+// TestPlanAndCostSayWhenTheInputsDisagree: a dump whose nodes are in eu-west-1 read with --region us-east-1 gets a
+// warning naming both regions from plan and cost; --region and a --catalog of another region are refused.
+func TestPlanAndCostSayWhenTheInputsDisagree(t *testing.T) {
+	dump := regionDump(t, "eu-west-1")
+	for _, cmd := range []*cobra.Command{newPlanCommand(), newCostCommand()} {
+		_, stderr, _ := run(t, cmd, "-f", dump, "--region", "us-east-1")
+		if !strings.Contains(stderr, "warning: the input's nodes are 2 in eu-west-1, and the catalog is us-east-1's") {
+			t.Errorf("%s --region us-east-1 on an eu-west-1 dump warns:\n%s", cmd.Name(), stderr)
+		}
+	}
+	cat := filepath.Join(t.TempDir(), "catalog.json")
+	raw, err := json.Marshal(catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cat, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []*cobra.Command{newPlanCommand(), newCostCommand()} {
-		_, stderr, _ := run(t, cmd, "-f", dump)
-		if !strings.Contains(stderr, "warning: the input's nodes are 2 in eu-west-1, and the catalog is us-east-1's") {
-			t.Errorf("%s on an eu-west-1 dump warns:\n%s", cmd.Name(), stderr)
+		if _, _, err := run(t, cmd, "-f", dump, "--region", "eu-west-1", "--catalog", cat); err == nil || !strings.Contains(err.Error(), "disagree") {
+			t.Errorf("%s with --region eu-west-1 and a us-east-1 catalog: %v, want them named as disagreeing", cmd.Name(), err)
 		}
 	}
 	_, stderr, _ := run(t, newCostCommand(), "-f", "testdata/karpenter-cluster.yaml")

@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -32,10 +35,12 @@ type disruptInput struct {
 // disruptOutput is `scheduler plan --disrupt -o json`.
 type disruptOutput struct {
 	// Command is what the pass does (absent when nothing).
-	Command    *disruptCommand `json:"command,omitempty"`
-	CostBefore float64         `json:"costBefore"`
-	CostAfter  float64         `json:"costAfter"`
-	Nodes      []disruptNode   `json:"nodes"`
+	Command *disruptCommand `json:"command,omitempty"`
+	// Currency of the costs and prices.
+	Currency   string        `json:"currency"`
+	CostBefore float64       `json:"costBefore"`
+	CostAfter  float64       `json:"costAfter"`
+	Nodes      []disruptNode `json:"nodes"`
 }
 
 type disruptCommand struct {
@@ -45,7 +50,11 @@ type disruptCommand struct {
 	Nodes        []string           `json:"nodes"`
 	Replacements []disruptReplacing `json:"replacements"`
 	PodsMoved    int                `json:"podsMoved"`
-	Savings      float64            `json:"savings"`
+	// Surging are the moved pods ("namespace/name") whose owners surge (make-before-break), Evicted the others
+	// with why they are evicted; both empty when the input has no ReplicaSets (every pod is evicted).
+	Surging []string          `json:"surging,omitempty"`
+	Evicted map[string]string `json:"evicted,omitempty"`
+	Savings float64           `json:"savings"`
 	// Scores of the move for the Balanced NodePools among its nodes'.
 	Scores string `json:"scores,omitempty"`
 }
@@ -78,6 +87,7 @@ func dryRunDisruption(ctx context.Context, w io.Writer, objs []runtime.Object, i
 		return err
 	}
 	out := renderDryRun(res)
+	out.Currency = currency(in.catalog)
 	if in.output == outputJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -95,7 +105,17 @@ func renderDryRun(res *disruption.DryRunResult) disruptOutput {
 			Replacements: []disruptReplacing{}, Scores: cmd.DescribeScores()}
 		for _, cand := range cmd.Candidates {
 			c.Nodes = append(c.Nodes, cand.Node.Name)
+			for pod := range cand.Surging {
+				c.Surging = append(c.Surging, pod)
+			}
+			for pod, why := range cand.Evicted {
+				if c.Evicted == nil {
+					c.Evicted = map[string]string{}
+				}
+				c.Evicted[pod] = why
+			}
 		}
+		sort.Strings(c.Surging)
 		for _, r := range cmd.Replacements {
 			c.Replacements = append(c.Replacements, disruptReplacing{InstanceType: r.InstanceType.Name, Zone: r.Offering.Zone,
 				CapacityType: r.Offering.CapacityType, Price: r.Offering.Price})
@@ -122,8 +142,14 @@ func printDryRun(w io.Writer, out disruptOutput) error {
 			moved = "1 pod moves"
 		}
 		fmt.Fprintf(w, "%s (%s): %s %s, %s", c.Method, c.Reason, c.Action, strings.Join(c.Nodes, ", "), moved)
+		if len(c.Surging) > 0 {
+			fmt.Fprintf(w, "; surge %s", strings.Join(c.Surging, ", "))
+		}
+		for _, pod := range slices.Sorted(maps.Keys(c.Evicted)) {
+			fmt.Fprintf(w, "; evict %s (%s)", pod, c.Evicted[pod])
+		}
 		for _, r := range c.Replacements {
-			fmt.Fprintf(w, "; launches %s/%s/%s at $%.4f/h", r.InstanceType, r.Zone, r.CapacityType, r.Price)
+			fmt.Fprintf(w, "; launches %s/%s/%s at %s/h", r.InstanceType, r.Zone, r.CapacityType, money(out.Currency, fmt.Sprintf("%.4f", r.Price)))
 		}
 		fmt.Fprintln(w)
 		if c.Scores != "" {
@@ -132,7 +158,7 @@ func printDryRun(w io.Writer, out disruptOutput) error {
 	} else {
 		fmt.Fprintln(w, "nothing to do")
 	}
-	fmt.Fprintf(w, "cost: $%.4f/h -> $%.4f/h\n\n", out.CostBefore, out.CostAfter)
+	fmt.Fprintf(w, "cost: %s/h -> %s/h\n\n", money(out.Currency, fmt.Sprintf("%.4f", out.CostBefore)), money(out.Currency, fmt.Sprintf("%.4f", out.CostAfter)))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tCAPACITY\tPRICE/H\tPODS\tACTION\tWHY")
 	for _, n := range out.Nodes {

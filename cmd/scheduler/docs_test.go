@@ -59,7 +59,7 @@ func TestTheDryRunExampleIsTrue(t *testing.T) {
 	cmd := newPlanCommand()
 	var out strings.Builder
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--disrupt", "-f", "testdata/disrupt-cluster.yaml"})
+	cmd.SetArgs([]string{"--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", "testdata/disrupt-owners.yaml"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}

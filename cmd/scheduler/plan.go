@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -36,6 +39,9 @@ const (
 
 // planOutput is `scheduler plan -o json`.
 type planOutput struct {
+	// Region the nodes are planned in, and Currency their prices are in.
+	Region   string `json:"region"`
+	Currency string `json:"currency"`
 	// Karpenter, for a dump of a cluster Karpenter runs, is what Karpenter's nodes cost now for the pods the plan
 	// places anew.
 	Karpenter *planKarpenter `json:"karpenter,omitempty"`
@@ -80,26 +86,19 @@ type planUnschedulable struct {
 	Reason string `json:"reason"`
 }
 
-// planInput is what plan reads: the catalog (the embedded one when no file is given), the objects of the files, and
-// the fields of Karpenter's objects among them that Stevedore does not read.
+// planInput is what plan reads: the catalog, the objects of the files, and the fields of Karpenter's objects among
+// them that Stevedore does not read.
 type planInput struct {
 	catalog *catalog.File
 	objects []runtime.Object
 	ignored []string
-	// regions says where the input's nodes are when that is not the catalog's region ("" when it is).
-	regions string
+	// notes say where the region and prices come from when the inputs disagree or the prices are estimates.
+	notes []string
 }
 
-func readPlanInput(catalogFile string, files []string) (*planInput, error) {
+// readPlanInput reads the objects of the files, then the catalog (catalogFor).
+func readPlanInput(catalogFile, region string, files []string) (*planInput, error) {
 	in := &planInput{}
-	if catalogFile == "" {
-		in.catalog = catalog.Default()
-	} else {
-		var err error
-		if in.catalog, err = catalog.ReadFile(catalogFile); err != nil {
-			return nil, err
-		}
-	}
 	dec := manifest.NewDecoder()
 	for _, f := range files {
 		o, err := dec.DecodeFile(f)
@@ -109,37 +108,120 @@ func readPlanInput(catalogFile string, files []string) (*planInput, error) {
 		in.objects = append(in.objects, o...)
 	}
 	in.ignored = dec.Ignored()
-	in.regions = otherRegions(in.objects, in.catalog.Region)
-	return in, nil
+	var err error
+	in.catalog, in.notes, err = catalogFor(catalogFile, region, in.objects)
+	return in, err
 }
 
-// otherRegions says which regions the nodes among objs are in (their topology.kubernetes.io/region label) when
-// one is not the catalog's: the zones and prices of the answer are then the catalog's region's, not the cluster's.
-func otherRegions(objs []runtime.Object, catalogRegion string) string {
+// catalogFor is the catalog plan, cost and plan --disrupt price with: the --catalog file; else the embedded catalog
+// of --region; else of the region most of the input's nodes are in (their topology.kubernetes.io/region label, ties
+// to the first by name); else of us-east-1. The notes say so when the inputs disagree (nodes in another region, or
+// --region and --catalog naming two) and when the embedded data has no prices of the region (another region's
+// are carried over).
+func catalogFor(catalogFile, region string, objs []runtime.Object) (*catalog.File, []string, error) {
+	counts := nodeRegions(objs)
+	var notes []string
+	var cat *catalog.File
+	if catalogFile != "" {
+		c, err := catalog.ReadFile(catalogFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		if region != "" && region != c.Region {
+			return nil, nil, fmt.Errorf("--region %s and the catalog %s (of %s) disagree: give one of them", region, catalogFile, c.Region)
+		}
+		cat = c
+	} else {
+		if region == "" {
+			region = mostNodes(counts)
+		}
+		if region == "" {
+			region = catalog.Default().Region
+		}
+		c, err := catalog.ForRegion(region)
+		if err != nil {
+			return nil, nil, err
+		}
+		if from, ok := catalog.PricesCarriedOver(region); ok {
+			notes = append(notes, fmt.Sprintf("the embedded data has no prices of %s: %s's are used, so prices are estimates "+
+				"(give --catalog with a catalog of %s for its own)", region, from, region))
+		}
+		cat = c
+	}
+	if other := otherRegions(counts, cat.Region); other != "" {
+		notes = append(notes, other)
+	}
+	return cat, notes, nil
+}
+
+// nodeRegions counts the input's nodes by region (their topology.kubernetes.io/region label).
+func nodeRegions(objs []runtime.Object) map[string]int {
 	regions := map[string]int{}
-	other := false
 	for _, obj := range objs {
 		if node, ok := obj.(*corev1.Node); ok {
 			if r := node.Labels[corev1.LabelTopologyRegion]; r != "" {
 				regions[r]++
-				other = other || r != catalogRegion
 			}
 		}
+	}
+	return regions
+}
+
+// mostNodes is the region with the most nodes, ties to the first by name ("" with none).
+func mostNodes(counts map[string]int) string {
+	best := ""
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		if best == "" || counts[r] > counts[best] {
+			best = r
+		}
+	}
+	return best
+}
+
+// otherRegions says which regions the input's nodes are in when one is not the catalog's: the zones and prices of
+// the answer are then the catalog's region's, not the cluster's.
+func otherRegions(counts map[string]int, catalogRegion string) string {
+	other := false
+	for r := range counts {
+		other = other || r != catalogRegion
 	}
 	if !other {
 		return ""
 	}
-	names := make([]string, 0, len(regions))
-	for r := range regions {
-		names = append(names, r)
-	}
-	sort.Strings(names)
 	var parts []string
-	for _, r := range names {
-		parts = append(parts, fmt.Sprintf("%d in %s", regions[r], r))
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d in %s", counts[r], r))
 	}
 	return fmt.Sprintf("the input's nodes are %s, and the catalog is %s's: the zones and prices here are %s's "+
-		"(give --catalog with a catalog of the cluster's region)", strings.Join(parts, ", "), catalogRegion, catalogRegion)
+		"(give --region, or --catalog with a catalog of the cluster's region)", strings.Join(parts, ", "), catalogRegion, catalogRegion)
+}
+
+// noOwners says that every pod is previewed as evicted when the input has none of the ReplicaSets that say which
+// pods would surge.
+func noOwners(objs []runtime.Object) []string {
+	for _, o := range objs {
+		if _, ok := o.(*appsv1.ReplicaSet); ok {
+			return nil
+		}
+	}
+	return []string{"the input has no ReplicaSets: every pod is previewed as evicted; add deployments,replicasets,hpa " +
+		"to the dump to preview which move by Surge (docs/disruption.md)"}
+}
+
+// currency is the currency of a catalog's prices.
+func currency(c *catalog.File) string {
+	if c.Currency == "" {
+		return "USD"
+	}
+	return c.Currency
+}
+
+// money is an amount in a catalog's currency: $0.0960 in US dollars, 0.6520 CNY in another.
+func money(currency string, amount string) string {
+	if currency == "" || currency == "USD" {
+		return "$" + amount
+	}
+	return amount + " " + currency
 }
 
 // warn prints what plan leaves out of Karpenter's objects, one line each.
@@ -166,7 +248,7 @@ func writePlan(w io.Writer, out planOutput, output string) error {
 
 func newPlanCommand() *cobra.Command {
 	var files []string
-	var catalogFile, output string
+	var catalogFile, region, output string
 	var budget time.Duration
 	var vmOverhead float64
 	var minValuesPolicy string
@@ -195,20 +277,18 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 			if output != outputJSON && output != outputTable && output != "" {
 				return fmt.Errorf("-o must be json or table, not %q", output)
 			}
-			in, err := readPlanInput(catalogFile, files)
+			in, err := readPlanInput(catalogFile, region, files)
 			if err != nil {
 				return err
 			}
-			if in.regions != "" {
-				warn(cmd.ErrOrStderr(), []string{in.regions})
-			}
+			warn(cmd.ErrOrStderr(), in.notes)
 			ctx := context.Background()
 			if disrupt {
 				objs, problems, err := karpenter.AsStevedore(in.objects, in.catalog.Pricer())
 				if err != nil {
 					return err
 				}
-				warn(cmd.ErrOrStderr(), in.ignored, problems)
+				warn(cmd.ErrOrStderr(), in.ignored, problems, noOwners(objs))
 				return dryRunDisruption(ctx, cmd.OutOrStdout(), objs, disruptInput{catalog: in.catalog, vmMemoryOverheadPercent: vmOverhead,
 					minValuesPolicy: minValuesPolicy, spotToSpot: spotToSpot, output: output})
 			}
@@ -217,7 +297,8 @@ a cloud: AMI drift is not seen), the hourly cost before and after, and why it le
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML or JSON file of NodePools, EC2NodeClasses, NodeOverlays, Pods, Lists, DaemonSets, Nodes (repeatable)")
-	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded us-east-1 catalog)")
+	cmd.Flags().StringVar(&catalogFile, "catalog", "", "instance-type catalog file (default: the embedded catalog of --region)")
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog plans and prices (default: the region of the input's nodes, else us-east-1)")
 	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "json or table")
 	cmd.Flags().DurationVar(&budget, "solve-timeout", time.Minute, "safety stop on the time the solver may spend improving the packing (its work is bounded by a count of moves; 0: the greedy packing alone)")
 	cmd.Flags().Float64Var(&vmOverhead, "vm-memory-overhead-percent", 7.5, "memory share an instance does not report, as the plugin argument")
@@ -264,6 +345,7 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 			"this plan depends on the machine's speed (give a longer --solve-timeout)\n", set.budget, plan.Improvement.Moves)
 	}
 	out := renderPlan(plan, problem.Pods)
+	out.Region, out.Currency = in.catalog.Region, currency(in.catalog)
 	if len(preview.Replaced) > 0 {
 		out.Karpenter = &planKarpenter{Nodes: len(preview.Replaced)}
 		for _, r := range preview.Replaced {
@@ -348,9 +430,9 @@ func printPlanTable(w io.Writer, out planOutput) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d nodes, $%.4f per hour, solved in %.3fs\n", len(out.Nodes), out.TotalPrice, out.SolveSeconds)
+	fmt.Fprintf(w, "%d nodes, %s per hour, solved in %.3fs\n", len(out.Nodes), money(out.Currency, fmt.Sprintf("%.4f", out.TotalPrice)), out.SolveSeconds)
 	if k := out.Karpenter; k != nil {
-		fmt.Fprintf(w, "Karpenter's nodes now: %d nodes, $%.4f per hour, for the %d pods planned here", k.Nodes, k.TotalPrice, k.Pods)
+		fmt.Fprintf(w, "Karpenter's nodes now: %d nodes, %s per hour, for the %d pods planned here", k.Nodes, money(out.Currency, fmt.Sprintf("%.4f", k.TotalPrice)), k.Pods)
 		if k.TotalPrice > 0 {
 			fmt.Fprintf(w, " (the plan: %+.1f%%)", (out.TotalPrice-k.TotalPrice)/k.TotalPrice*100)
 		}

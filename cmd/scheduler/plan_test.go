@@ -114,3 +114,57 @@ func TestPlanDisruptRefusesWhatItDoesNotRead(t *testing.T) {
 		t.Errorf("err = %v, want one naming Service shop/web", err)
 	}
 }
+
+// webPDB allows the web pods of disrupt-cluster.yaml no disruption.
+const webPDB = `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec: {maxUnavailable: 0, selector: {matchLabels: {app: web-7d9f}}}
+status: {disruptionsAllowed: 0, currentHealthy: 2, desiredHealthy: 2, expectedPods: 2}
+`
+
+// TestPlanDisruptPreviewsSurge: with the web pods' Deployment and ReplicaSet in the dump, plan --disrupt says their
+// pods would surge (make-before-break), so a PodDisruptionBudget at its limit does not keep their nodes, as in the
+// live loop; without the owners it previews every pod as evicted, keeps those nodes for the budget, and says why.
+func TestPlanDisruptPreviewsSurge(t *testing.T) {
+	owners, pdb := "testdata/disrupt-owners.yaml", filepath.Join(t.TempDir(), "pdb.yaml")
+	if err := os.WriteFile(pdb, []byte(webPDB), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-f", pdb, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc disruptOutput
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if c := doc.Command; c == nil || len(c.Nodes) != 2 || strings.Join(c.Surging, ",") != "shop/web-7d9f-1,shop/web-7d9f-2" || len(c.Evicted) != 0 {
+		t.Errorf("with the owners: command %+v, want the two web nodes taken and both web pods surging", c)
+	}
+	if strings.Contains(stderr, "no ReplicaSets") {
+		t.Errorf("warns of missing owners that are there:\n%s", stderr)
+	}
+	table, _, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-f", pdb)
+	if err != nil || !strings.Contains(table, "2 pods move; surge shop/web-7d9f-1, shop/web-7d9f-2\n") {
+		t.Errorf("the table does not name the surging pods (%v):\n%s", err, table)
+	}
+
+	out, stderr, err = run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", pdb, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = disruptOutput{}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range doc.Nodes {
+		if n.Name != "ip-10-0-1-13.ec2.internal" && (n.Action != "keep" || n.Reason != "PodDisruptionBudget") {
+			t.Errorf("without the owners, node %s: %s (%s), want kept for the PodDisruptionBudget", n.Name, n.Action, n.Reason)
+		}
+	}
+	if !strings.Contains(stderr, "warning: the input has no ReplicaSets: every pod is previewed as evicted") {
+		t.Errorf("without the owners, no warning:\n%s", stderr)
+	}
+}

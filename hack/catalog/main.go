@@ -18,6 +18,12 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //   - spot-prices-us-east-1.json: synthetic spot prices (AWS publishes no fixed spot price); a type or zone not
 //     listed gets 30-40% of its on-demand price, from a hash of type and zone.
 //
+// It also writes the embedded list of regions (pkg/cloud/catalog/regions.json): every region of the commercial,
+// China and GovCloud partitions that the AWS SDK for Go v2's partition metadata names (-partitions), with its zones,
+// and the on-demand prices of those regions that have an ec2-on-demand-prices-<region>.json here; the others carry
+// over their partition's reference region's prices. regions.json says which partitions, their currencies, reference
+// regions and Price List API endpoints.
+//
 // vCPUs and memory of the families in catalog.json follow AWS's size rules: medium 1 vCPU (2 for burstable), large
 // 2, xlarge 4, Nxlarge 4N; memory per vCPU by category (2 GiB for compute, c; 4 for general purpose, m; 8 for
 // memory optimised, r; ...) or family; burstable (t) sizes by their own table. Graviton families (a "g" after the
@@ -28,7 +34,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -113,10 +118,18 @@ var familyPattern = regexp.MustCompile(`^([a-z]+)([0-9]+)([a-z\-]*)$`)
 func main() {
 	data := flag.String("data", "hack/catalog/data", "folder of the source data")
 	out := flag.String("out", "pkg/cloud/catalog/default.json", "catalog file to write")
+	regionsOut := flag.String("regions-out", "pkg/cloud/catalog/regions.json", "list of regions to write")
+	partitions := flag.String("partitions", "", "the AWS SDK for Go v2's partitions.json (internal/endpoints/awsrulesfn)")
 	flag.Parse()
 	f, err := build(*data)
 	if err == nil {
 		err = write(*out, f)
+	}
+	if err == nil {
+		var r *catalog.Regions
+		if r, err = buildRegions(*data, *partitions, f); err == nil {
+			err = write(*regionsOut, r)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "catalog:", err)
@@ -151,7 +164,7 @@ func build(dir string) (*catalog.File, error) {
 		}
 	}
 	families, sizes := set(s.Families), set(s.Sizes)
-	f := &catalog.File{Region: s.Region, Generated: s.Generated, Source: s.Source, ZoneIDs: s.ZoneIDs}
+	f := &catalog.File{Region: s.Region, Currency: "USD", Generated: s.Generated, Source: s.Source, ZoneIDs: s.ZoneIDs}
 	for name, price := range od.Prices {
 		family, size, ok := strings.Cut(name, ".")
 		if !ok {
@@ -279,10 +292,7 @@ func spotPrice(spot spotPrices, name, zone string, onDemand float64) float64 {
 	if p, ok := spot.Prices[name][zone]; ok {
 		return p
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name + "/" + zone)) // a hash.Hash's Write never returns an error
-	ratio := 0.30 + 0.10*float64(h.Sum32()%1000)/1000
-	return math.Round(onDemand*ratio*10000) / 10000
+	return catalog.SyntheticSpotPrice(name, zone, onDemand)
 }
 
 func set(list []string) map[string]bool {
@@ -293,7 +303,7 @@ func set(list []string) map[string]bool {
 	return out
 }
 
-func write(path string, f *catalog.File) error {
+func write(path string, f any) error {
 	raw, err := json.MarshalIndent(f, "", " ")
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -61,13 +62,14 @@ func karpenterKinds() map[schema.GroupVersionKind]runtime.Object {
 	}
 }
 
-// NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1, stevedore.dev/v1,
+// NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1, autoscaling/v2
+// (HorizontalPodAutoscalers, which plan --disrupt reads), stevedore.dev/v1,
 // the autoscaling.x-k8s.io/v1beta1 CapacityBuffer, and Karpenter's karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and
 // karpenter.k8s.aws/v1 EC2NodeClass (read as Stevedore's kinds of the same name, which mirror them).
 func NewDecoder() *Decoder {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
-		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme, autoscalingv1beta1.AddToScheme} {
+		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme, autoscalingv1beta1.AddToScheme, autoscalingv2.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // only on a programming error: the schemes above are static
 		}
@@ -193,7 +195,7 @@ func explain(raw []byte, err error) error {
 	case KarpenterGroup, KarpenterAWSGroup:
 		return fmt.Errorf("%s (apiVersion %s) is a Karpenter kind Stevedore does not read: it reads karpenter.sh/v1 NodePools and NodeClaims, karpenter.sh/v1alpha1 NodeOverlays and karpenter.k8s.aws/v1 EC2NodeClasses", name, tm.APIVersion)
 	}
-	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, NodeOverlay, NodeClaim (Stevedore's or Karpenter's), Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget, autoscaling.x-k8s.io/v1beta1 CapacityBuffer and CapacityQuota, or a List of them", name, tm.APIVersion)
+	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, NodeOverlay, NodeClaim (Stevedore's or Karpenter's), Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget, HorizontalPodAutoscaler, autoscaling.x-k8s.io/v1beta1 CapacityBuffer and CapacityQuota, or a List of them", name, tm.APIVersion)
 }
 
 // DecodeFile reads every object of a file.

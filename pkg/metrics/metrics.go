@@ -340,6 +340,13 @@ var (
 		Help:           "Failed reads of the region's instance types and prices from the EC2 and pricing APIs.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	// CatalogEmbeddedPrices is 1 while the on-demand prices in use are the region's embedded ones (its partition has
+	// no Price List API, or the API could not be read), else 0.
+	CatalogEmbeddedPrices = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "catalog_embedded_prices",
+		Help:           "1 while the on-demand prices in use are the region's embedded ones (no Price List API in the partition, or it could not be read), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// KubernetesVersionReadFailures counts failed reads of the API server's version.
 	KubernetesVersionReadFailures = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: namespace, Subsystem: subsystemCloudProvider, Name: "kubernetes_version_read_failures_total",
@@ -437,7 +444,7 @@ func All() []metrics.Registerable {
 		GarbageCollected, NodesRepaired, NodeRepairBlocked, BufferChunks, QuotaUsage, QuotaLimit, QuotaLimitedLaunches, PodDeletionCostPatches, PodsEvicted, InterruptionMessages, InterruptionActions, InterruptionLatency,
 		NodeClaimsCreated, GangNodeClaimsReleased, NodesCreated, NodesTerminated, LaunchFailures, PodsBoundDuration, PodsStartupDuration,
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, PodsAdmitted, BatchPods,
-		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures,
+		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures, CatalogEmbeddedPrices,
 		KubernetesVersionReadFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo,
 		CostNodes, CostNamespace, CostWorkload, CostUnattributed}

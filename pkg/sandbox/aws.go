@@ -24,7 +24,10 @@ import (
 func (s *Sandbox) startAWS(ctx context.Context) error {
 	cat := s.opts.Catalog
 	if cat == nil {
-		cat = catalog.Default()
+		var err error
+		if cat, err = catalog.ForRegion(s.opts.Region); err != nil {
+			return err
+		}
 	}
 	emu, err := awsemu.Start(awsemu.Options{ClusterName: s.opts.ClusterName, Catalog: cat})
 	if err != nil {

@@ -92,6 +92,9 @@ func (o Options) withDefaults() Options {
 	if o.ClusterName == "" {
 		o.ClusterName = "my-cluster"
 	}
+	if o.Region == "" && o.Catalog != nil {
+		o.Region = o.Catalog.Region
+	}
 	if o.Region == "" {
 		o.Region = "us-east-1"
 	}

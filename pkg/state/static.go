@@ -8,10 +8,12 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,8 +30,12 @@ type Listers struct {
 	Pods       corelisters.PodLister
 	DaemonSets appslisters.DaemonSetLister
 	PDBs       policylisters.PodDisruptionBudgetLister
-	NodeClaims listers.NodeClaimLister
-	NodePools  listers.NodePoolLister
+	// Deployments, ReplicaSets and HPAs are what a surge reads of the pods' owners.
+	Deployments appslisters.DeploymentLister
+	ReplicaSets appslisters.ReplicaSetLister
+	HPAs        autoscalinglisters.HorizontalPodAutoscalerLister
+	NodeClaims  listers.NodeClaimLister
+	NodePools   listers.NodePoolLister
 	// NodeOverlays and EC2NodeClasses are listed as given.
 	NodeOverlays   listers.NodeOverlayLister
 	EC2NodeClasses listers.EC2NodeClassLister
@@ -43,11 +49,15 @@ func NewListers(objs ...runtime.Object) (*Listers, error) {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	l := &Listers{indexers: map[string]cache.Indexer{"Node": idx(), "Pod": idx(), "DaemonSet": idx(),
-		"PodDisruptionBudget": idx(), "NodeClaim": idx(), "NodePool": idx(), "NodeOverlay": idx(), "EC2NodeClass": idx()}}
+		"PodDisruptionBudget": idx(), "NodeClaim": idx(), "NodePool": idx(), "NodeOverlay": idx(), "EC2NodeClass": idx(),
+		"Deployment": idx(), "ReplicaSet": idx(), "HorizontalPodAutoscaler": idx()}}
 	l.Nodes = corelisters.NewNodeLister(l.indexers["Node"])
 	l.Pods = corelisters.NewPodLister(l.indexers["Pod"])
 	l.DaemonSets = appslisters.NewDaemonSetLister(l.indexers["DaemonSet"])
 	l.PDBs = policylisters.NewPodDisruptionBudgetLister(l.indexers["PodDisruptionBudget"])
+	l.Deployments = appslisters.NewDeploymentLister(l.indexers["Deployment"])
+	l.ReplicaSets = appslisters.NewReplicaSetLister(l.indexers["ReplicaSet"])
+	l.HPAs = autoscalinglisters.NewHorizontalPodAutoscalerLister(l.indexers["HorizontalPodAutoscaler"])
 	l.NodeClaims = listers.NewNodeClaimLister(l.indexers["NodeClaim"])
 	l.NodePools = NormalizedNodePools(listers.NewNodePoolLister(l.indexers["NodePool"]))
 	l.NodeOverlays = listers.NewNodeOverlayLister(l.indexers["NodeOverlay"])
@@ -86,6 +96,12 @@ func kindOf(obj runtime.Object) (string, error) {
 		return "Pod", nil
 	case *appsv1.DaemonSet:
 		return "DaemonSet", nil
+	case *appsv1.Deployment:
+		return "Deployment", nil
+	case *appsv1.ReplicaSet:
+		return "ReplicaSet", nil
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return "HorizontalPodAutoscaler", nil
 	case *policyv1.PodDisruptionBudget:
 		return "PodDisruptionBudget", nil
 	case *stevedorev1.NodeClaim:

@@ -73,7 +73,7 @@ Karpenter's chart does): the default keeps replicas on different nodes and off S
 schema refuses every other unknown key). */ -}}
 {{- define "stevedore.refuseKarpenterSettings" -}}
 {{- $instead := dict
-  "isolatedVPC" "give the VPC interface endpoints for EC2, SSM, SQS, STS and EKS; IAM has no VPC endpoint, so name an existing instanceProfile on each EC2NodeClass instead of a role; the Pricing API has none either: set settings.embeddedCatalog=true to price from the embedded catalog"
+  "isolatedVPC" "give the VPC interface endpoints for EC2, SSM, SQS, STS and EKS; IAM has no VPC endpoint, so name an existing instanceProfile on each EC2NodeClass instead of a role; the Price List API has none either: the region's embedded prices serve without it"
   "assumeRoleARN" "give the ServiceAccount the role (serviceAccount.roleArn for IRSA, or EKS Pod Identity), or set AWS_ROLE_ARN in env"
   "assumeRoleDuration" "the AWS SDK refreshes the ServiceAccount's credentials itself"
   "clusterCABundle" "Stevedore reads the cluster's certificate authority from eks:DescribeCluster"

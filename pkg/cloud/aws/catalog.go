@@ -49,6 +49,9 @@ type catalogSource struct {
 	fallback *catalog.File
 	// useFallback allows the fallback when nothing was ever read from AWS, and only in the fallback's own region
 	useFallback bool
+	// currency the Price List API gives the region's prices in ("USD", "CNY"); pricing is nil where the partition
+	// has no Price List API (GovCloud), and then the fallback's on-demand prices serve
+	currency string
 
 	mu        sync.RWMutex
 	current   *catalog.File
@@ -57,6 +60,11 @@ type catalogSource struct {
 	tried     time.Time // the last read, failed or not
 	failure   error     // of the last read; nil when it succeeded
 	failures  int       // reads failed in a row
+	// embeddedPrices says the on-demand prices of current are the fallback's, and pricesFailure why, when the
+	// Price List API failed (nil where the partition has none): then the prices are read again after
+	// CatalogRetryInterval
+	embeddedPrices bool
+	pricesFailure  error
 }
 
 // get returns the current catalog, refreshing it first when it is older than CatalogRefreshInterval, or reading it
@@ -76,18 +84,19 @@ func (c *catalogSource) get(ctx context.Context) *catalog.File {
 	if c.fresh() {
 		return c.current
 	}
-	fresh, err := c.fetch(ctx)
+	fresh, pricesErr, err := c.fetch(ctx)
 	c.tried, c.failure = c.clock.Now(), err
 	c.failures++
 	switch {
 	case err == nil:
 		c.current, c.fromAPI, c.refreshed, c.failures = fresh, true, c.tried, 0
-		klog.FromContext(ctx).Info("Instance-type catalog refreshed from AWS", "region", c.region, "instanceTypes", len(fresh.InstanceTypes))
+		c.embeddedPrices, c.pricesFailure = fresh.Source != sourceAPIs, pricesErr
+		c.logRead(ctx, fresh)
 	case c.fromAPI:
 		metrics.CatalogRefreshFailures.Inc()
 		klog.FromContext(ctx).Error(err, "Refreshing instance types and prices failed; keeping the ones read before",
 			"region", c.region, "readAt", c.refreshed.UTC().Format(time.RFC3339), "retryIn", c.retryAfter())
-	case c.useFallback && c.fallback.Region == c.region:
+	case c.useFallback && c.fallback != nil && c.fallback.Region == c.region:
 		metrics.CatalogRefreshFailures.Inc()
 		c.current = c.fallback
 		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; using the embedded catalog as configured",
@@ -96,11 +105,32 @@ func (c *catalogSource) get(ctx context.Context) *catalog.File {
 		metrics.CatalogRefreshFailures.Inc()
 		c.current = &catalog.File{Region: c.region, Source: "none: " + StableMessage(err)}
 		klog.FromContext(ctx).Error(err, "Reading instance types and prices from AWS failed; nothing can be launched until it succeeds "+
-			"(the embedded catalog serves only its own region, and only with the plugin argument embeddedCatalog: true)",
-			"region", c.region, "embeddedCatalogRegion", c.fallback.Region, "retryIn", c.retryAfter())
+			"(the region's embedded catalog serves meanwhile only with the plugin argument embeddedCatalog: true)",
+			"region", c.region, "retryIn", c.retryAfter())
 	}
 	c.observeAge()
 	return c.current
+}
+
+// logRead says where the prices of a catalog just read from AWS came from. The caller holds mu.
+func (c *catalogSource) logRead(ctx context.Context, fresh *catalog.File) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case !c.embeddedPrices:
+		metrics.CatalogEmbeddedPrices.Set(0)
+		logger.Info("Instance-type catalog refreshed from AWS", "region", c.region, "instanceTypes", len(fresh.InstanceTypes))
+	case c.pricesFailure != nil:
+		metrics.CatalogEmbeddedPrices.Set(1)
+		metrics.CatalogRefreshFailures.Inc()
+		logger.Error(c.pricesFailure, "Reading on-demand prices from the Price List API failed; using the region's embedded prices until a read succeeds",
+			"region", c.region, "instanceTypes", len(fresh.InstanceTypes), "pricesGenerated", c.fallback.Generated,
+			"pricesSource", c.fallback.Source, "retryIn", CatalogRetryInterval)
+	default:
+		metrics.CatalogEmbeddedPrices.Set(1)
+		logger.Info("Instance-type catalog refreshed from AWS, with the region's embedded on-demand prices: its partition has no Price List API",
+			"region", c.region, "partition", catalog.PartitionOf(c.region), "instanceTypes", len(fresh.InstanceTypes),
+			"pricesGenerated", c.fallback.Generated)
+	}
 }
 
 // fresh reports whether the catalog in use needs no read now. The caller holds mu.
@@ -110,6 +140,9 @@ func (c *catalogSource) fresh() bool {
 	}
 	if c.failure != nil {
 		return c.clock.Since(c.tried) < c.retryAfter()
+	}
+	if c.pricesFailure != nil {
+		return c.clock.Since(c.refreshed) < CatalogRetryInterval
 	}
 	return c.clock.Since(c.refreshed) < CatalogRefreshInterval
 }
@@ -164,6 +197,12 @@ func (c *catalogSource) condition() (known, ok bool, reason, message string) {
 	switch {
 	case c.current == nil:
 		return false, false, "", ""
+	case c.failure == nil && c.pricesFailure != nil:
+		return true, false, "EmbeddedPrices", fmt.Sprintf("instance types of %s read from AWS; reading their prices from the Price List API failed (%s), so the embedded prices generated %s are used until it answers",
+			c.region, StableMessage(c.pricesFailure), c.fallback.Generated)
+	case c.failure == nil && c.embeddedPrices:
+		return true, true, "ReadFromAWS", fmt.Sprintf("instance types of %s read from AWS at %s, priced from the embedded prices generated %s (partition %s has no Price List API)",
+			c.region, c.refreshed.UTC().Format(time.RFC3339), c.fallback.Generated, catalog.PartitionOf(c.region))
 	case c.failure == nil:
 		return true, true, "ReadFromAWS", fmt.Sprintf("instance types and prices of %s read from AWS at %s", c.region, c.refreshed.UTC().Format(time.RFC3339))
 	case c.fromAPI:
@@ -185,26 +224,35 @@ func (c *catalogSource) lastError() error {
 	return c.failure
 }
 
-func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
+// sourceAPIs is the Source of a catalog read wholly from AWS; sourceEmbeddedPrices of one whose on-demand prices
+// are the embedded ones.
+const (
+	sourceAPIs           = "EC2 and pricing APIs"
+	sourceEmbeddedPrices = "EC2 APIs, with the embedded on-demand prices"
+)
+
+// fetch reads the catalog from AWS. Its on-demand prices come from the Price List API, or from the fallback (the
+// region's embedded prices) where the partition has none or the API fails: pricesErr is that failure.
+func (c *catalogSource) fetch(ctx context.Context) (_ *catalog.File, pricesErr, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	types, err := c.instanceTypes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	zones, err := c.offeredZones(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	onDemand, err := c.onDemandPrices(ctx)
+	onDemand, source, pricesErr, err := c.onDemand(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spot, err := c.spotPrices(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := &catalog.File{Region: c.region, Generated: c.clock.Now().UTC().Format(time.RFC3339), Source: "EC2 and pricing APIs"}
+	out := &catalog.File{Region: c.region, Currency: c.currency, Generated: c.clock.Now().UTC().Format(time.RFC3339), Source: source}
 	for name, info := range types {
 		price, ok := onDemand[name]
 		if !ok {
@@ -216,12 +264,51 @@ func (c *catalogSource) fetch(ctx context.Context) (*catalog.File, error) {
 	}
 	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
 	if len(out.InstanceTypes) == 0 {
-		return nil, fmt.Errorf("the EC2 and pricing APIs returned no usable instance type")
+		return nil, nil, fmt.Errorf("the EC2 and pricing APIs returned no usable instance type")
 	}
 	if err := out.Validate(); err != nil {
-		return nil, fmt.Errorf("catalog from the APIs: %w", err)
+		return nil, nil, fmt.Errorf("catalog from the APIs: %w", err)
 	}
-	return out, nil
+	return out, pricesErr, nil
+}
+
+// onDemand are the region's on-demand prices by instance type and the catalog source they give: the Price List
+// API's, or the embedded ones where the partition has no such API or it fails (pricesErr) and none were read from
+// it before. With prices read from the API before, its failure is err: the catalog read before is kept.
+func (c *catalogSource) onDemand(ctx context.Context) (_ map[string]float64, source string, pricesErr, err error) {
+	prices, pricesErr := c.onDemandPrices(ctx)
+	switch {
+	case c.pricing != nil && pricesErr == nil:
+		return prices, sourceAPIs, nil, nil
+	case pricesErr != nil && c.fromAPI && !c.embeddedPrices:
+		// the prices read before are the region's, only older: kept (RefreshFailed) rather than the embedded ones
+		return nil, "", nil, pricesErr
+	}
+	embedded, ok := c.embeddedOnDemand()
+	if !ok {
+		if pricesErr == nil {
+			pricesErr = fmt.Errorf("the partition of %s has no Price List API", c.region)
+		}
+		return nil, "", nil, fmt.Errorf("%w; and there are no embedded prices of %s", pricesErr, c.region)
+	}
+	return embedded, sourceEmbeddedPrices, pricesErr, nil
+}
+
+// embeddedOnDemand are the fallback's on-demand prices by instance type, when the fallback is the region's.
+func (c *catalogSource) embeddedOnDemand() (map[string]float64, bool) {
+	if c.fallback == nil || c.fallback.Region != c.region {
+		return nil, false
+	}
+	prices := map[string]float64{}
+	for _, it := range c.fallback.InstanceTypes {
+		for _, o := range it.Offerings {
+			if o.CapacityType == "on-demand" {
+				prices[it.Name] = o.Price
+				break
+			}
+		}
+	}
+	return prices, len(prices) > 0
 }
 
 // instanceTypes reads every instance type (DescribeInstanceTypes), by name.
@@ -423,7 +510,12 @@ type priceDocument struct {
 	} `json:"terms"`
 }
 
+// onDemandPrices reads the region's on-demand Linux prices from the Price List API (none where the partition has
+// no such API).
 func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64, error) {
+	if c.pricing == nil {
+		return nil, nil
+	}
 	term := func(field, value string) pricingtypes.Filter {
 		return pricingtypes.Filter{Field: aws.String(field), Value: aws.String(value), Type: pricingtypes.FilterTypeTermMatch}
 	}
@@ -444,7 +536,7 @@ func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64,
 			}
 			for _, t := range doc.Terms.OnDemand {
 				for _, d := range t.PriceDimensions {
-					if v, err := strconv.ParseFloat(d.PricePerUnit["USD"], 64); err == nil && v > 0 {
+					if v, err := strconv.ParseFloat(d.PricePerUnit[c.currency], 64); err == nil && v > 0 {
 						prices[doc.Product.Attributes.InstanceType] = v
 					}
 				}
@@ -452,7 +544,7 @@ func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64,
 		}
 	}
 	if len(prices) == 0 {
-		return nil, fmt.Errorf("pricing GetProducts returned no price for region %s", c.region)
+		return nil, fmt.Errorf("pricing GetProducts returned no %s price for region %s", c.currency, c.region)
 	}
 	return prices, nil
 }

@@ -81,7 +81,8 @@ type Options struct {
 	// VMMemoryOverheadPercent is the share of nominal memory an instance does not report.
 	VMMemoryOverheadPercent float64
 	// Fallback is the catalog used when the APIs cannot be read and none was read before, if EmbeddedCatalog and in
-	// its own region only; default the embedded one.
+	// its own region only, and whose on-demand prices serve when the Price List API cannot be read or the partition
+	// has none; default the region's embedded catalog.
 	Fallback        *catalog.File
 	EmbeddedCatalog bool
 	// Clock times the caches (unavailable offerings, discovery, catalog); default the real one.
@@ -123,9 +124,6 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Fallback == nil {
-		opts.Fallback = catalog.Default()
-	}
 	if opts.MaxInstanceTypes == 0 {
 		opts.MaxInstanceTypes = config.DefaultMaxInstanceTypes
 	}
@@ -159,13 +157,19 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	ssmClient := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("SSM") })
 	iamClient := iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("IAM") })
 	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint, o.HTTPClient = endpoint("SQS"), sqsHTTP })
-	// The price list API lives in a few regions only; us-east-1 serves every region's prices.
-	pricingClient := pricing.NewFromConfig(cfg, func(o *pricing.Options) {
-		o.BaseEndpoint = endpoint("PRICING")
-		if o.BaseEndpoint == nil {
-			o.Region = "us-east-1"
+	// The Price List API lives in a few regions of each partition (none in GovCloud); each serves every region's
+	// prices of its partition, in the partition's currency.
+	var pricingClient *pricing.Client
+	if pricingRegion, ok := catalog.PricingAPIRegion(cfg.Region); ok {
+		pricingClient = pricing.NewFromConfig(cfg, func(o *pricing.Options) {
+			o.BaseEndpoint, o.Region = endpoint("PRICING"), pricingRegion
+		})
+	}
+	if opts.Fallback == nil {
+		if opts.Fallback, err = catalog.ForRegion(cfg.Region); err != nil {
+			klog.FromContext(ctx).Error(err, "No embedded instance types and prices for the region", "region", cfg.Region)
 		}
-	})
+	}
 	k8s := &kubernetesVersion{read: opts.KubernetesVersion, clock: opts.Clock}
 	if _, err := k8s.refresh(ctx); err != nil { // FollowKubernetesVersion tries again
 		klog.FromContext(ctx).Error(err, "Reading the API server's Kubernetes version failed; no EKS-optimized AMI resolves until it is read")
@@ -175,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, version: k8s.get,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
-			useFallback: opts.EmbeddedCatalog},
+			useFallback: opts.EmbeddedCatalog, currency: catalog.CurrencyOf(cfg.Region)},
 		unavailable:  cloud.NewUnavailableOfferings(opts.Clock),
 		templates:    map[string]string{},
 		templateUsed: map[string]time.Time{},

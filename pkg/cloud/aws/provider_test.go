@@ -20,6 +20,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -57,7 +58,18 @@ func (a *fakeAPIServer) set(version string, err error) {
 
 func newFixture(t *testing.T, configure func(*Options)) *fixture {
 	t.Helper()
-	emu, err := awsemu.Start(awsemu.Options{ClusterName: testCluster})
+	return newFixtureIn(t, "us-east-1", configure)
+}
+
+// newFixtureIn is newFixture with the emulator and the provider in a region, the emulator seeded with the region's
+// embedded catalog.
+func newFixtureIn(t *testing.T, region string, configure func(*Options)) *fixture {
+	t.Helper()
+	cat, err := catalog.ForRegion(region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := awsemu.Start(awsemu.Options{ClusterName: testCluster, Catalog: cat})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +81,7 @@ func newFixture(t *testing.T, configure func(*Options)) *fixture {
 	apiServer := &fakeAPIServer{version: "1.37"}
 	opts := Options{
 		ClusterName: testCluster, ClusterEndpoint: "https://api.example", CABundle: []byte("-----BEGIN CERTIFICATE-----\n"),
-		ServiceCIDR: "10.100.0.0/16", Region: "us-east-1", KubernetesVersion: apiServer.read,
+		ServiceCIDR: "10.100.0.0/16", Region: region, KubernetesVersion: apiServer.read,
 		Env: func(k string) string { return env[k] }, NodeClasses: listers.NewEC2NodeClassLister(indexer),
 		VMMemoryOverheadPercent: 7.5, Clock: clk,
 		// a catalog read that fails under a loaded test run falls back to the embedded catalog (the emulator's
@@ -346,7 +358,7 @@ func TestACatalogThatCannotBeReadIsNeverGuessed(t *testing.T) {
 	}{
 		{name: "not configured", region: "us-east-1", wantSource: "none: "},
 		{name: "configured, in the embedded catalog's region", region: "us-east-1", useFallback: true, wantTypes: true},
-		{name: "configured, in another region", region: "eu-west-1", useFallback: true, wantSource: "none: "},
+		{name: "configured, in another region: that region's embedded catalog", region: "eu-west-1", useFallback: true, wantTypes: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,8 +25,9 @@ import (
 
 // File is a catalog file.
 type File struct {
-	// Region the prices and zones belong to.
-	Region string `json:"region"`
+	// Region the prices and zones belong to, and Currency the prices are in (empty: USD).
+	Region   string `json:"region"`
+	Currency string `json:"currency,omitempty"`
 	// ZoneIDs maps the zones to their IDs (use1-az1), when known: the mapping is the account's own.
 	ZoneIDs map[string]string `json:"zoneIDs,omitempty"`
 	// Generated is the date of the data, Source where it came from.
@@ -92,7 +93,13 @@ type Overhead struct {
 	VMMemoryPercent *float64 `json:"vmMemoryPercent,omitempty"`
 }
 
-// Offering is an instance type in a zone with a capacity type and an hourly price in USD.
+// The capacity types of an offering.
+const (
+	CapacityOnDemand = "on-demand"
+	CapacitySpot     = "spot"
+)
+
+// Offering is an instance type in a zone with a capacity type and an hourly price, in the catalog's currency.
 type Offering struct {
 	Zone         string  `json:"zone"`
 	CapacityType string  `json:"capacityType"`
@@ -221,9 +228,9 @@ func (it InstanceType) validateOfferings(where string) error {
 		switch {
 		case o.Zone == "":
 			return fmt.Errorf("%s.zone: required", ow)
-		case o.CapacityType != "spot" && o.CapacityType != "on-demand":
+		case o.CapacityType != CapacitySpot && o.CapacityType != CapacityOnDemand:
 			return fmt.Errorf("%s.capacityType: %q must be spot or on-demand", ow, o.CapacityType)
-		case !(o.Price > 0) || o.Price > 1000:
+		case !(o.Price > 0) || o.Price > 10000:
 			return fmt.Errorf("%s.price: %v must be a positive hourly price", ow, o.Price)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,6 +30,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // Options are the settings of a dry run besides the objects: the instance-type catalog, and the plugin arguments
@@ -45,11 +47,13 @@ func readable(objs []runtime.Object) ([]runtime.Object, error) {
 	for _, obj := range objs {
 		switch obj.(type) {
 		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.NodeClaim, *corev1.Node,
-			*corev1.Pod, *appsv1.DaemonSet, *policyv1.PodDisruptionBudget:
+			*corev1.Pod, *appsv1.DaemonSet, *policyv1.PodDisruptionBudget, *appsv1.Deployment, *appsv1.ReplicaSet,
+			*autoscalingv2.HorizontalPodAutoscaler:
 			kept = append(kept, obj)
 		default:
 			return nil, fmt.Errorf("%s: scheduler plan --disrupt does not read this kind (it reads NodePools, EC2NodeClasses, "+
-				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets and PodDisruptionBudgets)", manifest.Name(obj))
+				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets, Deployments, ReplicaSets and "+
+				"HorizontalPodAutoscalers)", manifest.Name(obj))
 		}
 	}
 	return kept, nil
@@ -73,7 +77,9 @@ func appliedOverlays(l *state.Listers) ([]*stevedorev1.NodeOverlay, error) {
 
 // Run builds the disruption controller over the objects (listers over them, the catalog in place of the cloud)
 // and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods,
-// DaemonSets and PodDisruptionBudgets; an object of another kind is an error naming it.
+// DaemonSets, PodDisruptionBudgets, and the Deployments, ReplicaSets and HorizontalPodAutoscalers that say which
+// pods would move by Surge (with no ReplicaSet in the input, every pod is previewed as evicted); an object of
+// another kind is an error naming it.
 func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.DryRunResult, error) {
 	kept, err := readable(objs)
 	if err != nil {
@@ -129,8 +135,13 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 	if err != nil {
 		return nil, err
 	}
+	// the pods' owners, when the input has them, say which pods would surge; without any, every pod is evicted
+	var surger *surge.Surger
+	if rss, err := l.ReplicaSets.List(labels.Everything()); err == nil && len(rss) > 0 {
+		surger = surge.New(surge.Options{Pods: l.Pods, ReplicaSets: l.ReplicaSets, Deployments: l.Deployments, HPAs: l.HPAs})
+	}
 	d := disruption.New(disruption.Options{Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims, NodePools: l.NodePools,
-		Provisioner: prov, Cloud: provider, Simulator: sim, Args: args, DryRun: true,
+		Provisioner: prov, Cloud: provider, Simulator: sim, Args: args, DryRun: true, Surge: surger,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			if len(overlays) == 0 {
 				return nil, false

@@ -47,6 +47,7 @@ type InstanceHooks struct {
 // EC2 is the emulated EC2 service of one region.
 type EC2 struct {
 	region    string
+	partition string // in ARNs: aws, aws-cn, aws-us-gov
 	accountID string
 	vpcID     string
 	clock     clock.WithDelayedExecution
@@ -75,7 +76,7 @@ type EC2 struct {
 
 func newEC2(region, accountID string, cat *catalog.File, clk clock.WithDelayedExecution) *EC2 {
 	e := &EC2{
-		region: region, accountID: accountID, vpcID: "vpc-0sandbox0000001", clock: clk,
+		region: region, partition: catalog.PartitionOf(region), accountID: accountID, vpcID: "vpc-0sandbox0000001", clock: clk,
 		catalog: indexCatalog(cat), instanceTypes: cat.InstanceTypes,
 		templates: map[string]*LaunchTemplate{}, instances: map[string]*Instance{},
 		fleets: map[string]*createFleetResponse{}, capacity: map[string]int{}, calls: map[string]int{},

@@ -54,7 +54,7 @@ func (e *Emulator) handleEKS(w http.ResponseWriter, r *http.Request) {
 		network["serviceIpv4Cidr"] = c.ServiceIPv4CIDR
 	}
 	out, _ := json.Marshal(map[string]any{"cluster": map[string]any{
-		"name": name, "arn": "arn:aws:eks:" + e.region + ":111122223333:cluster/" + name, "status": "ACTIVE",
+		"name": name, "arn": "arn:" + e.EC2.partition + ":eks:" + e.region + ":111122223333:cluster/" + name, "status": "ACTIVE",
 		"version": c.Version, "endpoint": c.Endpoint,
 		"certificateAuthority":    map[string]string{"data": base64.StdEncoding.EncodeToString(c.CA)},
 		"kubernetesNetworkConfig": network,

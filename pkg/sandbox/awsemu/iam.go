@@ -24,8 +24,9 @@ const codeNoSuchEntity = "NoSuchEntity"
 // IAM is the emulated IAM: roles (added by the test or the sandbox; nothing creates them through the API) and
 // the instance profiles Stevedore creates, tags, fills with a role and deletes.
 type IAM struct {
-	account string
-	clock   clock.PassiveClock
+	account   string
+	partition string
+	clock     clock.PassiveClock
 
 	mu       sync.Mutex
 	roles    map[string]time.Time
@@ -42,8 +43,8 @@ type InstanceProfile struct {
 	Tags  map[string]string
 }
 
-func newIAM(account string, clk clock.PassiveClock) *IAM {
-	return &IAM{account: account, clock: clk, roles: map[string]time.Time{}, profiles: map[string]*InstanceProfile{}}
+func newIAM(account, partition string, clk clock.PassiveClock) *IAM {
+	return &IAM{account: account, partition: partition, clock: clk, roles: map[string]time.Time{}, profiles: map[string]*InstanceProfile{}}
 }
 
 // AddRole registers an IAM role.
@@ -157,10 +158,10 @@ type instanceProfileResult struct {
 
 func (i *IAM) render(p *InstanceProfile) instanceProfileResult {
 	out := xmlInstanceProfile{Path: p.Path, InstanceProfileName: p.Name, InstanceProfileID: p.ID,
-		Arn: "arn:aws:iam::" + i.account + ":instance-profile" + p.Path + p.Name, CreateDate: p.Created.UTC().Format(time.RFC3339)}
+		Arn: "arn:" + i.partition + ":iam::" + i.account + ":instance-profile" + p.Path + p.Name, CreateDate: p.Created.UTC().Format(time.RFC3339)}
 	for _, r := range p.Roles {
 		out.Roles = append(out.Roles, xmlIAMRole{Path: "/", RoleName: r, RoleID: "AROA" + strings.ToUpper(r),
-			Arn: "arn:aws:iam::" + i.account + ":role/" + r, CreateDate: i.roles[r].UTC().Format(time.RFC3339)})
+			Arn: "arn:" + i.partition + ":iam::" + i.account + ":role/" + r, CreateDate: i.roles[r].UTC().Format(time.RFC3339)})
 	}
 	for _, k := range sortedKeys(p.Tags) {
 		out.Tags = append(out.Tags, xmlIAMTag{Key: k, Value: p.Tags[k]})

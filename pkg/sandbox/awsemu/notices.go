@@ -61,7 +61,7 @@ func (e *Emulator) Notify(queueURL, kind, instanceID string, notice time.Duratio
 	if notice == 0 {
 		notice = DefaultSpotNotice
 	}
-	arn := fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", e.region, e.SQS.accountID, instanceID)
+	arn := fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", e.EC2.partition, e.region, e.SQS.accountID, instanceID)
 	var env eventEnvelope
 	switch kind {
 	case NoticeSpot:
@@ -76,7 +76,7 @@ func (e *Emulator) Notify(queueURL, kind, instanceID string, notice time.Duratio
 		env = e.event("aws.ec2", "EC2 Instance State-change Notification", arn, map[string]string{detailInstanceID: instanceID, detailState: stateStopping})
 	case NoticeScheduled:
 		env = e.event("aws.health", "AWS Health Event", "", map[string]any{
-			"eventArn": "arn:aws:health:" + e.region + "::event/EC2/EC2_INSTANCE_RETIREMENT_SCHEDULED/" + instanceID, "service": "EC2",
+			"eventArn": "arn:" + e.EC2.partition + ":health:" + e.region + "::event/EC2/EC2_INSTANCE_RETIREMENT_SCHEDULED/" + instanceID, "service": "EC2",
 			"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", "eventTypeCategory": "scheduledChange",
 			"startTime":        e.EC2.clock.Now().Add(14 * 24 * time.Hour).UTC().Format(time.RFC1123),
 			"affectedEntities": []map[string]string{{"entityValue": instanceID}},

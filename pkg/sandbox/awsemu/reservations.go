@@ -206,7 +206,7 @@ func (e *EC2) reservationFor(id, instanceType, zone, marketType string) (*Capaci
 }
 
 func (e *EC2) xmlReservation(cr *CapacityReservation) xmlCapacityReservation {
-	x := xmlCapacityReservation{ID: cr.ID, OwnerID: cr.OwnerID, ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:capacity-reservation/%s", e.region, cr.OwnerID, cr.ID),
+	x := xmlCapacityReservation{ID: cr.ID, OwnerID: cr.OwnerID, ARN: fmt.Sprintf("arn:%s:ec2:%s:%s:capacity-reservation/%s", e.partition, e.region, cr.OwnerID, cr.ID),
 		InstanceType: cr.InstanceType, Platform: "Linux/UNIX", Zone: cr.Zone, Tenancy: "default", Total: cr.Total, Available: cr.Available,
 		State: cr.State, StartDate: isoTime(cr.Start), CreateDate: isoTime(cr.Start), EndDateType: "unlimited", MatchCriteria: cr.MatchCriteria,
 		ReservationType: cr.Type, Interruptible: cr.Interruptible, Tags: tagSet(cr.Tags)}

@@ -90,7 +90,7 @@ func Start(opts Options) (*Emulator, error) {
 		EC2:      newEC2(region, account, opts.Catalog, opts.Clock),
 		SQS:      newSQS(account, opts.Clock),
 		SSM:      newSSM(),
-		IAM:      newIAM(account, opts.Clock),
+		IAM:      newIAM(account, catalog.PartitionOf(region), opts.Clock),
 		pricing:  newPricing(opts.Catalog),
 		region:   region,
 		listener: l,

@@ -78,6 +78,14 @@ type pricing struct {
 	docs   []string
 }
 
+// currencyOf is the currency a catalog's prices are in.
+func currencyOf(c *catalog.File) string {
+	if c.Currency != "" {
+		return c.Currency
+	}
+	return "USD"
+}
+
 func newPricing(c *catalog.File) *pricing {
 	p := &pricing{region: c.Region}
 	names := make([]string, 0, len(c.InstanceTypes))
@@ -102,7 +110,7 @@ func newPricing(c *catalog.File) *pricing {
 			"terms": map[string]any{"OnDemand": map[string]any{sku + ".JRTCKXETXF": map[string]any{
 				"sku": sku, "offerTermCode": "JRTCKXETXF",
 				"priceDimensions": map[string]any{sku + ".JRTCKXETXF.6YS6EN2CT7": map[string]any{
-					"unit": "Hrs", "pricePerUnit": map[string]string{"USD": strconv.FormatFloat(prices[name], 'f', 10, 64)}}},
+					"unit": "Hrs", "pricePerUnit": map[string]string{currencyOf(c): strconv.FormatFloat(prices[name], 'f', 10, 64)}}},
 			}}},
 		}
 		raw, _ := json.Marshal(doc)
