@@ -47,7 +47,21 @@ func TestEveryShippedDefaultNamesThisRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(changelog), "## ["+semver+"]") && !strings.Contains(string(changelog), "## [Unreleased]") {
-		t.Errorf("CHANGELOG.md has neither a section for %s nor an Unreleased one", semver)
+	if !regexp.MustCompile(`\n## \[` + regexp.QuoteMeta(semver) + `\] - [0-9]{4}-[0-9]{2}-[0-9]{2}\n`).Match(changelog) {
+		t.Errorf("CHANGELOG.md has no dated section for %s (## [%s] - YYYY-MM-DD)", semver, semver)
+	}
+	// the README's install lines name this release, and no other
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := regexp.MustCompile(`--version (\S+)`).FindAllStringSubmatch(string(readme), -1)
+	if len(versions) < 2 {
+		t.Errorf("the README's install lines give %d chart versions, want the CRD chart's and the chart's", len(versions))
+	}
+	for _, m := range versions {
+		if m[1] != semver {
+			t.Errorf("the README installs --version %s, not %s", m[1], semver)
+		}
 	}
 }

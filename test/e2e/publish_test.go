@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,10 +22,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stevedore-dev/stevedore/pkg/version"
 )
 
-// releaseVersion is the version the publish test releases: one CHANGELOG.md has a section for.
-const releaseVersion = "v0.1.0"
+// releaseVersion is the version the publish test releases: the one this tree is, which CHANGELOG.md has a section
+// for (pkg/version's TestEveryShippedDefaultNamesThisRelease).
+const releaseVersion = version.Release
 
 // registry is an in-memory OCI registry (bin/registry, go-containerregistry's) listening on 127.0.0.1.
 type registry struct {
@@ -168,6 +172,7 @@ func TestAPublishedReleaseInstallsFromItsRegistry(t *testing.T) {
 	if out, err := publish.CombinedOutput(); err != nil {
 		t.Fatalf("make publish: %v\n%s", err, lastLines(string(out), 30))
 	}
+	checkReleaseFromOutside(t, helm, prefix, releaseVersion, filepath.Join(dir, "dist"))
 	scheduler := reg.publishedScheduler("stevedore/scheduler", releaseVersion, dir)
 	if out, err := run(t, nil, scheduler, "version"); err != nil || !strings.Contains(out, releaseVersion) {
 		t.Fatalf("the published binary's version: %v\n%s", err, out)
@@ -186,11 +191,18 @@ func TestAPublishedReleaseInstallsFromItsRegistry(t *testing.T) {
 		}
 		return out
 	}
-	semver := strings.TrimPrefix(releaseVersion, "v")
-	// docs/installation.md, "From a release"
-	h("upgrade", "--install", "stevedore-crd", "oci://"+prefix+"/stevedore-crd", "--version", semver, "-n", "stevedore", "--create-namespace", "--plain-http")
-	h("upgrade", "--install", "stevedore", "oci://"+prefix+"/stevedore", "--version", semver, "-n", "stevedore", "--create-namespace", "--plain-http",
-		"--set", "settings.clusterName=sandbox", "--set", "settings.region=us-east-1")
+	// the README's install lines as written, from this registry (plain HTTP) and with the placeholders filled in
+	sh := newDocShell(t, scheduler, in.kubectl, in.kubeconfig)
+	writeFile(t, filepath.Join(sh.dir, "path", "helm"), fmt.Sprintf("#!/bin/sh\nexec %q --kubeconfig %q \"$@\"\n", helm, in.kubeconfig))
+	if err := os.Chmod(filepath.Join(sh.dir, "path", "helm"), 0o700); err != nil { //nolint:gosec // G302: a script the test runs
+		t.Fatal(err)
+	}
+	readme := strings.NewReplacer("oci://public.ecr.aws/stevedore/", "oci://"+prefix+"/", "helm upgrade --install", "helm upgrade --install --plain-http",
+		"<cluster>", "sandbox", "<region>", "us-east-1", "<controller role ARN>", "arn:aws:iam::111122223333:role/stevedore").
+		Replace(shellBlock(t, "README.md", "2. **Install**"))
+	if out, err := runIn(t, sh.dir, sh.env, "sh", "-e", "-c", readme); err != nil {
+		t.Fatalf("the README's install lines:\n%s\n%v\n%s", readme, err, lastLines(out, 20))
+	}
 	if image := in.k("get", "deployment", "stevedore", "-n", "stevedore", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); image != prefix+"/scheduler:"+releaseVersion {
 		t.Errorf("the installed Deployment runs %q, want the published %s/scheduler:%s", image, prefix, releaseVersion)
 	}
