@@ -5,45 +5,101 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package e2e
 
 import (
+	"archive/zip"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestKarpentersCRDChartGoesAndTheBuffersStay follows the migration guide's CRD hand-over as written: a stand-in for
-// Karpenter's CRD chart (a Helm release named karpenter-crd holding Karpenter's NodePool CRD and the
-// capacitybuffers.autoscaling.x-k8s.io CRD, as Karpenter's does) is installed with Helm and a CapacityBuffer
-// created; after the guide's commands the release is gone, Karpenter's CRD too, and the buffer and its CRD stay.
+// karpenterVersion is the release of Karpenter's AWS provider whose CRD chart the hand-over test installs.
+const karpenterVersion = "v1.15.2"
+
+// karpenterCRDChart writes Karpenter's own CRD chart (charts/karpenter-crd of github.com/aws/karpenter-provider-aws
+// at karpenterVersion) into dir, taken from the module's zip as the Go module proxy serves it, and returns its
+// folder. go mod download fetches the zip even though the module asks for a newer Go than this one to build; only
+// the chart's files are read.
+func karpenterCRDChart(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/aws/karpenter-provider-aws@"+karpenterVersion)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, _ := cmd.Output() // the Go version the module asks for is reported as its Error; the zip is there
+	var mod struct{ Zip string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Zip == "" {
+		t.Fatalf("go mod download of Karpenter %s: %v\n%s", karpenterVersion, err, out)
+	}
+	zr, err := zip.OpenReader(mod.Zip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	prefix := "github.com/aws/karpenter-provider-aws@" + karpenterVersion + "/charts/karpenter-crd/"
+	chart := filepath.Join(dir, "karpenter-crd")
+	for _, f := range zr.File {
+		name, ok := strings.CutPrefix(f.Name, prefix)
+		if !ok || strings.HasSuffix(f.Name, "/") || strings.Contains(name, "..") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, name)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(chart, name), string(body))
+	}
+	if _, err := os.Stat(filepath.Join(chart, "templates", "autoscaling.x-k8s.io_capacitybuffers.yaml")); err != nil {
+		t.Fatalf("Karpenter %s's CRD chart has no CapacityBuffer CRD: %v", karpenterVersion, err)
+	}
+	return chart
+}
+
+// TestKarpentersCRDChartGoesAndTheBuffersStay follows the migration guide's CRD hand-over as written, on Karpenter's
+// own CRD chart: installed with Helm as release karpenter-crd (Karpenter's NodePool, NodeClaim, NodeOverlay and
+// EC2NodeClass CRDs and capacitybuffers.autoscaling.x-k8s.io), with a NodePool of Karpenter's and a CapacityBuffer
+// stored; after the guide's commands the release is gone, Karpenter's CRDs too, and the buffer and its CRD stay.
 func TestKarpentersCRDChartGoesAndTheBuffersStay(t *testing.T) {
 	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
 	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
 	helm := helmBinary(t)
 	dir := t.TempDir()
+	chart := karpenterCRDChart(t, dir)
 	_, kubeconfig, _ := startSandbox(t, scheduler, dir)
 	k := func(args ...string) (string, error) {
 		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
-
-	chart := filepath.Join(dir, "karpenter-crd")
-	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(chart, "Chart.yaml"), "apiVersion: v2\nname: karpenter-crd\nversion: 1.0.0\n")
-	buffers, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "crds", "autoscaling.x-k8s.io_capacitybuffers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(chart, "templates", "capacitybuffers.yaml"), string(buffers))
-	nodePools, _, _ := strings.Cut(karpenterCRDs, "\n---\n")
-	writeFile(t, filepath.Join(chart, "templates", "nodepools.yaml"), nodePools)
 	if out, err := run(t, nil, helm, "install", "karpenter-crd", chart, "-n", "kube-system", "--kubeconfig", kubeconfig); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	if out, err := k("wait", "--for=condition=Established", "--timeout=2m", "crd/capacitybuffers.autoscaling.x-k8s.io", "crd/nodepools.karpenter.sh"); err != nil {
+	karpenters := []string{"crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh", "crd/nodeoverlays.karpenter.sh", "crd/ec2nodeclasses.karpenter.k8s.aws"}
+	if out, err := k(append([]string{"wait", "--for=condition=Established", "--timeout=2m", "crd/capacitybuffers.autoscaling.x-k8s.io"}, karpenters...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	pool := filepath.Join(dir, "nodepool.yaml")
+	writeFile(t, pool, `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+`)
+	eventually(t, "Karpenter's NodePool stored", func() error {
+		_, err := k("apply", "-f", pool)
+		return err
+	})
 	buffer := filepath.Join(dir, "buffer.yaml")
 	writeFile(t, buffer, `apiVersion: autoscaling.x-k8s.io/v1beta1
 kind: CapacityBuffer
@@ -62,8 +118,8 @@ spec: {podTemplateRef: {name: web}, replicas: 2}
 	if out, err := run(t, nil, helm, "list", "-A", "-q", "--kubeconfig", kubeconfig); err != nil || strings.Contains(out, "karpenter-crd") {
 		t.Errorf("helm still lists karpenter-crd (%v):\n%s", err, out)
 	}
-	eventually(t, "Karpenter's NodePool CRD deleted", func() error {
-		out, err := k("get", "crd", "nodepools.karpenter.sh", "--ignore-not-found", "-o", "name")
+	eventually(t, "Karpenter's CRDs deleted", func() error {
+		out, err := k(append([]string{"get", "--ignore-not-found", "-o", "name"}, karpenters...)...)
 		if err != nil {
 			return err
 		}

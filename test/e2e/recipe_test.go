@@ -15,36 +15,6 @@ import (
 	"time"
 )
 
-// karpenterCRDs are stand-ins for Karpenter's CRDs, enough for kubectl to store and list Karpenter's objects: the
-// same groups, versions, kinds and scope, any spec.
-const karpenterCRDs = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: nodepools.karpenter.sh}
-spec:
-  group: karpenter.sh
-  scope: Cluster
-  names: {plural: nodepools, singular: nodepool, kind: NodePool, listKind: NodePoolList}
-  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: nodeclaims.karpenter.sh}
-spec:
-  group: karpenter.sh
-  scope: Cluster
-  names: {plural: nodeclaims, singular: nodeclaim, kind: NodeClaim, listKind: NodeClaimList}
-  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: ec2nodeclasses.karpenter.k8s.aws}
-spec:
-  group: karpenter.k8s.aws
-  scope: Cluster
-  names: {plural: ec2nodeclasses, singular: ec2nodeclass, kind: EC2NodeClass, listKind: EC2NodeClassList}
-  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
-`
-
 const karpenterObjects = `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: general}
@@ -122,14 +92,20 @@ func (s *docShell) run(doc, marker string) (string, error) {
 	return runIn(s.t, s.dir, s.env, "sh", "-e", "-c", strings.Join(lines, "\n"))
 }
 
-// runRecipes runs the dump-and-plan recipes of the docs as written, over Karpenter's objects in the sandbox.
+// runRecipes runs the dump-and-plan recipes of the docs as written, over Karpenter's objects stored under
+// Karpenter's own CRDs in the sandbox.
 func runRecipes(t *testing.T, scheduler, kubectl, kubeconfig string, k func(args ...string) (string, error)) {
 	dir := t.TempDir()
+	// Karpenter's own CRDs, from its CRD chart
+	rendered, err := exec.Command(helmBinary(t), "template", "karpenter-crd", karpenterCRDChart(t, dir)).Output()
+	if err != nil {
+		t.Fatalf("helm template of Karpenter's CRD chart: %v", err)
+	}
 	crds := filepath.Join(dir, "karpenter-crds.yaml")
 	objects := filepath.Join(dir, "karpenter.yaml")
-	writeFile(t, crds, karpenterCRDs)
+	writeFile(t, crds, string(rendered))
 	writeFile(t, objects, karpenterObjects)
-	if out, err := k("apply", "-f", crds); err != nil {
+	if out, err := k("apply", "--server-side", "-f", crds); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if out, err := k("wait", "--for=condition=Established", "--timeout=2m", "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
