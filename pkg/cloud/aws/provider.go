@@ -142,8 +142,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	// an attempt that hangs fails after RequestTimeout and the SDK's retryer tries again; SQS long polls for 20s,
 	// so its attempts get at least 30s
-	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(opts.RequestTimeout)
-	sqsHTTP := awshttp.NewBuildableClient().WithTimeout(max(opts.RequestTimeout, 30*time.Second))
+	cfg.HTTPClient = bodyReadOnlyClient{next: awshttp.NewBuildableClient().WithTimeout(opts.RequestTimeout)}
+	sqsHTTP := bodyReadOnlyClient{next: awshttp.NewBuildableClient().WithTimeout(max(opts.RequestTimeout, 30*time.Second))}
 	endpoint := func(service string) *string {
 		if v := opts.Env("AWS_ENDPOINT_URL_" + service); v != "" {
 			return aws.String(v)

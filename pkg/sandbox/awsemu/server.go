@@ -106,9 +106,11 @@ func Start(opts Options) (*Emulator, error) {
 		e.seedImages(k8s)
 	}
 	e.server = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
-	// One connection per request. With keep-alive, a loaded test run (go test ./pkg/... on 2 cores) saw the SDK's
-	// reused connections closed while it read a response, every retry alike ("use of closed network connection"),
-	// in about one run in two; without it, none in the runs tried. The cause on the client's side is not known.
+	// One connection per request. The SDK closes a request's body once the response's headers are back, and its
+	// closed body's WriteTo returns io.EOF; when net/http's transport drains the body after that (a loaded machine),
+	// it takes the io.EOF for a failed write and closes the connection under the response being read ("use of
+	// closed network connection"). Stevedore's provider sends bodies without WriteTo (pkg/cloud/aws, httpclient.go);
+	// other SDK clients (tests, tools) do not, and with a connection per request they met it less often.
 	e.server.SetKeepAlivesEnabled(false)
 	go func() { _ = e.server.Serve(l) }()
 	return e, nil
