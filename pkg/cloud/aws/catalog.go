@@ -49,9 +49,9 @@ type catalogSource struct {
 	fallback *catalog.File
 	// useFallback allows the fallback when nothing was ever read from AWS, and only in the fallback's own region
 	useFallback bool
-	// currency the Price List API gives the region's prices in ("USD", "CNY"); pricing is nil where the partition
-	// has no Price List API (GovCloud), and then the fallback's on-demand prices serve
-	currency string
+	// partition of the region, and currency the Price List API gives its prices in ("USD", "CNY"); pricing is nil
+	// where the partition has no Price List API (GovCloud), and then the fallback's on-demand prices serve
+	partition, currency string
 
 	mu        sync.RWMutex
 	current   *catalog.File
@@ -128,7 +128,7 @@ func (c *catalogSource) logRead(ctx context.Context, fresh *catalog.File) {
 	default:
 		metrics.CatalogEmbeddedPrices.Set(1)
 		logger.Info("Instance-type catalog refreshed from AWS, with the region's embedded on-demand prices: its partition has no Price List API",
-			"region", c.region, "partition", catalog.PartitionOf(c.region), "instanceTypes", len(fresh.InstanceTypes),
+			"region", c.region, "partition", c.partition, "instanceTypes", len(fresh.InstanceTypes),
 			"pricesGenerated", c.fallback.Generated)
 	}
 }
@@ -202,7 +202,7 @@ func (c *catalogSource) condition() (known, ok bool, reason, message string) {
 			c.region, StableMessage(c.pricesFailure), c.fallback.Generated)
 	case c.failure == nil && c.embeddedPrices:
 		return true, true, "ReadFromAWS", fmt.Sprintf("instance types of %s read from AWS at %s, priced from the embedded prices generated %s (partition %s has no Price List API)",
-			c.region, c.refreshed.UTC().Format(time.RFC3339), c.fallback.Generated, catalog.PartitionOf(c.region))
+			c.region, c.refreshed.UTC().Format(time.RFC3339), c.fallback.Generated, c.partition)
 	case c.failure == nil:
 		return true, true, "ReadFromAWS", fmt.Sprintf("instance types and prices of %s read from AWS at %s", c.region, c.refreshed.UTC().Format(time.RFC3339))
 	case c.fromAPI:

@@ -179,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		discovery: &discovery{ec2: ec2Client, ssm: ssmClient, profiles: newInstanceProfiles(iamClient, opts.ClusterName, cfg.Region), clusterName: opts.ClusterName, version: k8s.get,
 			clock: opts.Clock, cache: map[string]cachedResolution{}},
 		catalog: &catalogSource{ec2: ec2Client, pricing: pricingClient, region: cfg.Region, clock: opts.Clock, fallback: opts.Fallback,
-			useFallback: opts.EmbeddedCatalog, currency: catalog.CurrencyOf(cfg.Region)},
+			useFallback: opts.EmbeddedCatalog, partition: catalog.PartitionOf(cfg.Region), currency: catalog.CurrencyOf(cfg.Region)},
 		unavailable:  cloud.NewUnavailableOfferings(opts.Clock),
 		templates:    map[string]string{},
 		templateUsed: map[string]time.Time{},
