@@ -299,15 +299,7 @@ func (c *catalogSource) embeddedOnDemand() (map[string]float64, bool) {
 	if c.fallback == nil || c.fallback.Region != c.region {
 		return nil, false
 	}
-	prices := map[string]float64{}
-	for _, it := range c.fallback.InstanceTypes {
-		for _, o := range it.Offerings {
-			if o.CapacityType == "on-demand" {
-				prices[it.Name] = o.Price
-				break
-			}
-		}
-	}
+	prices := c.fallback.OnDemandPrices()
 	return prices, len(prices) > 0
 }
 

@@ -301,6 +301,20 @@ func (f *File) Pricer() func(instanceType, zone, capacityType string) float64 {
 	}
 }
 
+// OnDemandPrices returns each instance type's on-demand price, by name: that of its first on-demand offering.
+func (f *File) OnDemandPrices() map[string]float64 {
+	prices := map[string]float64{}
+	for _, it := range f.InstanceTypes {
+		for _, o := range it.Offerings {
+			if o.CapacityType == CapacityOnDemand {
+				prices[it.Name] = o.Price
+				break
+			}
+		}
+	}
+	return prices
+}
+
 // PodLimit returns the type's pod limit.
 func (it InstanceType) PodLimit() int {
 	if it.MaxPods > 0 {

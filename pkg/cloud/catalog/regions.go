@@ -193,16 +193,7 @@ func (r *Regions) onDemand(g Region, base *File) (map[string]float64, string, er
 		return g.OnDemand, g.Generated, nil
 	}
 	if g.PricesFrom == base.Region {
-		prices := map[string]float64{}
-		for _, it := range base.InstanceTypes {
-			for _, o := range it.Offerings {
-				if o.CapacityType == CapacityOnDemand {
-					prices[it.Name] = o.Price
-					break
-				}
-			}
-		}
-		return prices, base.Generated, nil
+		return base.OnDemandPrices(), base.Generated, nil
 	}
 	from, ok := r.Lookup(g.PricesFrom)
 	if !ok || from.PricesFrom != "" {

@@ -7,8 +7,9 @@ package awsemu
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,18 +89,8 @@ func currencyOf(c *catalog.File) string {
 
 func newPricing(c *catalog.File) *pricing {
 	p := &pricing{region: c.Region}
-	names := make([]string, 0, len(c.InstanceTypes))
-	prices := map[string]float64{}
-	for _, it := range c.InstanceTypes {
-		for _, o := range it.Offerings {
-			if o.CapacityType == capacityTypeOnDemand {
-				prices[it.Name] = o.Price
-				names = append(names, it.Name)
-				break
-			}
-		}
-	}
-	sort.Strings(names)
+	prices := c.OnDemandPrices()
+	names := slices.Sorted(maps.Keys(prices))
 	for i, name := range names {
 		sku := fmt.Sprintf("SKU%08d", i)
 		doc := map[string]any{
