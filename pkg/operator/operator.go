@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -179,21 +180,34 @@ type served struct {
 	capacityBuffers, capacityQuotas bool
 }
 
+// trimManagedFields drops an object's managed fields as it enters an informer's cache: nothing here reads them, and
+// in a cluster of thousands of nodes and NodeClaims they are a large share of the heap the garbage collector walks.
+func trimManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// trimmed has informers not started yet drop their objects' managed fields (one already started keeps them: that
+// costs memory, nothing else).
+func trimmed(infs ...cache.SharedIndexInformer) {
+	for _, inf := range infs {
+		_ = inf.SetTransform(trimManagedFields) // refused only once started
+	}
+}
+
 // newInformers registers the informers now, so that the host's factory starts them with its own.
 func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, apis served) *informerSet {
-	sf := externalversions.NewSharedInformerFactory(stevedore, 0)
+	sf := externalversions.NewSharedInformerFactoryWithOptions(stevedore, 0, externalversions.WithTransform(trimManagedFields))
 	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
 		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
 		classes: sf.Stevedore().V1().EC2NodeClasses(), buffers: sf.Stevedore().V1().CapacityBuffers(), overlays: sf.Stevedore().V1().NodeOverlays()}
-	// asking for an informer registers it on its factory
-	in.nodes.Informer()
-	in.pods.Informer()
-	in.daemonSets.Informer()
+	// asking for an informer registers it on its factory; those of the host's factory are trimmed as the
+	// scheduler's own pods informer is (the scheduler's nodes informer among them)
 	in.deployments, in.replicaSets, in.hpas = kf.Apps().V1().Deployments(), kf.Apps().V1().ReplicaSets(), kf.Autoscaling().V2().HorizontalPodAutoscalers()
-	in.deployments.Informer()
-	in.replicaSets.Informer()
-	in.hpas.Informer()
-	in.pdbs.Informer()
+	trimmed(in.nodes.Informer(), in.daemonSets.Informer(), in.deployments.Informer(), in.replicaSets.Informer(), in.hpas.Informer(), in.pdbs.Informer())
+	in.pods.Informer()
 	in.claims.Informer()
 	in.pools.Informer()
 	in.classes.Informer()

@@ -13,7 +13,6 @@ import (
 	"k8s.io/klog/v2"
 	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
-	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
@@ -177,13 +176,11 @@ func (p *Provisioner) spreadChanged(ctx context.Context, ids []string) {
 }
 
 // keptOn is what a node keeps, for the queue's screen, for the pods planned on it and the DaemonSet pods expected
-// there, and whether it takes pods planned elsewhere: not a node Stevedore launched that is still coming up.
+// there, and whether it takes pods planned elsewhere: not while its NodeClaim is initializing (the index passes by
+// the nodes whose label says they are coming up before it asks).
 func (p *Provisioner) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) bool) (solver.Requests, bool) {
 	kept, takes := p.plans.KeptOn(node.Name)
 	if !takes {
-		return kept, false
-	}
-	if _, ours := node.Labels[stevedorev1.LabelNodePool]; ours && node.Labels[stevedorev1.LabelInitialized] != "true" {
 		return kept, false
 	}
 	return kept.Add(p.daemonRoom.missing(node.Name, hasDaemon)), true

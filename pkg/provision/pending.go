@@ -16,23 +16,34 @@ import (
 
 // WatchPending periodically hands to Consider the pods of ours the scheduler found unschedulable without
 // PostFilter ever seeing them (a cluster with no node at all makes the scheduler skip PostFilter) or whose plan
-// was lost (a NodeClaim deleted, a restart). It also forgets plans of pods that are bound or gone.
+// was lost (a NodeClaim deleted, a restart). Every forgetEvery sweeps it also forgets the plans of pods that are
+// bound or gone (a backstop: their own events forget them first).
 func (p *Provisioner) WatchPending(ctx context.Context, every time.Duration) {
-	wait.UntilWithContext(ctx, p.sweepPending, every)
+	sweeps := 0
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		pods, err := p.opts.Pods.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		p.sweepPending(ctx, pods)
+		if sweeps%forgetEvery == 0 {
+			p.forgetAllBut(p.livePending(pods))
+		}
+		sweeps++
+		p.retryUnprovisionable(ctx)
+		p.reviewParked(ctx)
+	}, every)
 }
 
-func (p *Provisioner) sweepPending(ctx context.Context) {
-	pods, err := p.opts.Pods.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	live := map[types.UID]bool{}
+// forgetEvery is how many sweeps of the pending pods go by between two walks over every pod for the plans of pods
+// bound or gone: with thousands of pods pending, that walk and the set it builds are most of a sweep.
+const forgetEvery = 10
+
+// sweepPending considers the pods of ours the scheduler tried and found no node for, that have no plan and are
+// not nominated to a node that exists.
+func (p *Provisioner) sweepPending(ctx context.Context, pods []*corev1.Pod) {
 	for _, pod := range pods {
-		if pod.Spec.SchedulerName != p.opts.SchedulerName || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
-			continue
-		}
-		live[pod.UID] = true
-		if !failedScheduling(pod) {
+		if pod.Spec.NodeName != "" || !failedScheduling(pod) || !p.pendingOurs(pod) {
 			continue
 		}
 		if _, ok := p.assignedDecision(ctx, pod, nil); ok {
@@ -45,9 +56,22 @@ func (p *Provisioner) sweepPending(ctx context.Context) {
 		}
 		p.Consider(ctx, pod, nil)
 	}
-	p.forgetAllBut(live)
-	p.retryUnprovisionable(ctx)
-	p.reviewParked(ctx)
+}
+
+// pendingOurs reports whether a pod is of Stevedore's profile, not bound and not being deleted.
+func (p *Provisioner) pendingOurs(pod *corev1.Pod) bool {
+	return pod.Spec.SchedulerName == p.opts.SchedulerName && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil
+}
+
+// livePending returns the UIDs of the pods of ours that are not bound and not being deleted.
+func (p *Provisioner) livePending(pods []*corev1.Pod) map[types.UID]bool {
+	live := map[types.UID]bool{}
+	for _, pod := range pods {
+		if p.pendingOurs(pod) {
+			live[pod.UID] = true
+		}
+	}
+	return live
 }
 
 // retryUnprovisionable plans again the pods found unprovisionable unprovisionableFor ago: what kept them from a node

@@ -49,6 +49,9 @@ type Options struct {
 	UnavailableOfferings func() int
 	// Interval between refreshes. Default 10s.
 	Interval time.Duration
+	// CostInterval is the least time between two refreshes of the cost metrics (each prices every node and splits
+	// it among every pod: an hourly figure that changes as nodes come and go). Default 30s.
+	CostInterval time.Duration
 	// Prices prices the nodes as billed for the cost metrics (the cloud provider with the NodeOverlays in force);
 	// nil: no cost metrics.
 	Prices cloud.Provider
@@ -65,12 +68,17 @@ type Reporter struct {
 	// namespaces and workloads are the cost series set, so that those leaving the top are removed.
 	namespaces map[string]bool
 	workloads  map[cost.Line]bool
+	// costAt is when Run last refreshed the cost metrics
+	costAt time.Time
 }
 
 // New returns a Reporter.
 func New(opts Options) *Reporter {
 	if opts.Interval == 0 {
 		opts.Interval = 10 * time.Second
+	}
+	if opts.CostInterval == 0 {
+		opts.CostInterval = 30 * time.Second
 	}
 	if opts.CostTop <= 0 {
 		opts.CostTop = 20
@@ -93,19 +101,29 @@ func (r *Reporter) RegisterPodStartup(pods cache.SharedIndexInformer) error {
 	return err
 }
 
-// Run refreshes every Interval until ctx ends.
+// Run refreshes every Interval until ctx ends, the cost metrics every CostInterval.
 func (r *Reporter) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("report")
 	ctx = klog.NewContext(ctx, logger)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := r.Refresh(ctx); err != nil {
+		if err := r.refresh(ctx, r.costDue(time.Now())); err != nil {
 			logger.V(1).Info("Refreshing NodePool status and metrics failed; retrying", "err", err)
 		}
 	}, r.opts.Interval)
 }
 
-// Refresh writes every NodePool's status and sets the gauges once.
-func (r *Reporter) Refresh(ctx context.Context) error {
+// costDue reports whether the cost metrics are to be refreshed now (the first time, then every CostInterval), and
+// if so counts them refreshed.
+func (r *Reporter) costDue(now time.Time) bool {
+	if !r.costAt.IsZero() && now.Sub(r.costAt) < r.opts.CostInterval {
+		return false
+	}
+	r.costAt = now
+	return true
+}
+
+// refresh writes every NodePool's status and sets the gauges, the cost metrics when withCost.
+func (r *Reporter) refresh(ctx context.Context, withCost bool) error {
 	pools, err := r.opts.NodePools.List(labels.Everything())
 	if err != nil {
 		return err
@@ -137,8 +155,10 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 	if err := r.setClusterMetrics(); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	if err := r.setCostMetrics(ctx, pools, claims); err != nil && firstErr == nil {
-		firstErr = err
+	if withCost {
+		if err := r.setCostMetrics(ctx, pools, claims); err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
 	if r.opts.UnavailableOfferings != nil {
 		metrics.UnavailableOfferings.Set(float64(r.opts.UnavailableOfferings()))

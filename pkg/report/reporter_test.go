@@ -6,6 +6,7 @@ package report
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,5 +49,28 @@ func TestGaugeValue(t *testing.T) {
 	}
 	if got := gaugeValue("memory", resource.MustParse("1Gi")); got != 1<<30 {
 		t.Errorf("memory 1Gi = %v bytes, want %d", got, 1<<30)
+	}
+}
+
+// TestCostMetricsAreRefreshedEveryCostInterval: the first refresh prices the cluster, the next ones within
+// CostInterval do not, and the first one CostInterval after the last priced does.
+func TestCostMetricsAreRefreshedEveryCostInterval(t *testing.T) {
+	r := New(Options{})
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, true},
+		{10 * time.Second, false},
+		{20 * time.Second, false},
+		{30 * time.Second, true},
+		{40 * time.Second, false},
+		{65 * time.Second, true},
+	}
+	for _, s := range steps {
+		if got := r.costDue(start.Add(s.after)); got != s.want {
+			t.Errorf("at %v: cost due = %v, want %v", s.after, got, s.want)
+		}
 	}
 }

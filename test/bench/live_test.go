@@ -297,6 +297,9 @@ func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 	if err := <-profiled; err != nil {
 		b.Errorf("profiling the scheduler: %v", err)
 	}
+	if err := heapProfile(port); err != nil {
+		b.Errorf("the scheduler's heap profile: %v", err)
+	}
 	claims := harness.LiveNodeClaimsOf(b, sb, "live")
 	r.nodes = len(claims)
 	r.peakRSS, r.cpuSeconds = procStats(b, pid)

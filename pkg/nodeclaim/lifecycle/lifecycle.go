@@ -11,6 +11,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,6 +107,19 @@ type Options struct {
 type Lifecycle struct {
 	opts  Options
 	queue workqueue.TypedRateLimitingInterface[string]
+	// byProviderID is the NodeClaims informer's store, indexed by provider ID (Register): a node not labelled with its
+	// NodeClaim yet is matched by its provider ID without a walk over every NodeClaim
+	byProviderID cache.Indexer
+}
+
+// providerIDIndex names the NodeClaims informer's index of their status.providerID.
+const providerIDIndex = "stevedore.sh/providerID"
+
+func providerIDOf(obj any) ([]string, error) {
+	if c, ok := obj.(*stevedorev1.NodeClaim); ok && c.Status.ProviderID != "" {
+		return []string{c.Status.ProviderID}, nil
+	}
+	return nil, nil
 }
 
 // New returns the controller; Register wires it to informers and Run starts it.
@@ -129,6 +143,12 @@ func New(opts Options) *Lifecycle {
 // (Provisioning's plans follow the deletions of NodeClaims and pods themselves.)
 func (l *Lifecycle) Register(ctx context.Context, claims, nodes cache.SharedIndexInformer) error {
 	prov := l.opts.Provisioning
+	if _, indexed := claims.GetIndexer().GetIndexers()[providerIDIndex]; !indexed {
+		if err := claims.AddIndexers(cache.Indexers{providerIDIndex: providerIDOf}); err != nil {
+			return fmt.Errorf("indexing NodeClaims by provider ID: %w", err)
+		}
+	}
+	l.byProviderID = claims.GetIndexer()
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.enqueueClaim(obj) },
 		UpdateFunc: func(_, obj any) { l.enqueueClaim(obj) },
@@ -168,17 +188,19 @@ func (l *Lifecycle) enqueueNode(obj any) {
 	}
 }
 
+// claimByProviderID returns the NodeClaim of an instance, nil when none has its provider ID (the index is Register's).
 func (l *Lifecycle) claimByProviderID(id string) *stevedorev1.NodeClaim {
 	if id == "" {
 		return nil
 	}
-	claims, _ := l.opts.NodeClaims.List(labels.Everything())
-	for _, c := range claims {
-		if c.Status.ProviderID == id {
-			return c
+	objs, _ := l.byProviderID.ByIndex(providerIDIndex, id)
+	var found *stevedorev1.NodeClaim
+	for _, obj := range objs { // one, but for a provider ID reused: the first by name
+		if c, ok := obj.(*stevedorev1.NodeClaim); ok && (found == nil || c.Name < found.Name) {
+			found = c
 		}
 	}
-	return nil
+	return found
 }
 
 // Run processes NodeClaims until ctx ends; every NodeClaim is also looked at every 30s. (The terminator runs on

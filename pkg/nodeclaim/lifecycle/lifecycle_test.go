@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package lifecycle
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -14,9 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -128,7 +133,8 @@ func TestEnqueueNode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, launchedClaim().Obj())
+			h := newHarness(t, launchedClaim().Obj(), test.NodeClaim("c2", "default").Obj())
+			registerInformers(t, h)
 			drains := &drainRecorder{Terminator: h.term}
 			h.life.opts.Terminator = drains
 			if tc.node == nil {
@@ -144,6 +150,31 @@ func TestEnqueueNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// registerInformers has the lifecycle follow NodeClaims and Nodes informers over the harness's clientsets (Register
+// indexes the NodeClaims by provider ID), twice, as a new leader on the same informers would.
+func registerInformers(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := t.Context()
+	claims := externalversions.NewSharedInformerFactory(h.Stevedore, 0).Stevedore().V1().NodeClaims().Informer()
+	nodes := informers.NewSharedInformerFactory(h.Kube, 0).Core().V1().Nodes().Informer()
+	for range 2 {
+		if err := h.life.Register(ctx, claims, nodes); err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+	}
+	go claims.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), claims.HasSynced) {
+		t.Fatal("NodeClaims informer did not sync")
+	}
+	// the informer's own adds reach the queue after the sync: wait for both NodeClaims, then take them out
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return h.life.queue.Len() == 2, nil
+	}); err != nil {
+		t.Fatalf("the informer's NodeClaims never reached the queue: %v", err)
+	}
+	queued(h.life.queue)
 }
 
 func TestSetConditionsTruncatesAndReportsChange(t *testing.T) {

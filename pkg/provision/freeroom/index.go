@@ -74,6 +74,9 @@ type nodeRoom struct {
 	used, sent, free solver.Requests
 	// hard are the node's taints with a NoSchedule or NoExecute effect
 	hard []corev1.Taint
+	// comingUp says the node is one Stevedore launched that has not finished initializing: its room is planned for
+	// the pods it comes up for, and Send passes it by (in a burst, most nodes)
+	comingUp bool
 	// daemons counts the node's pods of each DaemonSet, by the DaemonSet's UID, and hasDaemon says whether there is
 	// one (made once: Send hands it to Kept for every node it looks at); pods are the node's pods
 	daemons   map[types.UID]int
@@ -169,11 +172,13 @@ func (x *Index) setNode(obj any) {
 	x.mu.Lock()
 	n := x.nodeLocked(node.Name)
 	old := n.node
-	if _, ours := node.Labels[stevedorev1.LabelNodePool]; ours {
+	_, ours := node.Labels[stevedorev1.LabelNodePool]
+	if ours {
 		delete(x.foreign, node.Name)
 	} else {
 		x.foreign[node.Name] = true
 	}
+	n.comingUp = ours && node.Labels[stevedorev1.LabelInitialized] != "true"
 	if old == nil || !maps.Equal(old.Labels, node.Labels) || old.Name != node.Name {
 		clear(n.matches)
 	}
@@ -360,9 +365,10 @@ func (x *Index) Foreign() sets.Set[string] {
 // node.
 type Kept func(node *corev1.Node, hasDaemon func(owner types.UID) bool) (solver.Requests, bool)
 
-// Send finds the first node, by name, that may take the pod (requests req): one with room for it, less the room
-// kept there and the room of the pods sent there before, not cordoned, with no taint the pod does not tolerate and
-// matching its required node affinity. The pod's room is then counted there until it is bound, deleted, given
+// Send finds the first node, by name, that may take the pod (requests req): not a node Stevedore launched that is
+// still coming up (its room is planned for others), one with room for it, less the room kept there and the room of
+// the pods sent there before, not cordoned, with no taint the pod does not tolerate and matching its required node
+// affinity. The pod's room is then counted there until it is bound, deleted, given
 // back (Unsend) or sentTTL passes. It returns the node's name, "" when no node may take the pod.
 func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, kept Kept) string {
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
@@ -372,7 +378,7 @@ func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, k
 	x.unsendRoomLocked(pod.UID)
 	x.expireLocked()
 	for _, n := range x.ordered {
-		if !req.Fits(n.free) || n.node.Spec.Unschedulable || untolerated(logger, n.hard, pod.Spec.Tolerations) {
+		if n.comingUp || !req.Fits(n.free) || n.node.Spec.Unschedulable || untolerated(logger, n.hard, pod.Spec.Tolerations) {
 			continue
 		}
 		// the room kept for planned pods first: in a burst it turns away most nodes, those launching for others

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
@@ -69,6 +70,17 @@ func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
 			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
 				return solver.Requests{}, n.Name != "a"
 			}},
+		{name: "a node Stevedore launched that is still coming up is passed by before the keeper is asked",
+			nodes: []*corev1.Node{node("a").Labels(stevedorev1.LabelNodePool, "default").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
+				if n.Name == "a" {
+					panic("the keeper was asked about a node coming up")
+				}
+				return solver.Requests{}, true
+			}},
+		{name: "a node Stevedore launched that finished initializing",
+			nodes: []*corev1.Node{node("a").Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelInitialized, "true").Obj(), node("b").Obj()},
+			pod:   pod("p").Obj(), want: "a"},
 		{name: "the room a node keeps for the pods planned there",
 			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
 			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
@@ -198,6 +210,13 @@ func TestANodeIsJudgedAsItIsNow(t *testing.T) {
 		{"cordoned", func() {
 			x.setNode(test.Node("a").Allocatable("cpu", "8", "memory", "16Gi", "pods", "110").Unschedulable().Obj())
 		}, ""},
+		{"launched by Stevedore, coming up", func() {
+			x.setNode(test.Node("a").Allocatable("cpu", "8", "memory", "16Gi", "pods", "110").Labels(stevedorev1.LabelNodePool, "default").Obj())
+		}, ""},
+		{"initialized", func() {
+			x.setNode(test.Node("a").Allocatable("cpu", "8", "memory", "16Gi", "pods", "110").
+				Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelInitialized, "true").Obj())
+		}, "a"},
 		{"deleted", func() { x.deleteNode(base().Obj()) }, ""},
 		{"back, its bound pod still counted", func() { x.setNode(base().Obj()) }, ""},
 		{"its bound pod gone", func() { x.deletePod(test.Pod("x").Node("a").Req("cpu", "3").Obj()) }, "a"},

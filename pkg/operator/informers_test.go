@@ -1,0 +1,46 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package operator
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// TestTheHostsInformersDropManagedFields: a node read through the nodes informer trimmed before it starts has no
+// managed fields, and the rest of it is whole.
+func TestTheHostsInformersDropManagedFields(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"team": "a"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	// NewClientset manages the fields itself and drops those given: the simple one serves the node as it is
+	kf := informers.NewSharedInformerFactory(fake.NewSimpleClientset(node), time.Hour) //nolint:staticcheck // SA1019: see above
+	nodes := kf.Core().V1().Nodes()
+	trimmed(nodes.Informer())
+	ctx := t.Context()
+	kf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+		t.Fatal("the nodes informer did not sync")
+	}
+	got, err := nodes.Lister().Get("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ManagedFields != nil {
+		t.Errorf("managed fields kept: %v", got.ManagedFields)
+	}
+	if got.Labels["team"] != "a" {
+		t.Errorf("labels = %v, want team=a kept", got.Labels)
+	}
+	// once started, an informer keeps its transform (and says so) rather than changing it midway
+	if err := nodes.Informer().SetTransform(trimManagedFields); err == nil {
+		t.Error("SetTransform on a started informer succeeded; trimmed relies on it being refused")
+	}
+}
