@@ -21,13 +21,14 @@ import (
 func (p *Provisioner) WatchPending(ctx context.Context, every time.Duration) {
 	sweeps := 0
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		listedAt := p.opts.Clock.Now()
 		pods, err := p.opts.Pods.List(labels.Everything())
 		if err != nil {
 			return
 		}
 		p.sweepPending(ctx, pods)
 		if sweeps%forgetEvery == 0 {
-			p.forgetAllBut(p.livePending(pods))
+			p.forgetAllBut(p.livePending(pods), listedAt)
 		}
 		sweeps++
 		p.retryUnprovisionable(ctx)
@@ -90,9 +91,10 @@ func (p *Provisioner) retryUnprovisionable(ctx context.Context) {
 	p.wake(ctx, WakeUnprovisionable, pods)
 }
 
-// forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone).
-func (p *Provisioner) forgetAllBut(live map[types.UID]bool) {
-	p.plans.ForgetAllBut(live)
+// forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone), the pods of ours the
+// cache listed at listedAt (a pod planned since keeps its plan).
+func (p *Provisioner) forgetAllBut(live map[types.UID]bool, listedAt time.Time) {
+	p.plans.ForgetAllBut(live, listedAt)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for uid := range p.unprovisionable {

@@ -317,12 +317,13 @@ func (l *Ledger) ForgetClaim(ctx context.Context, name string) {
 	l.wake(ctx, WakePlanDropped, pods)
 }
 
-// ForgetAllBut drops the plans of every pod not in live (bound or gone). It wakes nobody.
-func (l *Ledger) ForgetAllBut(live map[types.UID]bool) {
+// ForgetAllBut drops the plans of every pod not in live (bound or gone), a set read from the cache at listedAt:
+// a pod planned since was not in the cache then, so it keeps its plan. It wakes nobody.
+func (l *Ledger) ForgetAllBut(live map[types.UID]bool, listedAt time.Time) {
 	l.mu.Lock()
 	var gone []types.UID
-	for uid := range l.pods {
-		if !live[uid] {
+	for uid, pp := range l.pods {
+		if !live[uid] && !pp.plannedAt.After(listedAt) {
 			l.forgetLocked(uid)
 			gone = append(gone, uid)
 		}

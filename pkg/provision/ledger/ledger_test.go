@@ -164,9 +164,18 @@ func TestEveryChangeWakesThePodsItMayHelp(t *testing.T) {
 		{name: "the pods bound or gone are swept: nobody is woken",
 			plan: map[string][]string{"c1": {"a", "b"}}, refused: map[string][]string{"c1": {"b"}},
 			change: func(_ context.Context, f *fixture) {
-				f.ForgetAllBut(map[types.UID]bool{f.pods["b"].UID: true})
+				f.ForgetAllBut(map[types.UID]bool{f.pods["b"].UID: true}, f.clock.Now())
 			},
 			wantPlan: map[string]string{"b": "c1"}},
+		{name: "a pod planned after the sweep read the cache keeps its plan",
+			plan: map[string][]string{"c1": {"a", "b"}},
+			change: func(ctx context.Context, f *fixture) {
+				listedAt := f.clock.Now()
+				f.clock.Step(time.Second)
+				f.Plan(ctx, "c2", []*corev1.Pod{f.pods["c"]}) // created and planned after the list
+				f.ForgetAllBut(map[types.UID]bool{f.pods["b"].UID: true}, listedAt)
+			},
+			wantPlan: map[string]string{"b": "c1", "c": "c2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,7 +337,7 @@ func TestTheKeptRoomRunningSumFollowsEveryChange(t *testing.T) {
 			for _, q := range pods[:rng.IntN(len(pods))] {
 				live[q.UID] = true
 			}
-			f.ForgetAllBut(live)
+			f.ForgetAllBut(live, f.clock.Now())
 			step = "sweep"
 		default:
 			if rng.IntN(4) == 0 {
