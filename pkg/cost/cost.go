@@ -75,13 +75,17 @@ func Attribute(nodes []Node) *Report {
 	for _, n := range sorted {
 		nc := NodeCost{Node: n}
 		pods := running(n.Pods)
-		nc.Binding = binding(n.Allocatable, pods)
+		requested := make([]corev1.ResourceList, len(pods))
+		for i, pod := range pods {
+			requested[i] = requests(pod)
+		}
+		nc.Binding = binding(n.Allocatable, requested)
 		shares := make([]float64, len(pods))
 		total := 0.0
 		if nc.Binding != "" {
 			alloc := n.Allocatable[nc.Binding]
-			for i, pod := range pods {
-				req := requests(pod)[nc.Binding]
+			for i := range pods {
+				req := requested[i][nc.Binding]
 				shares[i] = fraction(&req, &alloc)
 				total += shares[i]
 			}
@@ -127,10 +131,10 @@ func requests(pod *corev1.Pod) corev1.ResourceList {
 	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 }
 
-// binding is the resource of the node its pods request the largest fraction of: among cpu, memory and the
-// extended resources it has, ties going to cpu, then memory, then the extended resources by name. "" when no pod
-// requests any of them.
-func binding(allocatable corev1.ResourceList, pods []*corev1.Pod) corev1.ResourceName {
+// binding is the resource of the node its pods request the largest fraction of (requested holds each pod's
+// requests): among cpu, memory and the extended resources it has, ties going to cpu, then memory, then the
+// extended resources by name. "" when no pod requests any of them.
+func binding(allocatable corev1.ResourceList, requested []corev1.ResourceList) corev1.ResourceName {
 	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
 	var extended []corev1.ResourceName
 	for name, q := range allocatable {
@@ -141,8 +145,8 @@ func binding(allocatable corev1.ResourceList, pods []*corev1.Pod) corev1.Resourc
 	sort.Slice(extended, func(i, j int) bool { return extended[i] < extended[j] })
 	names = append(names, extended...)
 	sums := corev1.ResourceList{}
-	for _, pod := range pods {
-		for name, q := range requests(pod) {
+	for _, req := range requested {
+		for name, q := range req {
 			s := sums[name]
 			s.Add(q)
 			sums[name] = s

@@ -142,7 +142,11 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	}
 	byNode := p.podsByNode(pods)
 	p.adoptNominations(ctx, pods, claims)
-	inflightNodes := map[string]*stevedorev1.NodeClaim{}
+	type inflightNode struct {
+		claim *stevedorev1.NodeClaim
+		node  *corev1.Node
+	}
+	inflightNodes := map[string]inflightNode{}
 	readyClaims := map[string]string{} // node -> NodeClaim, for the initialized ones
 	for _, c := range claims {
 		if c.DeletionTimestamp != nil {
@@ -154,7 +158,8 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 			}
 			continue
 		}
-		inflightNodes[nodeclaim.Node(c, its, p.opts.Args.Region).Name] = c
+		node := nodeclaim.Node(c, its, p.opts.Args.Region)
+		inflightNodes[node.Name] = inflightNode{claim: c, node: node}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	snap := simulation.NewSnapshot()
@@ -180,8 +185,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		c := inflightNodes[name]
-		node := nodeclaim.Node(c, its, p.opts.Args.Region)
+		c, node := inflightNodes[name].claim, inflightNodes[name].node
 		if len(node.Status.Allocatable) == 0 {
 			continue
 		}

@@ -236,9 +236,9 @@ func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec)
 
 // placeOnInFlight puts the pod on a node being launched, the fullest first.
 func (st *solve) placeOnInFlight(pl *placing) bool {
-	sort.SliceStable(st.inflight, func(i, j int) bool { return st.inflight[i].free.weight() < st.inflight[j].free.weight() })
-	for _, f := range st.inflight {
-		if !pl.room().fits(f.free) || !pl.allowed(f.Name) {
+	room := pl.room()
+	for i, f := range st.inflight {
+		if !room.fits(f.free) || !pl.allowed(f.Name) {
 			continue
 		}
 		node := st.snap.NodeInfo(f.Name).Node()
@@ -255,11 +255,27 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 			groupsCount(st.groups, pl.pod, node)
 			st.trackAffinity(pl.pod, node)
 			f.free = f.free.sub(pl.need)
+			st.resortInFlight(i)
 			st.plan.InFlight[f.Name] = append(st.plan.InFlight[f.Name], pl.pod)
 			return true
 		}
 	}
 	return false
+}
+
+// sortInFlight orders the nodes being launched by the room left on them, least first (a stable sort: ties keep
+// the input's order), so that a pod goes to the fullest node that takes it.
+func (st *solve) sortInFlight() {
+	sort.SliceStable(st.inflight, func(i, j int) bool { return st.inflight[i].free.weight() < st.inflight[j].free.weight() })
+}
+
+// resortInFlight keeps st.inflight in sortInFlight's order once the node at i has taken a pod: it moves the node
+// ahead of those now left with more room, which is where a stable sort of the whole list would put it, without
+// sorting thousands of nodes again for each pod of a large burst.
+func (st *solve) resortInFlight(i int) {
+	for ; i > 0 && st.inflight[i-1].free.weight() > st.inflight[i].free.weight(); i-- {
+		st.inflight[i-1], st.inflight[i] = st.inflight[i], st.inflight[i-1]
+	}
 }
 
 type openCand struct {

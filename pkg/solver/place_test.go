@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
+	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
@@ -91,4 +92,31 @@ func cmpCand(x, y openCand) int {
 		return 1
 	}
 	return 0
+}
+
+// Taking a pod moves a node being launched to where a stable sort of the whole list would put it, ties
+// included: the order the solver tries them in is the one it had when it sorted them for each pod.
+func TestResortInFlightKeepsTheStableSortsOrder(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for round := 0; round < 200; round++ {
+		st := &solve{}
+		for i := rng.Intn(30); i > 0; i-- {
+			// few distinct sizes, so that ties keep the order the nodes came in
+			st.inflight = append(st.inflight, &inflightState{InFlightNode: InFlightNode{Name: fmt.Sprintf("n%02d", len(st.inflight))},
+				free: vec{cpu: 1000 * int64(rng.Intn(4)), mem: 1 << 30 * int64(rng.Intn(3))}})
+		}
+		st.sortInFlight()
+		for take := 0; take < 20 && len(st.inflight) > 0; take++ {
+			i := rng.Intn(len(st.inflight))
+			st.inflight[i].free = st.inflight[i].free.sub(vec{cpu: 500 * int64(rng.Intn(2)), mem: 512 << 20 * int64(rng.Intn(2))})
+			want := slices.Clone(st.inflight)
+			(&solve{inflight: want}).sortInFlight()
+			st.resortInFlight(i)
+			for j := range want {
+				if st.inflight[j] != want[j] {
+					t.Fatalf("round %d, take %d: node %d is %s, want %s", round, take, j, st.inflight[j].Name, want[j].Name)
+				}
+			}
+		}
+	}
 }

@@ -460,6 +460,7 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 		}
 		st.inflight = append(st.inflight, &inflightState{InFlightNode: f, free: freeVec(ni)})
 	}
+	st.sortInFlight()
 	keys := map[string]bool{}
 	st.zoneIDs = scheduling.ZoneIDs{}
 	for i := range in.NodePools {
