@@ -22,21 +22,18 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
-	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
@@ -93,13 +90,7 @@ func New(opts Options) *Controller {
 
 // Run reconciles every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("capacitybuffer")
-	ctx = klog.NewContext(ctx, logger)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Keeping warm capacity failed")
-		}
-	}, c.opts.Interval)
+	reconcile.Every(ctx, "capacitybuffer", c.opts.Interval, "Keeping warm capacity failed", c.Reconcile)
 }
 
 // Pods returns the chunks of every buffer as virtual pods, as the last pass computed them (buffers in
@@ -343,15 +334,4 @@ func (c *Controller) template(ctx context.Context, b buffer) (corev1.PodTemplate
 		return corev1.PodTemplateSpec{}, 0, nil, fmt.Errorf("spec.scalableRef: %s %s/%s: %w", ref.kind, ns, ref.name, err)
 	}
 	return tmpl, n, nil, nil
-}
-
-// SharedServed reports whether the cluster serves autoscaling.x-k8s.io/v1beta1 CapacityBuffers (their CRD is
-// installed), and logs how to install them when it does not.
-func SharedServed(ctx context.Context, disc discovery.DiscoveryInterface) bool {
-	if client.Serves(disc, autoscalingv1beta1.SchemeGroupVersion, "capacitybuffers") {
-		return true
-	}
-	klog.FromContext(ctx).Info("The cluster does not serve autoscaling.x-k8s.io CapacityBuffers: install their CRD (manifests/crds) to use them",
-		"groupVersion", autoscalingv1beta1.SchemeGroupVersion.String())
-	return false
 }

@@ -11,13 +11,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Reasons of an autoscaling.x-k8s.io buffer's conditions, beside those of Ready.
@@ -53,23 +52,14 @@ func (c *Controller) writeOwn(ctx context.Context, b *stevedorev1.CapacityBuffer
 	if b.Status.Replicas == replicas && cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
 		return nil
 	}
-	client := c.opts.Stevedore.StevedoreV1().CapacityBuffers(b.Namespace)
-	// the cache may not show this controller's last write yet: on a conflict, read the buffer again
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next, err := client.Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		next.Status.Replicas = replicas
-		cond.ObservedGeneration = next.Generation
-		meta.SetStatusCondition(&next.Status.Conditions, cond)
-		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // gone
-	}
-	if err == nil {
+	written, err := reconcile.UpdateStatus(ctx, c.opts.Stevedore.StevedoreV1().CapacityBuffers(b.Namespace), b.Name,
+		func(next *stevedorev1.CapacityBuffer) bool {
+			next.Status.Replicas = replicas
+			cond.ObservedGeneration = next.Generation
+			meta.SetStatusCondition(&next.Status.Conditions, cond)
+			return true
+		})
+	if written {
 		c.event(b, cur, cond)
 	}
 	return err
@@ -141,26 +131,18 @@ func (c *Controller) writeShared(ctx context.Context, b *autoscalingv1beta1.Capa
 		return nil
 	}
 	before := meta.FindStatusCondition(b.Status.Conditions, autoscalingv1beta1.ConditionProvisioning)
-	client := c.opts.Stevedore.AutoscalingXV1beta1().CapacityBuffers(b.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next, err := client.Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		conditions := next.Status.Conditions
-		for _, cond := range want.Conditions {
-			cond.ObservedGeneration = next.Generation
-			meta.SetStatusCondition(&conditions, cond)
-		}
-		next.Status = want
-		next.Status.Conditions = conditions
-		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // gone
-	}
-	if err == nil {
+	written, err := reconcile.UpdateStatus(ctx, c.opts.Stevedore.AutoscalingXV1beta1().CapacityBuffers(b.Namespace), b.Name,
+		func(next *autoscalingv1beta1.CapacityBuffer) bool {
+			conditions := next.Status.Conditions
+			for _, cond := range want.Conditions {
+				cond.ObservedGeneration = next.Generation
+				meta.SetStatusCondition(&conditions, cond)
+			}
+			next.Status = want
+			next.Status.Conditions = conditions
+			return true
+		})
+	if written {
 		c.event(b, before, want.Conditions[1])
 	}
 	return err

@@ -6,6 +6,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package client
 
 import (
+	"fmt"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,18 +43,20 @@ func NewKube(cfg *rest.Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(c)
 }
 
-// Serves reports whether the cluster serves resource in gv (its CRD is installed). A discovery that fails for
-// another reason than the group version being absent counts as served: the informer's errors then say what is
-// wrong.
-func Serves(disc discovery.DiscoveryInterface, gv schema.GroupVersion, resource string) bool {
+// Discover reports whether the cluster serves resource in gv; err is a discovery that failed for another reason
+// than the group version being absent, which leaves the answer unknown.
+func Discover(disc discovery.DiscoveryInterface, gv schema.GroupVersion, resource string) (bool, error) {
 	resources, err := disc.ServerResourcesForGroupVersion(gv.String())
 	if err != nil {
-		return !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("discovering %s: %w", gv, err)
 	}
 	for _, r := range resources.APIResources {
 		if r.Name == resource {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,62 +67,29 @@ func FromObjects(ctx context.Context, objs []runtime.Object, cat *catalog.File) 
 
 // Live reads the objects FromObjects needs from a cluster.
 func Live(ctx context.Context, kube kubernetes.Interface, stevedore versioned.Interface) ([]runtime.Object, error) {
-	var out []runtime.Object
-	add := func(what string, err error, items func()) error {
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", what, err)
-		}
-		items()
-		return nil
-	}
 	opts := metav1.ListOptions{}
-	pools, err := stevedore.StevedoreV1().NodePools().List(ctx, opts)
-	if err := add("NodePools", err, func() {
-		for i := range pools.Items {
-			out = append(out, &pools.Items[i])
-		}
-	}); err != nil {
-		return nil, err
+	kinds := []struct {
+		name string
+		list func() (runtime.Object, error)
+	}{
+		{"NodePools", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodePools().List(ctx, opts) }},
+		{"EC2NodeClasses", func() (runtime.Object, error) { return stevedore.StevedoreV1().EC2NodeClasses().List(ctx, opts) }},
+		{"NodeOverlays", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodeOverlays().List(ctx, opts) }},
+		{"NodeClaims", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodeClaims().List(ctx, opts) }},
+		{"Nodes", func() (runtime.Object, error) { return kube.CoreV1().Nodes().List(ctx, opts) }},
+		{"Pods", func() (runtime.Object, error) { return kube.CoreV1().Pods("").List(ctx, opts) }},
 	}
-	classes, err := stevedore.StevedoreV1().EC2NodeClasses().List(ctx, opts)
-	if err := add("EC2NodeClasses", err, func() {
-		for i := range classes.Items {
-			out = append(out, &classes.Items[i])
+	var out []runtime.Object
+	for _, kind := range kinds {
+		list, err := kind.list()
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", kind.name, err)
 		}
-	}); err != nil {
-		return nil, err
-	}
-	overlays, err := stevedore.StevedoreV1().NodeOverlays().List(ctx, opts)
-	if err := add("NodeOverlays", err, func() {
-		for i := range overlays.Items {
-			out = append(out, &overlays.Items[i])
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", kind.name, err)
 		}
-	}); err != nil {
-		return nil, err
-	}
-	claims, err := stevedore.StevedoreV1().NodeClaims().List(ctx, opts)
-	if err := add("NodeClaims", err, func() {
-		for i := range claims.Items {
-			out = append(out, &claims.Items[i])
-		}
-	}); err != nil {
-		return nil, err
-	}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, opts)
-	if err := add("Nodes", err, func() {
-		for i := range nodes.Items {
-			out = append(out, &nodes.Items[i])
-		}
-	}); err != nil {
-		return nil, err
-	}
-	pods, err := kube.CoreV1().Pods("").List(ctx, opts)
-	if err := add("Pods", err, func() {
-		for i := range pods.Items {
-			out = append(out, &pods.Items[i])
-		}
-	}); err != nil {
-		return nil, err
+		out = append(out, items...)
 	}
 	return out, nil
 }

@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -34,6 +33,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 const (
@@ -82,15 +82,16 @@ func New(opts Options) *Controller {
 
 // Run reconciles every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("deletioncost")
-	ctx = klog.NewContext(ctx, logger)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if n, err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Setting pod deletion costs failed", "patched", n)
-		} else if n > 0 {
-			logger.V(2).Info("Pod deletion costs set", "patched", n)
+	reconcile.Every(ctx, "deletioncost", c.opts.Interval, "Setting pod deletion costs failed", func(ctx context.Context) error {
+		n, err := c.Reconcile(ctx)
+		if err != nil {
+			return fmt.Errorf("after %d pods patched: %w", n, err)
 		}
-	}, c.opts.Interval)
+		if n > 0 {
+			klog.FromContext(ctx).V(2).Info("Pod deletion costs set", "patched", n)
+		}
+		return nil
+	})
 }
 
 // rankedNode is a node with what orders it.

@@ -156,7 +156,7 @@ func TestReconcileSetsCostsOnceTheyHeld(t *testing.T) {
 		{"l1": lightCost, "b1": busyCost, "b2": busyCost, "b3": busyCost, "user": "100", "bare": "", "n1": ""},
 		{"l1": lightCost, "b1": busyCost, "b2": busyCost, "b3": busyCost, "user": "100", "bare": "", "n1": ""},
 	} {
-		reconcile(t, c, kube, objs, pass, map[int]int{1: 4}[pass])
+		reconcilePass(t, c, kube, objs, pass, map[int]int{1: 4}[pass])
 		got := map[string]string{}
 		for pod := range want {
 			got[pod] = cost(pod)
@@ -184,7 +184,7 @@ func TestReconcileTakesItsCostOffAPodNoLongerRankedFirst(t *testing.T) {
 	c := New(Options{Kube: kube})
 	// a runs one pod, b two: of the three, a's and b's (b holds the second) are the first half
 	for pass, wantPatched := range []int{0, 3, 0} {
-		reconcile(t, c, kube, objs, pass, wantPatched)
+		reconcilePass(t, c, kube, objs, pass, wantPatched)
 	}
 	// the ReplicaSet grows by one pod on c and one on d, which rank before b: a, c and d hold the first half of
 	// five, and b's pods lose the cost they had
@@ -195,7 +195,7 @@ func TestReconcileTakesItsCostOffAPodNoLongerRankedFirst(t *testing.T) {
 		}
 	}
 	for pass, wantPatched := range []int{0, 4, 0} {
-		reconcile(t, c, kube, objs, pass, wantPatched)
+		reconcilePass(t, c, kube, objs, pass, wantPatched)
 	}
 	for name, want := range map[string]bool{"pa": true, "pc": true, "pd": true, "pb": false, "pb2": false} {
 		p, err := kube.CoreV1().Pods(metav1.NamespaceDefault).Get(context.Background(), name, metav1.GetOptions{})
@@ -221,9 +221,9 @@ func pods(objs []runtime.Object) []runtime.Object {
 	return out
 }
 
-// reconcile runs one pass over objs with the pods as an informer sees them now (what the passes before patched),
+// reconcilePass runs one pass over objs with the pods as an informer sees them now (what the passes before patched),
 // and checks how many pods it patched.
-func reconcile(t *testing.T, c *Controller, kube *kubefake.Clientset, objs []runtime.Object, pass, wantPatched int) {
+func reconcilePass(t *testing.T, c *Controller, kube *kubefake.Clientset, objs []runtime.Object, pass, wantPatched int) {
 	t.Helper()
 	current := []runtime.Object{}
 	for _, o := range objs {

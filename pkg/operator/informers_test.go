@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/stevedore-dev/stevedore/pkg/client"
 )
 
 // TestTheHostsInformersDropManagedFields: a node read through the nodes informer trimmed before it starts has no
@@ -40,7 +42,7 @@ func TestTheHostsInformersDropManagedFields(t *testing.T) {
 		t.Errorf("labels = %v, want team=a kept", got.Labels)
 	}
 	// once started, an informer keeps its transform (and says so) rather than changing it midway
-	if err := nodes.Informer().SetTransform(trimManagedFields); err == nil {
+	if err := nodes.Informer().SetTransform(client.TrimManagedFields); err == nil {
 		t.Error("SetTransform on a started informer succeeded; trimmed relies on it being refused")
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -84,6 +83,9 @@ type Host struct {
 	Queue provision.SchedulingQueue
 	// Env reads the process environment (AWS settings); nil means os.Getenv.
 	Env func(string) string
+	// Shared is the informer factory on Stevedore's and the optional APIs, and the answers to which of those the
+	// cluster serves, that the process's plugins share; nil: the controllers' own.
+	Shared *client.Shared
 }
 
 // Controllers are Stevedore's controllers, built and wired.
@@ -116,10 +118,17 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 	if err != nil {
 		return nil, err
 	}
-	in := newInformers(host.Informers, stevedore, served{podGroups: gang.Served(ctx, kube.Discovery()),
-		workloadGroups: gang.WorkloadServed(ctx, kube.Discovery()), provisioningRequests: provreq.APIServed(ctx, kube.Discovery()),
-		capacityBuffers: *args.SharedCapacityBuffers && buffer.SharedServed(ctx, kube.Discovery()),
-		capacityQuotas:  *args.SharedCapacityQuotas && quota.Served(ctx, kube.Discovery())})
+	shared := host.Shared
+	if shared == nil {
+		shared = &client.Shared{}
+	}
+	sf, err := shared.Informers(host.KubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	in := newInformers(host.Informers, sf)
+	in.registerOptional(ctx, shared, kube.Discovery(), optionalAPIs(args))
+	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	if args.AdmissionWebhook != nil {
 		if err := startWebhook(ctx, host, kube, *args.AdmissionWebhook); err != nil {
 			return nil, err
@@ -170,36 +179,21 @@ type informerSet struct {
 	quotas        autoscalingv1beta1informers.CapacityQuotaInformer
 	templates     coreinformers.PodTemplateInformer
 	nodePools     listers.NodePoolLister // in their canonical form, as every controller reads them
-}
-
-// served says which optional APIs the cluster serves.
-type served struct {
-	podGroups, workloadGroups, provisioningRequests bool
-	// capacityBuffers, capacityQuotas: autoscaling.x-k8s.io CapacityBuffers and CapacityQuotas, served and not left
-	// to another autoscaler.
-	capacityBuffers, capacityQuotas bool
-}
-
-// trimManagedFields drops an object's managed fields as it enters an informer's cache: nothing here reads them, and
-// in a cluster of thousands of nodes and NodeClaims they are a large share of the heap the garbage collector walks.
-func trimManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
+	// optional are the informers of the optional APIs registered (optionalAPIs).
+	optional []cache.SharedIndexInformer
 }
 
 // trimmed has informers not started yet drop their objects' managed fields (one already started keeps them: that
 // costs memory, nothing else).
 func trimmed(infs ...cache.SharedIndexInformer) {
 	for _, inf := range infs {
-		_ = inf.SetTransform(trimManagedFields) // refused only once started
+		_ = inf.SetTransform(client.TrimManagedFields) // refused only once started
 	}
 }
 
-// newInformers registers the informers now, so that the host's factory starts them with its own.
-func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interface, apis served) *informerSet {
-	sf := externalversions.NewSharedInformerFactoryWithOptions(stevedore, 0, externalversions.WithTransform(trimManagedFields))
+// newInformers registers the informers every cluster serves now, so that the host's factory starts them with its
+// own (registerOptional adds the others).
+func newInformers(kf informers.SharedInformerFactory, sf externalversions.SharedInformerFactory) *informerSet {
 	in := &informerSet{kf: kf, sf: sf, nodes: kf.Core().V1().Nodes(), pods: kf.Core().V1().Pods(), daemonSets: kf.Apps().V1().DaemonSets(),
 		pdbs: kf.Policy().V1().PodDisruptionBudgets(), claims: sf.Stevedore().V1().NodeClaims(), pools: sf.Stevedore().V1().NodePools(),
 		classes: sf.Stevedore().V1().EC2NodeClasses(), buffers: sf.Stevedore().V1().CapacityBuffers(), overlays: sf.Stevedore().V1().NodeOverlays()}
@@ -212,29 +206,6 @@ func newInformers(kf informers.SharedInformerFactory, stevedore versioned.Interf
 	in.pools.Informer()
 	in.classes.Informer()
 	in.overlays.Informer()
-	if apis.podGroups {
-		in.podGroups = sf.Coscheduling().V1alpha1().PodGroups()
-		in.podGroups.Informer()
-	}
-	if apis.workloadGroups {
-		in.workloadGroups = kf.Scheduling().V1beta1().PodGroups()
-		in.workloadGroups.Informer()
-	}
-	if apis.provisioningRequests {
-		in.requests = sf.AutoscalingX().V1().ProvisioningRequests()
-		in.requests.Informer()
-		in.templates = kf.Core().V1().PodTemplates()
-		in.templates.Informer()
-	}
-	if apis.capacityBuffers {
-		in.sharedBuffers = sf.AutoscalingX().V1beta1().CapacityBuffers()
-		in.sharedBuffers.Informer()
-	}
-	if apis.capacityQuotas {
-		in.quotas = sf.AutoscalingX().V1beta1().CapacityQuotas()
-		in.quotas.Informer()
-	}
-	in.nodePools = state.NormalizedNodePools(in.pools.Lister())
 	return in
 }
 
@@ -267,20 +238,8 @@ func (in *informerSet) synced() []cache.InformerSynced {
 	synced := []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
 		in.nodes.Informer().HasSynced, in.pods.Informer().HasSynced, in.daemonSets.Informer().HasSynced, in.pdbs.Informer().HasSynced,
 		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced}
-	if in.podGroups != nil {
-		synced = append(synced, in.podGroups.Informer().HasSynced)
-	}
-	if in.workloadGroups != nil {
-		synced = append(synced, in.workloadGroups.Informer().HasSynced)
-	}
-	if in.requests != nil {
-		synced = append(synced, in.requests.Informer().HasSynced, in.templates.Informer().HasSynced)
-	}
-	if in.sharedBuffers != nil {
-		synced = append(synced, in.sharedBuffers.Informer().HasSynced)
-	}
-	if in.quotas != nil {
-		synced = append(synced, in.quotas.Informer().HasSynced)
+	for _, inf := range in.optional {
+		synced = append(synced, inf.HasSynced)
 	}
 	return synced
 }

@@ -21,18 +21,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -42,6 +38,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
@@ -135,10 +132,7 @@ func (c *Controller) Register(pods cache.SharedIndexInformer) error {
 
 // observe records a consumer seen bound.
 func (c *Controller) observe(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := reconcile.Deleted[*corev1.Pod](obj)
 	if !ok || pod.Spec.NodeName == "" {
 		return
 	}
@@ -157,13 +151,7 @@ func (c *Controller) observe(obj any) {
 
 // Run reconciles every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("provisioningrequest")
-	ctx = klog.NewContext(ctx, logger)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Serving ProvisioningRequests failed")
-		}
-	}, c.opts.Interval)
+	reconcile.Every(ctx, "provisioningrequest", c.opts.Interval, "Serving ProvisioningRequests failed", c.Reconcile)
 }
 
 // Pods returns the virtual pods that hold room for requests (booked, or with nodes launching for them), as the
@@ -503,50 +491,24 @@ func (c *Controller) writeStatus(ctx context.Context, pr *autoscalingv1.Provisio
 	if len(changed) == 0 {
 		return nil
 	}
-	client := c.opts.Stevedore.AutoscalingXV1().ProvisioningRequests(pr.Namespace)
-	// the cache may not show this controller's last write yet: on a conflict, read the request again
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next, err := client.Get(ctx, pr.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range changed {
-			cond.ObservedGeneration = next.Generation
-			meta.SetStatusCondition(&next.Status.Conditions, cond)
-		}
-		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // gone
-	}
+	written, err := reconcile.UpdateStatus(ctx, c.opts.Stevedore.AutoscalingXV1().ProvisioningRequests(pr.Namespace), pr.Name,
+		func(next *autoscalingv1.ProvisioningRequest) bool {
+			for _, cond := range changed {
+				cond.ObservedGeneration = next.Generation
+				meta.SetStatusCondition(&next.Status.Conditions, cond)
+			}
+			return true
+		})
 	if err != nil {
 		return fmt.Errorf("ProvisioningRequest %s/%s status: %w", pr.Namespace, pr.Name, err)
+	}
+	if !written {
+		return nil // gone
 	}
 	for _, cond := range changed {
 		c.report(ctx, pr, cond)
 	}
 	return nil
-}
-
-// APIServed reports whether the cluster serves ProvisioningRequests (their CRD is installed). A failed discovery
-// counts as served: the informer's errors then say what is wrong.
-func APIServed(ctx context.Context, disc discovery.DiscoveryInterface) bool {
-	resources, err := disc.ServerResourcesForGroupVersion(autoscalingv1.SchemeGroupVersion.String())
-	if err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			klog.FromContext(ctx).Info("The cluster does not serve ProvisioningRequests: install their CRD (manifests/crds) for Kueue's ProvisioningRequest admission check",
-				"groupVersion", autoscalingv1.SchemeGroupVersion.String())
-			return false
-		}
-		return true
-	}
-	for _, r := range resources.APIResources {
-		if r.Name == "provisioningrequests" {
-			return true
-		}
-	}
-	return false
 }
 
 // report logs and records an event for a condition written, when its status or reason changed.

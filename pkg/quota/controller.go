@@ -16,26 +16,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
@@ -95,13 +91,7 @@ func New(opts Options) *Controller {
 
 // Run reconciles every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("capacityquota")
-	ctx = klog.NewContext(ctx, logger)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Reporting capacity quotas failed")
-		}
-	}, c.opts.Interval)
+	reconcile.Every(ctx, "capacityquota", c.opts.Interval, "Reporting capacity quotas failed", c.Reconcile)
 }
 
 // Reconcile writes the status of every quota and its metrics.
@@ -221,26 +211,18 @@ func (c *Controller) write(ctx context.Context, cq *autoscalingv1beta1.CapacityQ
 		return nil
 	}
 	before := meta.FindStatusCondition(cq.Status.Conditions, autoscalingv1beta1.ConditionLimitReached)
-	client := c.opts.Stevedore.AutoscalingXV1beta1().CapacityQuotas()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next, err := client.Get(ctx, cq.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		conditions := next.Status.Conditions
-		for _, cond := range want.Conditions {
-			cond.ObservedGeneration = want.ObservedGeneration
-			meta.SetStatusCondition(&conditions, cond)
-		}
-		next.Status.Used, next.Status.ObservedGeneration, next.Status.Conditions = want.Used, want.ObservedGeneration, conditions
-		_, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // gone
-	}
-	if err != nil {
-		return err
+	written, err := reconcile.UpdateStatus(ctx, c.opts.Stevedore.AutoscalingXV1beta1().CapacityQuotas(), cq.Name,
+		func(next *autoscalingv1beta1.CapacityQuota) bool {
+			conditions := next.Status.Conditions
+			for _, cond := range want.Conditions {
+				cond.ObservedGeneration = want.ObservedGeneration
+				meta.SetStatusCondition(&conditions, cond)
+			}
+			next.Status.Used, next.Status.ObservedGeneration, next.Status.Conditions = want.Used, want.ObservedGeneration, conditions
+			return true
+		})
+	if err != nil || !written {
+		return err // !written: gone
 	}
 	cond := want.Conditions[0]
 	if c.opts.Recorder != nil && (before == nil || before.Reason != cond.Reason) {
@@ -253,15 +235,4 @@ func (c *Controller) write(ctx context.Context, cq *autoscalingv1beta1.CapacityQ
 			"reason", cond.Reason, "message", cond.Message)
 	}
 	return nil
-}
-
-// Served reports whether the cluster serves autoscaling.x-k8s.io/v1beta1 CapacityQuotas (their CRD is installed),
-// and logs how to install them when it does not.
-func Served(ctx context.Context, disc discovery.DiscoveryInterface) bool {
-	if client.Serves(disc, autoscalingv1beta1.SchemeGroupVersion, "capacityquotas") {
-		return true
-	}
-	klog.FromContext(ctx).Info("The cluster does not serve autoscaling.x-k8s.io CapacityQuotas: install their CRD (manifests/crds) to use them",
-		"groupVersion", autoscalingv1beta1.SchemeGroupVersion.String())
-	return false
 }

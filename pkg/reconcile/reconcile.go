@@ -11,6 +11,7 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -52,4 +53,16 @@ func Process(ctx context.Context, queue workqueue.TypedRateLimitingInterface[str
 // Errors adapts a reconcile that only fails or succeeds.
 func Errors(reconcile func(ctx context.Context, key string) error) Func {
 	return func(ctx context.Context, key string) (time.Duration, error) { return 0, reconcile(ctx, key) }
+}
+
+// Every runs pass every interval until ctx ends, with the context's logger named name. A failed pass is logged
+// with failed as the message and tried again at the next interval.
+func Every(ctx context.Context, name string, interval time.Duration, failed string, pass func(ctx context.Context) error) {
+	logger := klog.FromContext(ctx).WithName(name)
+	ctx = klog.NewContext(ctx, logger)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, failed)
+		}
+	}, interval)
 }

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -31,6 +29,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
@@ -177,21 +176,15 @@ func (r *Reporter) writeStatus(ctx context.Context, np *stevedorev1.NodePool, u 
 		readySame {
 		return nil
 	}
-	pools := r.opts.Stevedore.StevedoreV1().NodePools()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := pools.Get(ctx, np.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	_, err := reconcile.UpdateStatus(ctx, r.opts.Stevedore.StevedoreV1().NodePools(), np.Name, func(cur *stevedorev1.NodePool) bool {
 		cur.Status.Nodes, cur.Status.ReadyNodes, cur.Status.HourlyCost, cur.Status.Resources = want.Nodes, want.ReadyNodes, want.HourlyCost, want.Resources
 		if ready != nil {
 			ready.ObservedGeneration = cur.Generation
 			meta.SetStatusCondition(&cur.Status.Conditions, *ready)
 		}
-		_, err = pools.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
+		return true
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil {
 		return fmt.Errorf("updating the status of NodePool %s: %w", np.Name, err)
 	}
 	return nil

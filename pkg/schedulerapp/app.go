@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
+	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/coscheduling"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/provisioner"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -159,10 +160,10 @@ func setup(ctx context.Context, opts *scheduleroptions.Options, flags *pflag.Fla
 	for _, g := range turned {
 		klog.FromContext(ctx).Info("Feature turned on by Stevedore's default; --feature-gates can turn it off", "featureGate", g)
 	}
-	leadership := state.NewLeadership()
-	factory, queueSort := provisioner.NewFactories(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, deps.env())})
+	leadership, shared := state.NewLeadership(), &client.Shared{}
+	factory, queueSort := provisioner.NewFactories(provisioner.Options{Env: deps.env(), Build: buildBackend(leadership, shared, deps.env())})
 	cc, sched, err := schedapp.Setup(ctx, opts, schedapp.WithPlugin(provisioner.Name, factory),
-		schedapp.WithPlugin(provisioner.QueueSortName, queueSort), schedapp.WithPlugin(coscheduling.Name, coscheduling.New))
+		schedapp.WithPlugin(provisioner.QueueSortName, queueSort), schedapp.WithPlugin(coscheduling.Name, coscheduling.NewFactory(shared)))
 	cleanup()
 	if err != nil {
 		return nil, err

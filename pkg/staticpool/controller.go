@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -28,6 +27,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // Event reasons.
@@ -68,13 +68,7 @@ func New(opts Options) *Controller {
 
 // Run reconciles every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("staticpool")
-	ctx = klog.NewContext(ctx, logger)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Keeping static NodePools at their size failed")
-		}
-	}, c.opts.Interval)
+	reconcile.Every(ctx, "staticpool", c.opts.Interval, "Keeping static NodePools at their size failed", c.Reconcile)
 }
 
 // Reconcile brings every static NodePool to its replicas, in name order.

@@ -24,11 +24,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
+	"github.com/stevedore-dev/stevedore/pkg/client"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
-	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
-	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 )
 
 // Name is the plugin's name in the scheduler configuration, the name scheduler-plugins gives its own.
@@ -58,18 +58,30 @@ type Coscheduling struct {
 	warned map[types.UID]string
 }
 
-// New is the plugin's factory: it watches PodGroups where the cluster serves them.
-func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// NewFactory returns the plugin's factory. The plugin watches PodGroups where the cluster serves them, through the
+// informer factory the process shares (the controllers read the same PodGroups).
+func NewFactory(shared *client.Shared) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newPlugin(ctx, shared, h)
+	}
+}
+
+func newPlugin(ctx context.Context, shared *client.Shared, h fwk.Handle) (*Coscheduling, error) {
 	c := &Coscheduling{handle: h, pods: h.SharedInformerFactory().Core().V1().Pods().Lister(), synced: func() bool { return true },
 		warned: map[types.UID]string{}}
-	if !gang.Served(ctx, h.ClientSet().Discovery()) {
+	served, err := shared.Served(h.ClientSet().Discovery(), schedv1alpha1.SchemeGroupVersion.WithResource("podgroups"), true)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Discovering coscheduling PodGroups failed: counted as served")
+	}
+	if !served {
+		klog.FromContext(ctx).Info("The cluster does not serve coscheduling PodGroups: pods labelled with a gang wait with an event saying so; install the PodGroup CRD (manifests/crds) to schedule gangs",
+			"groupVersion", schedv1alpha1.SchemeGroupVersion.String())
 		return c, nil
 	}
-	cs, err := versioned.NewForConfig(h.KubeConfig())
+	factory, err := shared.Informers(h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	factory := externalversions.NewSharedInformerFactory(cs, 0)
 	informer := factory.Coscheduling().V1alpha1().PodGroups()
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.activateGang(ctx, obj) },

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/stevedore-dev/stevedore/pkg/reconcile"
 )
 
 // unheldPods keeps the pending pods the plugin does not hold in PreEnqueue: the only pods a node registering or
@@ -122,10 +124,7 @@ func (u *unheldPods) Handler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*v1.Pod); ok {
+			if pod, ok := reconcile.Deleted[*v1.Pod](obj); ok {
 				u.Gone(pod)
 			}
 		},

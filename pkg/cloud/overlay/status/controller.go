@@ -11,13 +11,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -97,21 +95,14 @@ func (c *Controller) reconcile(ctx context.Context) error {
 
 // setCondition writes the Ready condition when it differs from the stored one.
 func (c *Controller) setCondition(ctx context.Context, name string, cond metav1.Condition) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.client.StevedoreV1().NodeOverlays().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	_, err := reconcile.UpdateStatus(ctx, c.client.StevedoreV1().NodeOverlays(), name, func(cur *stevedorev1.NodeOverlay) bool {
 		status := cur.Status.DeepCopy()
 		meta.SetStatusCondition(&status.Conditions, cond)
 		if equality.Semantic.DeepEqual(&cur.Status, status) {
-			return nil
+			return false
 		}
 		cur.Status = *status
-		_, err = c.client.StevedoreV1().NodeOverlays().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
+		return true
 	})
+	return err
 }
