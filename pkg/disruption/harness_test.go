@@ -60,7 +60,8 @@ const (
 // the same objects (for the status and taint updates the controller writes), a fake cloud and a fake clock.
 type harness struct {
 	*test.Env
-	c *Controller
+	Cloud *fake.Provider
+	c     *Controller
 }
 
 // harnessConfig changes the harness before the controller is built.
@@ -88,7 +89,8 @@ func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harnes
 	if cfg.cloud != nil {
 		cfg.cloud(cp)
 	}
-	env := test.NewEnv(t, t0, cp, objs...)
+	env := test.NewEnv(t, t0, objs...)
+	cp.SetClock(env.Clock.Now)
 	l, kube, client, clk := env.Listers, env.Kube, env.Stevedore, env.Clock
 	generated := 0
 	client.PrependReactor("create", "nodeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -115,7 +117,7 @@ func newHarness(t testing.TB, cfg harnessConfig, objs ...runtime.Object) *harnes
 	if cfg.opts != nil {
 		cfg.opts(&opts)
 	}
-	return &harness{Env: env, c: New(opts)}
+	return &harness{Env: env, Cloud: cp, c: New(opts)}
 }
 
 // steppingClock is the fake clock, except that a wait ends at once, moving the time on by its length: a pass's

@@ -14,16 +14,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 )
 
 // Env is what a controller's unit test starts from: a test cluster (fake clientsets and listers over the same
-// objects), a context that logs through the test (a benchmark's logs go where klog's do), a fake clock, an event
-// recorder and a fake cloud on that clock.
-// A controller's harness embeds it and adds the controller:
+// objects), a context that logs through the test (a benchmark's logs go where klog's do), a fake clock and an event
+// recorder. A controller's harness embeds it and adds the controller (and a fake cloud on the clock, pkg/cloud/fake,
+// where the controller needs one):
 //
-//	env := test.NewEnv(t, t0, cloud, objs...)
+//	env := test.NewEnv(t, t0, objs...)
 //	h := &harness{Env: env, ctl: New(Options{Kube: env.Kube, Clock: env.Clock, Recorder: env.Recorder})}
 type Env struct {
 	*Cluster
@@ -31,33 +29,18 @@ type Env struct {
 	Ctx      context.Context
 	Clock    *clocktesting.FakeClock
 	Recorder *events.FakeRecorder
-	Cloud    *fake.Provider
 }
 
-// NewEnv returns an environment holding objs whose clock starts at start; the cloud (which may be nil) is put on
-// that clock.
-func NewEnv(t testing.TB, start time.Time, cloud *fake.Provider, objs ...runtime.Object) *Env {
+// NewEnv returns an environment holding objs whose clock starts at start.
+func NewEnv(t testing.TB, start time.Time, objs ...runtime.Object) *Env {
 	t.Helper()
 	clock := clocktesting.NewFakeClock(start)
-	if cloud != nil {
-		cloud.SetClock(clock.Now)
-	}
 	logger := klog.Background()
 	if _, ok := t.(*testing.T); ok {
 		logger = ktesting.NewLogger(t, ktesting.NewConfig())
 	}
-	return &Env{Cluster: NewCluster(t, clock.Now, objs...), T: t, Clock: clock, Recorder: events.NewFakeRecorder(1000), Cloud: cloud,
+	return &Env{Cluster: NewCluster(t, clock.Now, objs...), T: t, Clock: clock, Recorder: events.NewFakeRecorder(1000),
 		Ctx: klog.NewContext(t.Context(), logger)}
-}
-
-// FakeCloud is a fake cloud selling types in zones, failing the test when the catalog does not have them.
-func FakeCloud(t testing.TB, zones []string, types ...string) *fake.Provider {
-	t.Helper()
-	cloud, err := fake.New(zones, types...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cloud
 }
 
 // Events drains the events recorded so far.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,18 @@ type Provider struct {
 	calls   []string
 	next    int
 	now     func() time.Time
+}
+
+// ForTest is a fake cloud selling types in zones on clock now (the test's fake clock), failing the test when the
+// catalog does not have them.
+func ForTest(t testing.TB, now func() time.Time, zones []string, types ...string) *Provider {
+	t.Helper()
+	cloud, err := New(zones, types...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloud.SetClock(now)
+	return cloud
 }
 
 // New returns a cloud selling the named catalog types (every type of the embedded catalog if none is named) in

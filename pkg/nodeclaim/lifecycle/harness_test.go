@@ -36,9 +36,10 @@ const (
 // fake cloud, fake time) and a recording provisioning.
 type harness struct {
 	*test.Env
-	prov *provisioning
-	life *Lifecycle
-	term *termination.Terminator
+	Cloud *fake.Provider
+	prov  *provisioning
+	life  *Lifecycle
+	term  *termination.Terminator
 	// initialized collects the node names OnInitialized was called with.
 	initialized []string
 }
@@ -46,7 +47,8 @@ type harness struct {
 // newHarness puts objs into the listers and into the clientset that serves them.
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{Env: test.NewEnv(t, t0, test.FakeCloud(t, []string{"us-east-1a", "us-east-1b"}, "m5.large", "m5.xlarge"), objs...)}
+	env := test.NewEnv(t, t0, objs...)
+	h := &harness{Env: env, Cloud: fake.ForTest(t, env.Clock.Now, []string{"us-east-1a", "us-east-1b"}, "m5.large", "m5.xlarge")}
 	h.prov = newProvisioning(h.Cloud)
 	l := h.Listers
 	h.term = termination.New(termination.Options{Kube: h.Kube, Stevedore: h.Stevedore, Cloud: h.Cloud, Nodes: l.Nodes, Pods: l.Pods,

@@ -32,6 +32,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // harness is a Terminator over a test environment (cluster, fake cloud, fake time).
 type harness struct {
 	*test.Env
+	Cloud  *fake.Provider
 	term   *Terminator
 	forgot []string
 }
@@ -42,7 +43,8 @@ func (h *harness) ForgetDaemons(node string) { h.forgot = append(h.forgot, "daem
 // newHarness puts objs into the listers and into the clientset that serves them.
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{Env: test.NewEnv(t, t0, test.FakeCloud(t, []string{"us-east-1a"}, "m5.large"), objs...)}
+	env := test.NewEnv(t, t0, objs...)
+	h := &harness{Env: env, Cloud: fake.ForTest(t, env.Clock.Now, []string{"us-east-1a"}, "m5.large")}
 	l := h.Listers
 	h.term = New(Options{Kube: h.Kube, Stevedore: h.Stevedore, Cloud: h.Cloud, Nodes: l.Nodes, Pods: l.Pods, NodeClaims: l.NodeClaims,
 		Recorder: h.Recorder, Clock: h.Clock, Provisioning: h})
