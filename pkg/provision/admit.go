@@ -16,7 +16,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // Why a pod waits before the scheduling queue (Admit); formats take the NodeClaim and node named.
@@ -57,7 +57,7 @@ func (p *Provisioner) Admit(ctx context.Context, pod *corev1.Pod) string {
 	case p.isSolving(pod.UID), p.batcher.Contains(pod.UID):
 		return WaitPlanning
 	}
-	if node := p.free.Send(klog.FromContext(ctx), pod, solver.PodRequests(pod), p.keptOn); node != "" {
+	if node := p.free.Send(klog.FromContext(ctx), pod, resources.Pod(pod), p.keptOn); node != "" {
 		metrics.PodsAdmitted.WithLabelValues(metrics.AdmittedToSchedule).Inc()
 		return ""
 	}
@@ -82,7 +82,7 @@ func (p *Provisioner) sendUntried(ctx context.Context, pods []*corev1.Pod) []*co
 		untried := p.untried[pod.UID]
 		delete(p.untried, pod.UID)
 		p.mu.Unlock()
-		if _, inGang := gang.Of(pod); untried && !inGang && p.free.Send(logger, pod, solver.PodRequests(pod), p.keptOn) != "" {
+		if _, inGang := gang.Of(pod); untried && !inGang && p.free.Send(logger, pod, resources.Pod(pod), p.keptOn) != "" {
 			sent = append(sent, pod)
 			continue
 		}
@@ -178,7 +178,7 @@ func (p *Provisioner) spreadChanged(ctx context.Context, ids []string) {
 // keptOn is what a node keeps, for the queue's screen, for the pods planned on it and the DaemonSet pods expected
 // there, and whether it takes pods planned elsewhere: not while its NodeClaim is initializing (the index passes by
 // the nodes whose label says they are coming up before it asks).
-func (p *Provisioner) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) bool) (solver.Requests, bool) {
+func (p *Provisioner) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) bool) (resources.Requests, bool) {
 	kept, takes := p.plans.KeptOn(node.Name)
 	if !takes {
 		return kept, false

@@ -19,6 +19,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -113,7 +114,7 @@ func (r *daemonRoom) unbound(ni fwk.NodeInfo) (int64, int64, int64, []string) {
 		if present[d.OwnerReferences[0].UID] {
 			continue
 		}
-		r := solver.PodRequests(d)
+		r := resources.Pod(d)
 		cpu, mem, count = cpu+r.MilliCPU, mem+r.Memory, count+1
 		names = append(names, "DaemonSet "+d.Namespace+"/"+d.OwnerReferences[0].Name)
 	}
@@ -122,14 +123,14 @@ func (r *daemonRoom) unbound(ni fwk.NodeInfo) (int64, int64, int64, []string) {
 
 // missing is unbound for the queue's screen (Admit), which has no NodeInfo: the room of the DaemonSet pods
 // expected on the node whose DaemonSet has no pod there yet.
-func (r *daemonRoom) missing(node string, has func(owner types.UID) bool) solver.Requests {
+func (r *daemonRoom) missing(node string, has func(owner types.UID) bool) resources.Requests {
 	r.mu.Lock()
 	expected := r.byNode[node]
 	r.mu.Unlock()
-	var out solver.Requests
+	var out resources.Requests
 	for _, d := range expected {
 		if !has(d.OwnerReferences[0].UID) {
-			out = out.Add(solver.PodRequests(d))
+			out = out.Add(resources.Pod(d))
 		}
 	}
 	return out

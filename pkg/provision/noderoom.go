@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // RoomRefused says why the node ni cannot take pod because of the room kept for the pods planned on it (see
@@ -33,7 +33,7 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked 
 	if kept.Pods == 0 {
 		return ""
 	}
-	if !solver.PodRequests(pod).Add(kept).Fits(solver.FreeRoom(ni)) {
+	if !resources.Pod(pod).Add(kept).Fits(resources.Free(ni)) {
 		why := "room kept for pods planned on this node and not bound yet: " + strings.Join(names, ", ")
 		p.refusedNode(ni.Node().Name, pod, "Provisioner", why)
 		return why
@@ -60,9 +60,9 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 		}
 		return names, true
 	}
-	return p.plans.NodesFor(pod, nodes, func(ni fwk.NodeInfo) solver.Requests {
+	return p.plans.NodesFor(pod, nodes, func(ni fwk.NodeInfo) resources.Requests {
 		dsCPU, dsMem, dsCount, _ := p.daemonRoom.unbound(ni)
-		return solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount}
+		return resources.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount}
 	})
 }
 
@@ -72,9 +72,9 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 // pods being bound (the scheduler counts them on the node it reserved, and their room here is free when that is
 // another node), nor a planned pod that was deleted or bound meanwhile (evicted from a node being replaced, its
 // room goes to the pod that replaces it).
-func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (solver.Requests, []string) {
+func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (resources.Requests, []string) {
 	planned, reqs := p.plans.KeptPlanned(claim, pod.UID, p.schedulerCounts(pod, node))
-	var kept solver.Requests
+	var kept resources.Requests
 	var names []string
 	for i, q := range planned {
 		if cur, err := p.opts.Pods.Pods(q.Namespace).Get(q.Name); err != nil || cur.UID != q.UID || cur.DeletionTimestamp != nil || cur.Spec.NodeName != "" {
@@ -92,25 +92,25 @@ func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (solver.Reque
 // names; and refuse, set when pod is planned on another node that is still coming: it waits for its own node
 // rather than take room planned for others (the pods planned together, their affinity and spread, hold only if
 // each lands where it was planned).
-func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept solver.Requests, names []string, refuse string) {
+func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept resources.Requests, names []string, refuse string) {
 	node := ni.Node()
 	if node == nil {
-		return solver.Requests{}, nil, ""
+		return resources.Requests{}, nil, ""
 	}
 	if refuse := p.startingRefusal(pod, node); refuse != "" {
-		return solver.Requests{}, nil, refuse
+		return resources.Requests{}, nil, refuse
 	}
 	if claim, ours := p.plans.ClaimOfNode(node.Name); ours {
 		// also once the pods planned here are all bound: the room left is not the pod's to take, its own node is
 		// coming (a burst's pod of a hostname affinity target that bound on the first node up stranded its
 		// followers); when its node comes up without room for it, the pod is provisioned again (assignedDecision)
 		if own, planned := p.plans.ClaimOf(pod.UID); planned && own != claim {
-			return solver.Requests{}, nil, fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
+			return resources.Requests{}, nil, fmt.Sprintf("the pod is planned on NodeClaim %s; this node was launched for other pods", own)
 		}
 		kept, names = p.keptFor(pod, node.Name, claim)
 	}
 	dsCPU, dsMem, dsCount, daemons := p.daemonRoom.unbound(ni)
-	kept = kept.Add(solver.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
+	kept = kept.Add(resources.Requests{MilliCPU: dsCPU, Memory: dsMem, Pods: dsCount})
 	sort.Strings(names)
 	return kept, append(names, daemons...), refuse
 }

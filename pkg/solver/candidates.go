@@ -68,12 +68,12 @@ func rank(n *openNode, pl *placing, exclude *openNode) (openCand, bool) {
 	if n.removed || n == exclude || !pl.mayJoin(n) {
 		return openCand{}, false
 	}
-	if !pl.room().fits(n.cap.sub(n.used)) {
+	if !pl.room().Fits(n.cap.Sub(n.used)) {
 		return openCand{}, false
 	}
 	before, _, _ := n.current()
 	after, left := n.grow(pl.need)
-	return openCand{n, after - before, left.weight()}, true
+	return openCand{n, after - before, left.Weight()}, true
 }
 
 // candidatesFor fills buckets with, per bucket, the best keep nodes whose price grows by less than maxMarginal:
@@ -149,7 +149,7 @@ func (st *solve) scanCandidates(pl *placing, opts placeOptions, byZone bool, kee
 	for _, n := range st.open {
 		if opts.maxMarginal <= 1e-9 && !n.removed {
 			// only nodes whose type already holds the pod: what the room left says, without pricing a growth
-			if _, slack, _ := n.current(); !pl.need.fits(slack) {
+			if _, slack, _ := n.current(); !pl.need.Fits(slack) {
 				continue
 			}
 		}

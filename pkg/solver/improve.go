@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // improve spends the time budget on moves that lower the plan's price: emptying a node into the slack of others,
@@ -53,7 +55,7 @@ func (st *solve) improve(deadline time.Time) (out Improvement) {
 				continue
 			}
 			pods := append([]*corev1.Pod(nil), a.pods...)
-			sort.SliceStable(pods, func(i, j int) bool { return podVec(pods[i]).weight() > podVec(pods[j]).weight() })
+			sort.SliceStable(pods, func(i, j int) bool { return resources.Pod(pods[i]).Weight() > resources.Pod(pods[j]).Weight() })
 			for _, p := range pods {
 				keys, ok := st.moveKeys(p)
 				if !ok {
@@ -120,7 +122,7 @@ func (st *solve) byWaste() []*openNode {
 		if math.IsInf(price, 1) || idx >= len(n.byPrice) {
 			continue
 		}
-		list = append(list, w{n, slack.weight() / math.Max(n.byPrice[idx].alloc.weight(), 1e-9)})
+		list = append(list, w{n, slack.Weight() / math.Max(n.byPrice[idx].alloc.Weight(), 1e-9)})
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].waste > list[j].waste })
 	out := make([]*openNode, len(list))
@@ -155,7 +157,7 @@ func (st *solve) unplace(n *openNode, p *corev1.Pod) {
 			break
 		}
 	}
-	n.used = n.used.sub(podVec(p))
+	n.used = n.used.Sub(resources.Pod(p))
 	n.cacheValid = false
 	st.touch(n)
 }
@@ -226,7 +228,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 // with required pod affinity, or one another pod's may rely on, moves only inside its domains (moveKeys).
 func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 	before, _, _ := a.current()
-	need := podVec(p)
+	need := resources.Pod(p)
 	after, left := a.priceWithout(need)
 	gain := before - after
 	if len(a.pods) == 1 {
@@ -234,7 +236,7 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 	}
 	opts := placeOptions{exclude: a, maxMarginal: gain, domains: domains}
 	if gain <= 1e-9 {
-		opts.maxMarginal, opts.maxLeftover = 1e-9, left.weight()
+		opts.maxMarginal, opts.maxLeftover = 1e-9, left.Weight()
 		if opts.maxLeftover <= 0 {
 			return false
 		}
@@ -266,12 +268,12 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 // necessary condition of relocate (which also runs the Filter plugins), counting resources only.
 func (st *solve) anyReceiver(need vec, opts placeOptions) bool {
 	for _, n := range st.open {
-		if n.removed || n == opts.exclude || !need.fits(n.cap.sub(n.used)) {
+		if n.removed || n == opts.exclude || !need.Fits(n.cap.Sub(n.used)) {
 			continue
 		}
 		before, slack, _ := n.current()
 		if opts.maxLeftover > 0 {
-			if !need.fits(slack) || slack.sub(need).weight() >= opts.maxLeftover {
+			if !need.Fits(slack) || slack.Sub(need).Weight() >= opts.maxLeftover {
 				continue
 			}
 		} else if after, _ := n.grow(need); after-before >= opts.maxMarginal {

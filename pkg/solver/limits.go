@@ -255,7 +255,7 @@ func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceTyp
 	var best *cloud.InstanceType
 	bestPrice := math.Inf(1)
 	for _, it := range candidates {
-		if !total.fits(allocVec(it)) {
+		if !total.Fits(allocVec(it)) {
 			continue
 		}
 		if p, ok := cheapestOffering(it, reqs, zone, ct); ok && p < bestPrice {

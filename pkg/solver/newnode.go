@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
@@ -144,7 +145,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 		groupsRemoveNode(st.groups, node)
 		st.freeOpenNode(n)
 		reason = "the scheduler's Filter plugins reject the pod on a new node of this NodePool (taints, affinity or spread)"
-		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.fits(allocVec(largestType(cands))) {
+		if !n.hasDaemons && len(pool.DaemonSetPods) > 0 && pl.need.Fits(allocVec(largestType(cands))) {
 			reason += ", or its DaemonSets leave no room for it"
 		}
 	}
@@ -200,7 +201,7 @@ func (st *solve) freshTypes(compatible []*cloud.InstanceType, reqs scheduling.Re
 	if len(compatible) == 0 {
 		return &freshTypes{}
 	}
-	key := freshKey{listKey: listKey{list: &compatible[0], n: len(compatible)}, room: pl.room(), acc: pl.need.acc.Any()}
+	key := freshKey{listKey: listKey{list: &compatible[0], n: len(compatible)}, room: pl.room(), acc: pl.need.Accelerators.Any()}
 	if f, ok := st.fresh[key]; ok {
 		return f
 	}
@@ -227,7 +228,7 @@ func (st *solve) freshTypes(compatible []*cloud.InstanceType, reqs scheduling.Re
 func fitting(types []*cloud.InstanceType, need vec) []*cloud.InstanceType {
 	out := make([]*cloud.InstanceType, 0, len(types))
 	for _, it := range types {
-		if need.fits(allocVec(it)) {
+		if need.Fits(allocVec(it)) {
 			out = append(out, it)
 		}
 	}
@@ -249,7 +250,7 @@ func (st *solve) cheapestZoneWithDaemons(pool *NodePoolOption, cands []*cloud.In
 				continue
 			}
 			daemons, _ := st.daemonsFor(pool, reqs, it, z, "")
-			if need.add(podsVec(daemons)).fits(allocVec(it)) {
+			if need.Add(resources.Pods(daemons)).Fits(allocVec(it)) {
 				best, bestPrice = z, price
 			}
 		}
@@ -285,27 +286,27 @@ func tooLarge(pool *NodePoolOption, reqs scheduling.Requirements, need vec) stri
 	var cpuType, memType, podsType string
 	for _, it := range allowed {
 		a := allocVec(it)
-		if a.cpu > most.cpu {
-			most.cpu, cpuType = a.cpu, it.Name
+		if a.MilliCPU > most.MilliCPU {
+			most.MilliCPU, cpuType = a.MilliCPU, it.Name
 		}
-		if a.mem > most.mem {
-			most.mem, memType = a.mem, it.Name
+		if a.Memory > most.Memory {
+			most.Memory, memType = a.Memory, it.Name
 		}
-		if a.pods > most.pods {
-			most.pods, podsType = a.pods, it.Name
+		if a.Pods > most.Pods {
+			most.Pods, podsType = a.Pods, it.Name
 		}
 	}
 	var short []string
-	if need.cpu > most.cpu {
+	if need.MilliCPU > most.MilliCPU {
 		short = append(short, fmt.Sprintf("cpu %s (the most any allowed type has is %s, %s)",
-			resource.NewMilliQuantity(need.cpu, resource.DecimalSI), resource.NewMilliQuantity(most.cpu, resource.DecimalSI), cpuType))
+			resource.NewMilliQuantity(need.MilliCPU, resource.DecimalSI), resource.NewMilliQuantity(most.MilliCPU, resource.DecimalSI), cpuType))
 	}
-	if need.mem > most.mem {
+	if need.Memory > most.Memory {
 		short = append(short, fmt.Sprintf("memory %s (the most any allowed type has is %s, %s)",
-			resource.NewQuantity(need.mem, resource.BinarySI), resource.NewQuantity(most.mem, resource.BinarySI), memType))
+			resource.NewQuantity(need.Memory, resource.BinarySI), resource.NewQuantity(most.Memory, resource.BinarySI), memType))
 	}
-	if need.pods > most.pods {
-		short = append(short, fmt.Sprintf("%d pods (the most any allowed type takes is %d, %s)", need.pods, most.pods, podsType))
+	if need.Pods > most.Pods {
+		short = append(short, fmt.Sprintf("%d pods (the most any allowed type takes is %d, %s)", need.Pods, most.Pods, podsType))
 	}
 	if len(short) == 0 {
 		return fmt.Sprintf("no single instance type of the %d the NodePool allows has room for the pod's %s", len(allowed), need)

@@ -143,7 +143,7 @@ func minValuesShortfall(cands []*cloud.InstanceType, reqs scheduling.Requirement
 		}
 		values := map[string]bool{}
 		for _, it := range cands {
-			if total.fits(allocVec(it)) && it.Offerings.HasCompatible(reqs) {
+			if total.Fits(allocVec(it)) && it.Offerings.HasCompatible(reqs) {
 				if v, ok := it.Labels()[key]; ok && r.Has(v) {
 					values[v] = true
 				}

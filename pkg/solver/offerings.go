@@ -18,6 +18,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -301,7 +302,7 @@ func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Require
 func choicePrice(c offeringChoice, n *openNode, total vec, zone, ct string) float64 {
 	need := total
 	if !n.hasDaemons {
-		need = need.add(podsVec(c.daemons))
+		need = need.Add(resources.Pods(c.daemons))
 	}
 	z, t := "", ""
 	if c.pinned[corev1.LabelTopologyZone] {
@@ -312,7 +313,7 @@ func choicePrice(c offeringChoice, n *openNode, total vec, zone, ct string) floa
 	}
 	best := math.Inf(1)
 	for _, it := range c.candidates {
-		if !need.fits(allocVec(it)) {
+		if !need.Fits(allocVec(it)) {
 			continue
 		}
 		if p, ok := cheapestOffering(it, c.reqs, z, t); ok && p < best {
@@ -388,7 +389,7 @@ func (o *NodePoolOption) filterTypes(types []*cloud.InstanceType, reqs schedulin
 		if reqs.Compatible(it.Requirements, o.labelsNode) != nil {
 			continue
 		}
-		if !total.fits(allocVec(it)) {
+		if !total.Fits(allocVec(it)) {
 			continue
 		}
 		if !it.Offerings.HasCompatible(reqs) {

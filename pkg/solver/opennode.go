@@ -5,11 +5,9 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
-	"fmt"
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -83,8 +81,8 @@ func (n *openNode) current() (float64, vec, int) {
 	n.cachedFor, n.cacheValid = n.used, true
 	n.cachedPrice, n.cachedSlack, n.cachedIdx = math.Inf(1), vec{}, len(n.byPrice)
 	for i, p := range n.byPrice {
-		if n.used.fits(p.alloc) {
-			n.cachedPrice, n.cachedSlack, n.cachedIdx = p.price, p.alloc.sub(n.used), i
+		if n.used.Fits(p.alloc) {
+			n.cachedPrice, n.cachedSlack, n.cachedIdx = p.price, p.alloc.Sub(n.used), i
 			break
 		}
 	}
@@ -95,10 +93,10 @@ func (n *openNode) current() (float64, vec, int) {
 // free (what current would say once need leaves the node).
 func (n *openNode) priceWithout(need vec) (float64, vec) {
 	n.refreshPrices()
-	used := n.used.sub(need)
+	used := n.used.Sub(need)
 	for _, p := range n.byPrice {
-		if used.fits(p.alloc) {
-			return p.price, p.alloc.sub(used)
+		if used.Fits(p.alloc) {
+			return p.price, p.alloc.Sub(used)
 		}
 	}
 	return math.Inf(1), vec{}
@@ -107,19 +105,19 @@ func (n *openNode) priceWithout(need vec) (float64, vec) {
 // grow returns the price of the cheapest type holding what the node uses plus need, and what it leaves free.
 func (n *openNode) grow(need vec) (float64, vec) {
 	price, slack, idx := n.current()
-	if need.fits(slack) {
-		return price, slack.sub(need)
+	if need.Fits(slack) {
+		return price, slack.Sub(need)
 	}
 	if n.growValid && n.growNeed == need && n.growUsed == n.used {
 		return n.growPrice, n.growLeft
 	}
-	total := n.used.add(need)
+	total := n.used.Add(need)
 	price, left := math.Inf(1), vec{}
 	// byPrice is ordered by price, so the first type after the current one that holds the total is the cheapest
 	// (types before it cannot hold even the current use)
 	for _, p := range n.byPrice[min(idx, len(n.byPrice)):] {
-		if total.fits(p.alloc) {
-			price, left = p.price, p.alloc.sub(total)
+		if total.Fits(p.alloc) {
+			price, left = p.price, p.alloc.Sub(total)
 			break
 		}
 	}
@@ -174,7 +172,7 @@ func cheapestOffering(it *cloud.InstanceType, reqs scheduling.Requirements, zone
 // allocVec is an instance type's allocatable as a vec.
 func allocVec(it *cloud.InstanceType) vec {
 	c, m, p := it.AllocatableCPUMemoryPods()
-	return vec{c, m, p, it.AllocatableAccelerators()}
+	return vec{MilliCPU: c, Memory: m, Pods: p, Accelerators: it.AllocatableAccelerators()}
 }
 
 // largestType is the type that represents a set of candidates: the one with the most accelerators, then the
@@ -185,7 +183,7 @@ func largestType(types []*cloud.InstanceType) *cloud.InstanceType {
 	var bestAcc int64
 	for _, it := range types {
 		c, m, _ := it.AllocatableCPUMemoryPods()
-		w, acc := vec{cpu: c, mem: m}.weight(), it.AcceleratorTotal()
+		w, acc := vec{MilliCPU: c, Memory: m}.Weight(), it.AcceleratorTotal()
 		if best == nil || acc > bestAcc || (acc == bestAcc && w > bestW) {
 			best, bestW, bestAcc = it, w, acc
 		}
@@ -354,10 +352,4 @@ func (offs Offerings) only(n *openNode) cloud.Offerings {
 		out = append(out, o)
 	}
 	return out
-}
-
-// quantity renders a vec for messages.
-func (v vec) String() string {
-	return fmt.Sprintf("cpu %s, memory %s, pods %d", resource.NewMilliQuantity(v.cpu, resource.DecimalSI),
-		resource.NewQuantity(v.mem, resource.BinarySI), v.pods)
 }

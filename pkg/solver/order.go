@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // orderPods sorts the hardest pods first: those that need a node of their own (required anti-affinity) or a
@@ -25,7 +27,7 @@ func orderPods(pods []*corev1.Pod) []*corev1.Pod {
 	sizes := make(map[types.UID]float64, len(out))
 	for _, p := range out {
 		ranks[p.UID] = podRank(p)
-		sizes[p.UID] = podVec(p).weight()
+		sizes[p.UID] = resources.Pod(p).Weight()
 	}
 	sets, setOf := labelSets(out, ranks)
 	propagate(affinityEdges(out, sets, setOf, ranks), len(sets))

@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -128,7 +129,7 @@ func hostAntiSelectors(pod *corev1.Pod) []podSelector {
 }
 
 // room is what the node must have free for the attempt: the pod and its companion's reserve.
-func (pl *placing) room() vec { return pl.need.add(pl.reserve) }
+func (pl *placing) room() vec { return pl.need.Add(pl.reserve) }
 
 func (pl *placing) allowed(name string) bool { return pl.pre.AllNodes() || pl.pre.NodeNames.Has(name) }
 
@@ -152,7 +153,7 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 		st.reasons[pod.UID] = "PreFilter: " + status.Message()
 		return nil
 	}
-	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: podVec(pod), reqs: st.zoneIDsAsZones(podRequirements(check)),
+	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: resources.Pod(pod), reqs: st.zoneIDsAsZones(podRequirements(check)),
 		cared: caredKeys(check)}
 	if pl.cared[stevedorev1.LabelZoneID] && len(st.zoneIDs) > 0 {
 		pl.cared[corev1.LabelTopologyZone] = true // the zone decides its ID
@@ -181,7 +182,7 @@ func (st *solve) place(pod *corev1.Pod) bool {
 				levels[i] = merged
 			}
 		}
-		if st.placeLevels(pod, levels, podVec(companion)) {
+		if st.placeLevels(pod, levels, resources.Pod(companion)) {
 			return true
 		}
 	}
@@ -238,7 +239,7 @@ func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec)
 func (st *solve) placeOnInFlight(pl *placing) bool {
 	room := pl.room()
 	for i, f := range st.inflight {
-		if !room.fits(f.free) || !pl.allowed(f.Name) {
+		if !room.Fits(f.free) || !pl.allowed(f.Name) {
 			continue
 		}
 		node := st.snap.NodeInfo(f.Name).Node()
@@ -254,7 +255,7 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 			}
 			groupsCount(st.groups, pl.pod, node)
 			st.trackAffinity(pl.pod, node)
-			f.free = f.free.sub(pl.need)
+			f.free = f.free.Sub(pl.need)
 			st.resortInFlight(i)
 			st.plan.InFlight[f.Name] = append(st.plan.InFlight[f.Name], pl.pod)
 			return true
@@ -266,14 +267,14 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 // sortInFlight orders the nodes being launched by the room left on them, least first (a stable sort: ties keep
 // the input's order), so that a pod goes to the fullest node that takes it.
 func (st *solve) sortInFlight() {
-	sort.SliceStable(st.inflight, func(i, j int) bool { return st.inflight[i].free.weight() < st.inflight[j].free.weight() })
+	sort.SliceStable(st.inflight, func(i, j int) bool { return st.inflight[i].free.Weight() < st.inflight[j].free.Weight() })
 }
 
 // resortInFlight keeps st.inflight in sortInFlight's order once the node at i has taken a pod: it moves the node
 // ahead of those now left with more room, which is where a stable sort of the whole list would put it, without
 // sorting thousands of nodes again for each pod of a large burst.
 func (st *solve) resortInFlight(i int) {
-	for ; i > 0 && st.inflight[i-1].free.weight() > st.inflight[i].free.weight(); i-- {
+	for ; i > 0 && st.inflight[i-1].free.Weight() > st.inflight[i].free.Weight(); i-- {
 		st.inflight[i-1], st.inflight[i] = st.inflight[i], st.inflight[i-1]
 	}
 }
@@ -361,7 +362,7 @@ func (pl *placing) mayJoin(n *openNode) bool {
 	if !pl.allowed(n.name) || !pl.usable(n.pool) {
 		return false
 	}
-	return !n.accelerated || !n.pool.hasPlainTypes || pl.need.acc.Any()
+	return !n.accelerated || !n.pool.hasPlainTypes || pl.need.Accelerators.Any()
 }
 
 // placeOnOpenWith tries the open virtual nodes that can take the pod, those whose price grows least first (a pod
@@ -467,7 +468,7 @@ func (st *solve) newNodeCost(pl *placing) float64 {
 				continue
 			}
 			for _, p := range pool.cheapest() {
-				if pl.room().fits(p.alloc) {
+				if pl.room().Fits(p.alloc) {
 					if p.price < best {
 						best = p.price
 					}

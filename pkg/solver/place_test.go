@@ -103,12 +103,12 @@ func TestResortInFlightKeepsTheStableSortsOrder(t *testing.T) {
 		for i := rng.Intn(30); i > 0; i-- {
 			// few distinct sizes, so that ties keep the order the nodes came in
 			st.inflight = append(st.inflight, &inflightState{InFlightNode: InFlightNode{Name: fmt.Sprintf("n%02d", len(st.inflight))},
-				free: vec{cpu: 1000 * int64(rng.Intn(4)), mem: 1 << 30 * int64(rng.Intn(3))}})
+				free: vec{MilliCPU: 1000 * int64(rng.Intn(4)), Memory: 1 << 30 * int64(rng.Intn(3))}})
 		}
 		st.sortInFlight()
 		for take := 0; take < 20 && len(st.inflight) > 0; take++ {
 			i := rng.Intn(len(st.inflight))
-			st.inflight[i].free = st.inflight[i].free.sub(vec{cpu: 500 * int64(rng.Intn(2)), mem: 512 << 20 * int64(rng.Intn(2))})
+			st.inflight[i].free = st.inflight[i].free.Sub(vec{MilliCPU: 500 * int64(rng.Intn(2)), Memory: 512 << 20 * int64(rng.Intn(2))})
 			want := slices.Clone(st.inflight)
 			(&solve{inflight: want}).sortInFlight()
 			st.resortInFlight(i)

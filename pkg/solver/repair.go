@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // maxRepairRounds bounds how many times a solve is started over with the pods greedy placement stranded first;
@@ -178,7 +180,7 @@ func repairOrder(order []*corev1.Pod, unschedulable map[types.UID]string) ([]*co
 			if q.UID == p.UID || companions[q.UID] != nil || follows[q.UID] != nil || !sels[0].matches(q) {
 				continue
 			}
-			if companion == nil || podVec(q).weight() < podVec(companion).weight() {
+			if companion == nil || resources.Pod(q).Weight() < resources.Pod(companion).Weight() {
 				companion = q
 			}
 		}

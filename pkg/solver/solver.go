@@ -17,6 +17,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -331,7 +332,7 @@ func (s *Solver) solveOnce(ctx context.Context, in Input) (*Plan, error) {
 	order := orderPods(pods)
 	if in.FirstFitDecreasing {
 		order = pods
-		sort.SliceStable(order, func(i, j int) bool { return podVec(order[i]).weight() > podVec(order[j]).weight() })
+		sort.SliceStable(order, func(i, j int) bool { return resources.Pod(order[i]).Weight() > resources.Pod(order[j]).Weight() })
 	}
 	phantoms := s.newSolve(ctx, in).addPhantoms()
 	defer func() {
@@ -458,7 +459,7 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 		if ni == nil {
 			continue
 		}
-		st.inflight = append(st.inflight, &inflightState{InFlightNode: f, free: freeVec(ni)})
+		st.inflight = append(st.inflight, &inflightState{InFlightNode: f, free: resources.Free(ni)})
 	}
 	st.sortInFlight()
 	keys := map[string]bool{}

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -22,7 +23,7 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		if n.pool.compatible(n.reqs, pr) != nil {
 			continue
 		}
-		total := n.used.add(pl.need)
+		total := n.used.Add(pl.need)
 		// Candidates narrow only by compatibility: which of them is big enough is decided when the node is
 		// priced, so a node can shrink again when pods leave it.
 		reqs, cands := n.reqs, n.candidates
@@ -36,10 +37,10 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 			n.setLargest() // the node's own candidates: their largest is the node's
 			largest = n.largest
 		}
-		if len(cands) == 0 || !total.add(pl.reserve).fits(allocVec(largest)) {
+		if len(cands) == 0 || !total.Add(pl.reserve).Fits(allocVec(largest)) {
 			continue
 		}
-		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.add(pl.reserve)) {
+		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.Add(pl.reserve)) {
 			if st.tryChoice(n, pl, choice, total) {
 				return true
 			}
@@ -110,9 +111,9 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	if !n.hasDaemons {
 		daemons, tc.daemons = choice.daemons, choice.daemons
 	}
-	withDaemons := total.add(podsVec(daemons)).sub(podsVec(n.ds))
-	withReserve := withDaemons.add(pl.reserve)
-	if !withReserve.fits(allocVec(st.largestOf(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
+	withDaemons := total.Add(resources.Pods(daemons)).Sub(resources.Pods(n.ds))
+	withReserve := withDaemons.Add(pl.reserve)
+	if !withReserve.Fits(allocVec(st.largestOf(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
 		!n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
 		return false
 	}

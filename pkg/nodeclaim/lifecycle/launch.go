@@ -21,7 +21,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // launch creates the NodeClaim's instance, records it in the NodeClaim's status and nominates the pods planned
@@ -153,15 +153,15 @@ func (l *Lifecycle) releaseOverflow(ctx context.Context, claim *stevedorev1.Node
 	}
 	pods := l.opts.Provisioning.AssignedPods(claim.Name)
 	sort.Slice(pods, func(i, j int) bool {
-		return solver.PodRequests(pods[i]).Weight() < solver.PodRequests(pods[j]).Weight()
+		return resources.Pod(pods[i]).Weight() < resources.Pod(pods[j]).Weight()
 	})
-	capacity := solver.ListRequests(alloc)
-	used := solver.Requests{}
+	capacity := resources.List(alloc)
+	used := resources.Requests{}
 	for _, ds := range l.opts.Provisioning.DaemonSetPods(ctx, claim) {
-		used = used.Add(solver.PodRequests(ds))
+		used = used.Add(resources.Pod(ds))
 	}
 	for _, pod := range pods {
-		if next := used.Add(solver.PodRequests(pod)); next.Fits(capacity) {
+		if next := used.Add(resources.Pod(pod)); next.Fits(capacity) {
 			used = next
 			continue
 		}

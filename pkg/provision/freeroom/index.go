@@ -33,7 +33,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // sentTTL is how long a pod sent to a node keeps its room there without being bound: long enough for a busy
@@ -68,10 +68,10 @@ type Index struct {
 type nodeRoom struct {
 	name  string
 	node  *corev1.Node
-	alloc solver.Requests
+	alloc resources.Requests
 	// used sums the requests of the pods bound to the node, sent those of the pods sent to it; free is alloc less
 	// both, kept as they change (Send looks at every node's for each pod)
-	used, sent, free solver.Requests
+	used, sent, free resources.Requests
 	// hard are the node's taints with a NoSchedule or NoExecute effect
 	hard []corev1.Taint
 	// comingUp says the node is one Stevedore launched that has not finished initializing: its room is planned for
@@ -89,7 +89,7 @@ type nodeRoom struct {
 
 type boundPod struct {
 	pod    *corev1.Pod
-	req    solver.Requests
+	req    resources.Requests
 	daemon types.UID
 	// spread are the groups the pod is counted in, with the domain it is counted in
 	spread map[string]string
@@ -100,7 +100,7 @@ type boundPod struct {
 
 type sentPod struct {
 	node string
-	req  solver.Requests
+	req  resources.Requests
 	at   time.Time
 }
 
@@ -182,7 +182,7 @@ func (x *Index) setNode(obj any) {
 	if old == nil || !maps.Equal(old.Labels, node.Labels) || old.Name != node.Name {
 		clear(n.matches)
 	}
-	n.node, n.alloc = node, solver.ListRequests(node.Status.Allocatable)
+	n.node, n.alloc = node, resources.List(node.Status.Allocatable)
 	n.refresh()
 	n.hard = n.hard[:0]
 	for _, t := range node.Spec.Taints {
@@ -272,7 +272,7 @@ func (x *Index) deletePod(obj any) {
 }
 
 func (x *Index) bindLocked(pod *corev1.Pod) {
-	b := &boundPod{pod: pod, req: solver.PodRequests(pod), spread: map[string]string{}}
+	b := &boundPod{pod: pod, req: resources.Pod(pod), spread: map[string]string{}}
 	if owner := podutil.DaemonSetOwner(pod); owner != nil {
 		b.daemon = owner.UID
 	}
@@ -363,14 +363,14 @@ func (x *Index) Foreign() sets.Set[string] {
 // Kept says what a node keeps for pods planned there that are not bound yet (and false when the node takes no pod
 // that is not planned there: a node coming up for others). hasDaemon reports whether a DaemonSet has a pod on the
 // node.
-type Kept func(node *corev1.Node, hasDaemon func(owner types.UID) bool) (solver.Requests, bool)
+type Kept func(node *corev1.Node, hasDaemon func(owner types.UID) bool) (resources.Requests, bool)
 
 // Send finds the first node, by name, that may take the pod (requests req): not a node Stevedore launched that is
 // still coming up (its room is planned for others), one with room for it, less the room kept there and the room of
 // the pods sent there before, not cordoned, with no taint the pod does not tolerate and matching its required node
 // affinity. The pod's room is then counted there until it is bound, deleted, given
 // back (Unsend) or sentTTL passes. It returns the node's name, "" when no node may take the pod.
-func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req solver.Requests, kept Kept) string {
+func (x *Index) Send(logger klog.Logger, pod *corev1.Pod, req resources.Requests, kept Kept) string {
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	key := affinityKey(pod)
 	x.mu.Lock()

@@ -16,13 +16,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
 // keepsNothing is a Kept for clusters with no room planned.
-func keepsNothing(*corev1.Node, func(types.UID) bool) (solver.Requests, bool) {
-	return solver.Requests{}, true
+func keepsNothing(*corev1.Node, func(types.UID) bool) (resources.Requests, bool) {
+	return resources.Requests{}, true
 }
 
 func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
@@ -67,36 +67,36 @@ func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
 			pod:   pod("p").NodeSelector("team", "y").Obj(), want: "b"},
 		{name: "a node that takes no unplanned pod (coming up for others)",
 			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
-			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
-				return solver.Requests{}, n.Name != "a"
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (resources.Requests, bool) {
+				return resources.Requests{}, n.Name != "a"
 			}},
 		{name: "a node Stevedore launched that is still coming up is passed by before the keeper is asked",
 			nodes: []*corev1.Node{node("a").Labels(stevedorev1.LabelNodePool, "default").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
-			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (resources.Requests, bool) {
 				if n.Name == "a" {
 					panic("the keeper was asked about a node coming up")
 				}
-				return solver.Requests{}, true
+				return resources.Requests{}, true
 			}},
 		{name: "a node Stevedore launched that finished initializing",
 			nodes: []*corev1.Node{node("a").Labels(stevedorev1.LabelNodePool, "default", stevedorev1.LabelInitialized, "true").Obj(), node("b").Obj()},
 			pod:   pod("p").Obj(), want: "a"},
 		{name: "the room a node keeps for the pods planned there",
 			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()}, pod: pod("p").Obj(), want: "b",
-			kept: func(n *corev1.Node, _ func(types.UID) bool) (solver.Requests, bool) {
+			kept: func(n *corev1.Node, _ func(types.UID) bool) (resources.Requests, bool) {
 				if n.Name == "a" {
-					return solver.Requests{MilliCPU: 3500, Pods: 3}, true
+					return resources.Requests{MilliCPU: 3500, Pods: 3}, true
 				}
-				return solver.Requests{}, true
+				return resources.Requests{}, true
 			}},
 		{name: "a DaemonSet's pod on the node is seen by the keeper",
 			nodes: []*corev1.Node{node("a").Obj(), node("b").Obj()},
 			bound: []*corev1.Pod{test.Pod("ds-a").Node("a").OwnedBy("DaemonSet", "agent").Obj()}, pod: pod("p").Obj(), want: "a",
-			kept: func(_ *corev1.Node, hasDaemon func(types.UID) bool) (solver.Requests, bool) {
+			kept: func(_ *corev1.Node, hasDaemon func(types.UID) bool) (resources.Requests, bool) {
 				if hasDaemon("DaemonSet-agent") {
-					return solver.Requests{}, true
+					return resources.Requests{}, true
 				}
-				return solver.Requests{MilliCPU: 3500}, true // the agent's room, not bound yet
+				return resources.Requests{MilliCPU: 3500}, true // the agent's room, not bound yet
 			}},
 	}
 	for _, tc := range tests {
@@ -106,7 +106,7 @@ func TestAPodIsSentToTheFirstNodeThatMayTakeIt(t *testing.T) {
 			if kept == nil {
 				kept = keepsNothing
 			}
-			if got := x.Send(klog.Background(), tc.pod, solver.PodRequests(tc.pod), kept); got != tc.want {
+			if got := x.Send(klog.Background(), tc.pod, resources.Pod(tc.pod), kept); got != tc.want {
 				t.Errorf("Send = %q, want %q", got, tc.want)
 			}
 		})
@@ -138,14 +138,14 @@ func TestTheRoomOfAPodSentIsHeldUntilItBindsOrIsGivenBack(t *testing.T) {
 			x.setNode(test.Node("a").Allocatable("cpu", "2", "memory", "8Gi", "pods", "110").Obj())
 			first := test.Pod("first").Pending().Req("cpu", "1500m").Obj()
 			second := test.Pod("second").Pending().Req("cpu", "1500m").Obj()
-			if got := x.Send(klog.Background(), first, solver.PodRequests(first), keepsNothing); got != "a" {
+			if got := x.Send(klog.Background(), first, resources.Pod(first), keepsNothing); got != "a" {
 				t.Fatalf("first pod sent to %q, want a", got)
 			}
-			if got := x.Send(klog.Background(), second, solver.PodRequests(second), keepsNothing); got != "" {
+			if got := x.Send(klog.Background(), second, resources.Pod(second), keepsNothing); got != "" {
 				t.Fatalf("second pod sent to %q while the first holds the room", got)
 			}
 			tc.release(x, clk, first)
-			if got := x.Send(klog.Background(), second, solver.PodRequests(second), keepsNothing); got != "a" {
+			if got := x.Send(klog.Background(), second, resources.Pod(second), keepsNothing); got != "a" {
 				t.Errorf("second pod sent to %q once the first let the room go, want a", got)
 			}
 		})
@@ -160,16 +160,16 @@ func TestPodsBoundBeforeTheirNodeIsSeenCountOnceItIs(t *testing.T) {
 	node := test.Node("a").Allocatable("cpu", "4", "memory", "16Gi", "pods", "110").Obj()
 	x.setNode(node)
 	pod := test.Pod("p").Pending().Req("cpu", "2").Obj()
-	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "" {
+	if got := x.Send(klog.Background(), pod, resources.Pod(pod), keepsNothing); got != "" {
 		t.Errorf("sent to %q, a node whose early pod leaves 1 CPU", got)
 	}
 	x.deletePod(test.Pod("early").Node("a").Req("cpu", "3").Obj())
-	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "a" {
+	if got := x.Send(klog.Background(), pod, resources.Pod(pod), keepsNothing); got != "a" {
 		t.Errorf("sent to %q, want a once the early pod left", got)
 	}
 	x.Unsend(pod.UID)
 	x.deleteNode(node)
-	if got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing); got != "" {
+	if got := x.Send(klog.Background(), pod, resources.Pod(pod), keepsNothing); got != "" {
 		t.Errorf("sent to %q, a node that was deleted", got)
 	}
 }
@@ -223,7 +223,7 @@ func TestANodeIsJudgedAsItIsNow(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		got := x.Send(klog.Background(), pod, solver.PodRequests(pod), keepsNothing)
+		got := x.Send(klog.Background(), pod, resources.Pod(pod), keepsNothing)
 		x.Unsend(pod.UID)
 		if got != s.want {
 			t.Errorf("%s: sent to %q, want %q", s.name, got, s.want)
@@ -255,7 +255,7 @@ func TestANodeIsJudgedAsItIsNow(t *testing.T) {
 		if s.node != nil {
 			x.setNode(s.node)
 		}
-		got := x.Send(klog.Background(), s.pod, solver.PodRequests(s.pod), keepsNothing)
+		got := x.Send(klog.Background(), s.pod, resources.Pod(s.pod), keepsNothing)
 		x.Unsend(s.pod.UID)
 		if got != s.want {
 			t.Errorf("%s: sent to %q, want %q", s.name, got, s.want)
@@ -282,15 +282,15 @@ func BenchmarkSendAt4000Nodes(b *testing.B) {
 		nodes = append(nodes, n.Obj())
 	}
 	x := indexOf(nodes, bound)
-	keeps := func(*corev1.Node, func(types.UID) bool) (solver.Requests, bool) {
-		return solver.Requests{MilliCPU: 3500, Memory: 5 << 30, Pods: 5}, true
+	keeps := func(*corev1.Node, func(types.UID) bool) (resources.Requests, bool) {
+		return resources.Requests{MilliCPU: 3500, Memory: 5 << 30, Pods: 5}, true
 	}
 	// as the opt-in keeps Stevedore's pods off Karpenter's nodes
 	pod := test.Pod("p").Pending().Req("cpu", "700m", "memory", "1Gi").Obj()
 	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 			{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}
-	req := solver.PodRequests(pod)
+	req := resources.Pod(pod)
 	logger := klog.Background()
 	b.ResetTimer()
 	for range b.N {

@@ -28,7 +28,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // Why pods are woken (the reason label of stevedore_pods_woken_total) for the changes the ledger makes.
@@ -85,7 +85,7 @@ type podPlan struct {
 	pod   *corev1.Pod
 	claim string
 	// req holds the pod's requests, computed once: the scheduler's filters read them on every node of every cycle.
-	req solver.Requests
+	req resources.Requests
 	// plannedAt is when the pod was planned on its NodeClaim (its wait for a ready node is measured from the later
 	// of this and the node being ready).
 	plannedAt time.Time
@@ -105,7 +105,7 @@ type claimPlan struct {
 	// kept sums the requests of the pods planned on it that are not being bound: a burst's pod planned nowhere
 	// weighs every node's kept room in PreFilter, and summing each node's planned pods on each try grew with the
 	// square of the burst. Changed only through plan, unplan and setBinding.
-	kept solver.Requests
+	kept resources.Requests
 	// refused holds the pods its node refused in their last scheduling attempt.
 	refused map[types.UID]*corev1.Pod
 	// readyAt is when this process saw its node initialize (zero until then).
@@ -162,7 +162,7 @@ func (l *Ledger) Plan(ctx context.Context, claim string, pods []*corev1.Pod) {
 		pp := l.pods[pod.UID]
 		switch {
 		case pp == nil:
-			pp = &podPlan{req: solver.PodRequests(pod), plannedAt: now}
+			pp = &podPlan{req: resources.Pod(pod), plannedAt: now}
 			l.pods[pod.UID] = pp
 		case pp.claim != claim:
 			l.unplanLocked(pod.UID, pp)

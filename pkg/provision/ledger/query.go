@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
 // ClaimOf names the NodeClaim a pod is planned on, and whether it is planned at all.
@@ -77,7 +77,7 @@ func (l *Ledger) NominatedTo(node string) []*corev1.Pod {
 
 // KeptPlanned returns the pods planned on a NodeClaim that are neither being bound, nor the pod except, nor
 // counted (the scheduler adds those to the node itself), with their requests.
-func (l *Ledger) KeptPlanned(claim string, except types.UID, counted map[types.UID]bool) ([]*corev1.Pod, []solver.Requests) {
+func (l *Ledger) KeptPlanned(claim string, except types.UID, counted map[types.UID]bool) ([]*corev1.Pod, []resources.Requests) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.claims[claim]
@@ -85,7 +85,7 @@ func (l *Ledger) KeptPlanned(claim string, except types.UID, counted map[types.U
 		return nil, nil
 	}
 	var pods []*corev1.Pod
-	var reqs []solver.Requests
+	var reqs []resources.Requests
 	for uid, pod := range c.pods {
 		if _, binding := l.binding[uid]; binding || uid == except || counted[uid] {
 			continue
@@ -101,16 +101,16 @@ func (l *Ledger) KeptPlanned(claim string, except types.UID, counted map[types.U
 // pod not planned skips the nodes of NodeClaims still initializing (their room is planned: the pods planned there
 // are nominated to them, and the room left over is what the next solve fills) and those whose free room, less what
 // they keep for the pods planned on them and for the DaemonSet pods not bound yet (daemons), cannot hold it.
-func (l *Ledger) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo, daemons func(fwk.NodeInfo) solver.Requests) (names sets.Set[string], restricted bool) {
+func (l *Ledger) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo, daemons func(fwk.NodeInfo) resources.Requests) (names sets.Set[string], restricted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var own string
 	pp, planned := l.pods[pod.UID]
-	var need solver.Requests
+	var need resources.Requests
 	if planned {
 		own = pp.claim
 	} else {
-		need = solver.PodRequests(pod)
+		need = resources.Pod(pod)
 	}
 	takes := func(ni fwk.NodeInfo) bool {
 		claim, ours := l.claimOfNode[ni.Node().Name]
@@ -122,11 +122,11 @@ func (l *Ledger) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo, daemons func(fw
 		case l.initializingLocked(claim):
 			return false
 		}
-		free := solver.FreeRoom(ni)
+		free := resources.Free(ni)
 		if !need.Fits(free) {
 			return false // full: in a burst, most nodes are
 		}
-		var kept solver.Requests
+		var kept resources.Requests
 		if c := l.claims[claim]; c != nil {
 			kept = c.kept
 		}
@@ -154,15 +154,15 @@ func (l *Ledger) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo, daemons func(fw
 // KeptOn is what a node keeps for the pods planned on it that are not being bound, and whether it takes a pod
 // planned on no NodeClaim at all: not while the node of its NodeClaim is initializing (its room is planned for
 // others). A node of no NodeClaim the ledger knows keeps nothing.
-func (l *Ledger) KeptOn(node string) (kept solver.Requests, takes bool) {
+func (l *Ledger) KeptOn(node string) (kept resources.Requests, takes bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	claim, ok := l.claimOfNode[node]
 	if !ok {
-		return solver.Requests{}, true
+		return resources.Requests{}, true
 	}
 	if l.initializingLocked(claim) {
-		return solver.Requests{}, false
+		return resources.Requests{}, false
 	}
 	if c := l.claims[claim]; c != nil {
 		kept = c.kept
