@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -244,17 +243,11 @@ func (r result) provisioned(conditionType, invalid string) metav1.Condition {
 	return cond
 }
 
-// event records an event on a buffer when a condition's reason changed: a warning unless it is True or
-// Provisioning.
-func (c *Controller) event(obj runtime.Object, before *metav1.Condition, cond metav1.Condition) {
-	if c.opts.Recorder == nil || (before != nil && before.Reason == cond.Reason) {
-		return
-	}
-	eventType := corev1.EventTypeNormal
-	if cond.Status != metav1.ConditionTrue && cond.Reason != ReasonProvisioning {
-		eventType = corev1.EventTypeWarning
-	}
-	c.opts.Recorder.Eventf(obj, nil, eventType, cond.Reason, "Buffer", "%s", cond.Message)
+// event logs and records an event on a buffer when a condition's status or reason changed: a warning unless it is
+// True or Provisioning.
+func (c *Controller) event(ctx context.Context, obj reconcile.Object, before *metav1.Condition, cond metav1.Condition) {
+	reconcile.ReportCondition(ctx, c.opts.Recorder, obj, "CapacityBuffer", "Buffer", before, cond,
+		cond.Status != metav1.ConditionTrue && cond.Reason != ReasonProvisioning)
 }
 
 // chunks returns the buffer's chunks as virtual pods: its template's pod, as many as the buffer asks.

@@ -60,7 +60,7 @@ func (c *Controller) writeOwn(ctx context.Context, b *stevedorev1.CapacityBuffer
 			return true
 		})
 	if written {
-		c.event(b, cur, cond)
+		c.event(ctx, b, cur, cond)
 	}
 	return err
 }
@@ -143,7 +143,7 @@ func (c *Controller) writeShared(ctx context.Context, b *autoscalingv1beta1.Capa
 			return true
 		})
 	if written {
-		c.event(b, before, want.Conditions[1])
+		c.event(ctx, b, before, want.Conditions[1])
 	}
 	return err
 }

@@ -511,20 +511,10 @@ func (c *Controller) writeStatus(ctx context.Context, pr *autoscalingv1.Provisio
 	return nil
 }
 
-// report logs and records an event for a condition written, when its status or reason changed.
+// report logs and records an event for a condition written, when its status or reason changed: a warning when the
+// request failed or found no capacity.
 func (c *Controller) report(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, cond metav1.Condition) {
-	cur := meta.FindStatusCondition(pr.Status.Conditions, cond.Type)
-	if cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason {
-		return // only the message changed
-	}
-	klog.FromContext(ctx).Info("ProvisioningRequest condition changed", "provisioningRequest", klog.KObj(pr),
-		"condition", cond.Type, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
-	if c.opts.Recorder == nil {
-		return
-	}
-	eventType := corev1.EventTypeNormal
-	if cond.Type == autoscalingv1.ConditionFailed || (cond.Type == autoscalingv1.ConditionProvisioned && cond.Reason == ReasonCapacityIsNotFound) {
-		eventType = corev1.EventTypeWarning
-	}
-	c.opts.Recorder.Eventf(pr, nil, eventType, cond.Reason, cond.Type, "%s", cond.Message)
+	warning := cond.Type == autoscalingv1.ConditionFailed || (cond.Type == autoscalingv1.ConditionProvisioned && cond.Reason == ReasonCapacityIsNotFound)
+	reconcile.ReportCondition(ctx, c.opts.Recorder, pr, "ProvisioningRequest", cond.Type, meta.FindStatusCondition(pr.Status.Conditions, cond.Type),
+		cond, warning)
 }

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
@@ -225,14 +224,6 @@ func (c *Controller) write(ctx context.Context, cq *autoscalingv1beta1.CapacityQ
 		return err // !written: gone
 	}
 	cond := want.Conditions[0]
-	if c.opts.Recorder != nil && (before == nil || before.Reason != cond.Reason) {
-		eventType := corev1.EventTypeNormal
-		if cond.Status != metav1.ConditionFalse {
-			eventType = corev1.EventTypeWarning
-		}
-		c.opts.Recorder.Eventf(cq, nil, eventType, cond.Reason, "Quota", "%s", cond.Message)
-		klog.FromContext(ctx).Info("CapacityQuota condition changed", "capacityQuota", cq.Name, "status", cond.Status,
-			"reason", cond.Reason, "message", cond.Message)
-	}
+	reconcile.ReportCondition(ctx, c.opts.Recorder, cq, "CapacityQuota", "Quota", before, cond, cond.Status != metav1.ConditionFalse)
 	return nil
 }

@@ -7,6 +7,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
 )
 
 func TestUpdateStatus(t *testing.T) {
@@ -100,5 +102,40 @@ func TestEveryRunsUntilTheContextEnds(t *testing.T) {
 	})
 	if passes != 5 {
 		t.Errorf("%d passes, want 5 (the last one ended the context)", passes)
+	}
+}
+
+func TestReportConditionTellsOnlyStatusAndReasonChanges(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cond := func(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
+		return &metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: message}
+	}
+	for _, tc := range []struct {
+		name    string
+		before  *metav1.Condition
+		now     *metav1.Condition
+		warning bool
+		want    []string
+	}{
+		{name: "a new condition", now: cond(metav1.ConditionTrue, "Fine", "all good"), want: []string{"Normal Fine all good"}},
+		{name: "the message alone changed", before: cond(metav1.ConditionTrue, "Fine", "old"), now: cond(metav1.ConditionTrue, "Fine", "new")},
+		{name: "the reason changed", before: cond(metav1.ConditionFalse, "Waiting", ""), now: cond(metav1.ConditionFalse, "Stuck", "no room"),
+			warning: true, want: []string{"Warning Stuck no room"}},
+		{name: "the status changed", before: cond(metav1.ConditionFalse, "Same", ""), now: cond(metav1.ConditionTrue, "Same", "up"),
+			want: []string{"Normal Same up"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(10)
+			ReportCondition(context.Background(), rec, node, "Node", "Check", tc.before, *tc.now, tc.warning)
+			ReportCondition(context.Background(), nil, node, "Node", "Check", tc.before, *tc.now, tc.warning) // no recorder: logs only
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
