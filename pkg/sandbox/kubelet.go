@@ -68,8 +68,8 @@ func nodeForInstance(inst *awsemu.Instance, it catalog.InstanceType, region stri
 		capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(bd[0].VolumeSize)<<30, resource.BinarySI)
 	}
 	reserved := corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewMilliQuantity(eksReservedCPU(it.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity((11*cfg.maxPods+255)*1024*1024, resource.BinarySI),
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(cloud.KubeReservedCPU(it.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(cloud.KubeReservedMemoryMiB(cfg.maxPods)*1024*1024, resource.BinarySI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
 	}
 	for k, v := range cfg.kubeReserved {
@@ -116,24 +116,6 @@ func nodeForInstance(inst *awsemu.Instance, it catalog.InstanceType, region stri
 		Spec:   corev1.NodeSpec{ProviderID: inst.ProviderID(), Taints: cfg.taints},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: allocatable},
 	}, nil
-}
-
-// eksReservedCPU is the EKS AMIs' kube-reserved CPU in millicores.
-func eksReservedCPU(vcpu int) int64 {
-	var milli float64
-	for core := 1; core <= vcpu; core++ {
-		switch {
-		case core == 1:
-			milli += 60
-		case core == 2:
-			milli += 10
-		case core <= 4:
-			milli += 5
-		default:
-			milli += 2.5
-		}
-	}
-	return int64(math.Ceil(milli))
 }
 
 // parseUserData reads the kubelet settings a node would boot with.
