@@ -61,8 +61,8 @@ func (st *solve) openFor(pl *placing) bool {
 	}
 	for _, i := range pools {
 		pool := &st.in.NodePools[i]
-		if !pl.usable(pool) {
-			why = append(why, fmt.Sprintf("NodePool %s: has a PreferNoSchedule taint the pod does not tolerate", pool.NodePool.Name))
+		if reason := pl.unusable(pool.NodePool.Spec.Template.Spec.Taints); reason != "" {
+			why = append(why, fmt.Sprintf("NodePool %s: %s", pool.NodePool.Name, reason))
 			continue
 		}
 		ok, reason := st.openOn(pool, pl)

@@ -45,8 +45,10 @@ type placing struct {
 	// poolsAvoid when poolsSet.
 	pools                string
 	poolsSet, poolsAvoid bool
-	// reserve is room the node must keep free for a companion placed right after the pod (see Solve's repair).
-	reserve vec
+	// follower is the stranded pod placed right after this one, beside it (see Solve's repair): the node keeps
+	// reserve free for it and must take its taints too.
+	reserve  vec
+	follower *corev1.Pod
 }
 
 // refusedWhateverNarrowing reports whether the pod is refused on the node whatever type or zone the node is
@@ -135,7 +137,25 @@ func (pl *placing) allowed(name string) bool { return pl.pre.AllNodes() || pl.pr
 
 // usable reports whether the attempt may use a NodePool.
 func (pl *placing) usable(pool *NodePoolOption) bool {
-	return !pl.avoidPreferNoSchedule || toleratesPreferNoSchedule(pl.check, pool.NodePool.Spec.Template.Spec.Taints)
+	return pl.unusable(pool.NodePool.Spec.Template.Spec.Taints) == ""
+}
+
+// unusable says why the attempt may not use a node (or a NodePool's nodes) with these taints, "" when it may: a
+// PreferNoSchedule taint the pod avoids, or a taint the follower does not tolerate (the scheduler's
+// TaintToleration Filter refuses the pod itself).
+func (pl *placing) unusable(taints []corev1.Taint) string {
+	switch {
+	case pl.avoidPreferNoSchedule && !toleratesPreferNoSchedule(pl.check, taints):
+		return "has a PreferNoSchedule taint the pod does not tolerate"
+	case pl.follower != nil && !ToleratesAll(pl.follower, taints, schedulingEffect):
+		return "has a taint that pod " + pl.follower.Name + ", to be placed beside this one, does not tolerate"
+	}
+	return ""
+}
+
+// schedulingEffect reports whether a taint of this effect keeps pods that do not tolerate it off the node.
+func schedulingEffect(e corev1.TaintEffect) bool {
+	return e == corev1.TaintEffectNoSchedule || e == corev1.TaintEffectNoExecute
 }
 
 // zoneIDsAsZones reads a pod's requirements on the zone ID as requirements on the zone.
@@ -182,23 +202,28 @@ func (st *solve) place(pod *corev1.Pod) bool {
 				levels[i] = merged
 			}
 		}
-		if st.placeLevels(pod, levels, resources.Pod(companion)) {
+		if st.placeLevels(pod, levels, companion) {
 			return true
 		}
 	}
-	return st.placeLevels(pod, preferenceLevels(pod), vec{})
+	return st.placeLevels(pod, preferenceLevels(pod), nil)
 }
 
-// placeLevels places pod trying its preference levels (the strictest first), keeping reserve free on its node.
+// placeLevels places pod trying its preference levels (the strictest first), on a node that can take the
+// follower (when not nil) too: its taints, and room kept free for it.
 //
 //nolint:gocyclo // the preference levels, strictest first, with the reserve kept at each; the fall-back order reads in one place
-func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec) bool {
+func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, follower *corev1.Pod) bool {
 	avoid := st.hasPreferNoSchedule && !toleratesPreferNoSchedule(pod, st.preferNoScheduleTaints)
+	var reserve vec
+	if follower != nil {
+		reserve = resources.Pod(follower)
+	}
 	if len(levels) > 1 {
 		var attempts []*placing
 		for _, check := range levels[:len(levels)-1] {
 			if pl := st.newPlacing(pod, check); pl != nil {
-				pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+				pl.avoidPreferNoSchedule, pl.reserve, pl.follower = avoid, reserve, follower
 				attempts = append(attempts, pl)
 			}
 		}
@@ -209,7 +234,7 @@ func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec)
 		}
 		// the pod without its preferences, on planned capacity that costs no more than a new node
 		if pl := st.newPlacing(pod, levels[len(levels)-1]); pl != nil {
-			pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+			pl.avoidPreferNoSchedule, pl.reserve, pl.follower = avoid, reserve, follower
 			if st.placeOnInFlight(pl) || st.placeOnOpenWith(pl, placeOptions{maxMarginal: st.newNodeCost(pl)}) {
 				return true
 			}
@@ -224,7 +249,7 @@ func (st *solve) placeLevels(pod *corev1.Pod, levels []*corev1.Pod, reserve vec)
 	if pl == nil {
 		return false
 	}
-	pl.avoidPreferNoSchedule, pl.reserve = avoid, reserve
+	pl.avoidPreferNoSchedule, pl.reserve, pl.follower = avoid, reserve, follower
 	if st.placeOnInFlight(pl) || st.placeOnOpenWith(pl, placeOptions{allowNew: true, maxMarginal: math.Inf(1)}) {
 		return true
 	}
@@ -243,7 +268,7 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 			continue
 		}
 		node := st.snap.NodeInfo(f.Name).Node()
-		if pl.avoidPreferNoSchedule && !toleratesPreferNoSchedule(pl.check, node.Spec.Taints) {
+		if pl.unusable(node.Spec.Taints) != "" {
 			continue
 		}
 		if !groupsAllow(st.groups, pl.pod, node) || !st.affinityAllows(pl.pod, node) {

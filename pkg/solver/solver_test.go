@@ -180,6 +180,38 @@ func TestSolverRespectsNodePoolsAndPodConstraints(t *testing.T) {
 			},
 		},
 		{
+			// the repair places a pod of the target next to where the follower can go, rather than the restarts
+			// finding it by chance (a slow machine's time cap stops them first)
+			name: "a pod whose required affinity names pods of a tainted NodePool it does not tolerate joins one of them elsewhere",
+			objs: append(append([]runtime.Object{func() runtime.Object {
+				np := testPool("dedicated", 90)
+				np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "team", Effect: corev1.TaintEffectNoSchedule}}
+				return np
+			}(), testPool("general", 0)}, replicas("target", 5, "2", "1Gi", func(p *corev1.Pod) {
+				p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "team"}}
+			})...), replicas("follower", 1, "1", "2Gi", func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "target"}}, TopologyKey: corev1.LabelHostname}}}}
+			})...),
+			check: func(t *testing.T, plan *Plan) {
+				if len(plan.Unschedulable) > 0 {
+					t.Fatalf("unschedulable %v, want every pod placed", plan.Unschedulable)
+				}
+				if most := 2 + maxRepairRounds; plan.Attempts > most {
+					t.Errorf("%d attempts, want the repair rounds to place the follower (at most %d)", plan.Attempts, most)
+				}
+				for _, n := range plan.NewNodes {
+					apps := map[string]bool{}
+					for _, p := range n.Pods {
+						apps[p.Labels["app"]] = true
+					}
+					if apps["follower"] && (!apps["target"] || n.NodePool.Name != "general") {
+						t.Errorf("the follower is on a node of %s with %v, want a node of general with a target pod", n.NodePool.Name, apps)
+					}
+				}
+			},
+		},
+		{
 			name: "arch and capacity type come from the pod's node selector",
 			objs: append([]runtime.Object{testPool("default", 0)}, replicas("arm", 2, "1", "2Gi", func(p *corev1.Pod) {
 				p.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64", stevedorev1.LabelCapacityType: "on-demand"}
