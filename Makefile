@@ -45,12 +45,21 @@ $(BIN)/kueue-crds: hack/kueue/go.mod
 	rm -rf $(BIN)/kueue-crds && cp -r "$$(cd hack/kueue && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components/crd/bases" \
 	  $(BIN)/kueue-crds && chmod -R u+w $(BIN)/kueue-crds
 
+# Karpenter's controller with its kwok cloud provider, and the CRD of its node class (a test runs them beside
+# Stevedore to follow the migration guide), pinned in hack/karpenter/go.mod
+$(BIN)/karpenter-kwok: hack/karpenter/go.mod
+	cd hack/karpenter && CGO_ENABLED=0 $(GO) build -o $(BIN)/karpenter-kwok sigs.k8s.io/karpenter/kwok
+$(BIN)/karpenter-kwok-crds: hack/karpenter/go.mod
+	rm -rf $(BIN)/karpenter-kwok-crds && cp -r "$$(cd hack/karpenter && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)/kwok/apis/crds" \
+	  $(BIN)/karpenter-kwok-crds && chmod -R u+w $(BIN)/karpenter-kwok-crds
+
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
 ## pods deleted on their way to a new node, repeated
-test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds kube-binaries
+test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds $(BIN)/karpenter-kwok $(BIN)/karpenter-kwok-crds kube-binaries
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
+	  STEVEDORE_KARPENTER_BIN=$(BIN)/karpenter-kwok STEVEDORE_KARPENTER_CRDS=$(BIN)/karpenter-kwok-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 	set -o pipefail; CGO_ENABLED=0 $(GO) test -json -count=3 -timeout 20m -run '^$(REGISTRATION_HUNT)$$' \
 	  ./test/integration/provisioning/ 2>&1 | $(SUMMARY)
@@ -70,9 +79,10 @@ unit:
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
 
 ## integration: integration and e2e tests only
-integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds kube-binaries
+integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds $(BIN)/karpenter-kwok $(BIN)/karpenter-kwok-crds kube-binaries
 	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
+	  STEVEDORE_KARPENTER_BIN=$(BIN)/karpenter-kwok STEVEDORE_KARPENTER_CRDS=$(BIN)/karpenter-kwok-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
 
 ## test-versions: the version matrix in full: every check on every supported Kubernetes minor (make test runs the

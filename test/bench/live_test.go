@@ -6,18 +6,14 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +35,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
+	"github.com/stevedore-dev/stevedore/test/karpenter"
 )
 
 // BenchmarkBesideKarpenterLive1000, 3000, 5000 and 20000 scale a workload out from nothing, once with Stevedore (the
@@ -135,13 +132,13 @@ func besideKarpenterLive(b *testing.B, n int32, defaultRounds int) {
 		})
 	}
 	stevedore := func(b *testing.B) liveRun { return liveStevedore(b, bin, n) }
-	karpenter := func(b *testing.B) liveRun { return liveKarpenter(b, bin, karpenterBin, crds, n) }
+	karpenterSide := func(b *testing.B) liveRun { return liveKarpenter(b, bin, karpenterBin, crds, n) }
 	for r := 1; r <= rounds; r++ {
 		if r%2 == 1 {
 			side("stevedore", r, stevedore)
-			side("karpenter", r, karpenter)
+			side("karpenter", r, karpenterSide)
 		} else {
-			side("karpenter", r, karpenter)
+			side("karpenter", r, karpenterSide)
 			side("stevedore", r, stevedore)
 		}
 	}
@@ -327,29 +324,6 @@ func liveStevedore(b *testing.B, bin string, n int32) liveRun {
 	return r
 }
 
-// karpenterObjects are the NodePool and KWOKNodeClass of the Karpenter run, as its kwok provider's README writes
-// them, restricted to the same kind of types as Stevedore's run.
-const karpenterObjects = `
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {name: default}
-spec: {}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: live}
-spec:
-  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: Never}
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      requirements:
-      - {key: karpenter.kwok.sh/instance-cpu, operator: In, values: ["4"]}
-      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
-      - {key: kubernetes.io/arch, operator: In, values: ["amd64"]}
-      - {key: kubernetes.io/os, operator: In, values: ["linux"]}
-`
-
 // liveKarpenter is one Karpenter run: its CRDs, a NodePool and KWOKNodeClass, its kwok provider and
 // kube-scheduler as processes of their own.
 func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int32) liveRun {
@@ -366,7 +340,7 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, doc := range splitYAML(karpenterObjects) {
+	for _, doc := range splitYAML(karpenter.NodeClassAndPool("live")) {
 		var obj unstructured.Unstructured
 		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
 			b.Fatal(err)
@@ -377,7 +351,7 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 			b.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	karpenterPID := runKarpenter(b, karpenterBin, karpenterInstanceTypes(b), sb)
+	karpenterPID := karpenter.Start(b, karpenterBin, sb.Kubeconfig(), karpenter.InstanceTypes(b, catalog.Default().Zones())).Pid()
 	schedulerPID, _, _ := runScheduler(b, schedulerBin, kubeSchedulerConfig(b), sb)
 	waitNodePoolReady(b, sb, schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}, "live")
 	r, _ := runWorkload(b, sb, audit, corev1.DefaultSchedulerName, n)
@@ -394,58 +368,6 @@ func liveKarpenter(b *testing.B, schedulerBin, karpenterBin, crds string, n int3
 	return r
 }
 
-// karpenterInstanceTypes writes the instance types of Karpenter's kwok provider for the run, in its file format:
-// its three 4-vCPU amd64 Linux types (c, s and m: 8, 16 and 32 GiB), priced by its formula, on demand, offered in
-// the zones of the sandbox's catalog, the zones Stevedore's run launches in. With the provider's own zones
-// (test-zone-a to d), a zone spread would count the sandbox's other nodes' zones, where Karpenter cannot launch, and
-// never be satisfied.
-func karpenterInstanceTypes(b *testing.B) string {
-	zones := catalog.Default().Zones()
-	type requirement struct {
-		Key      string   `json:"key"`
-		Operator string   `json:"operator"`
-		Values   []string `json:"values"`
-	}
-	type offering struct {
-		Price        float64       `json:"Price"`
-		Available    bool          `json:"Available"`
-		Requirements []requirement `json:"Requirements"`
-	}
-	type instanceType struct {
-		Name             string            `json:"name"`
-		Offerings        []offering        `json:"offerings"`
-		Architecture     string            `json:"architecture"`
-		OperatingSystems []string          `json:"operatingSystems"`
-		Resources        map[string]string `json:"resources"`
-	}
-	var types []instanceType
-	for _, family := range []struct {
-		name      string
-		memoryGiB int64
-	}{{"c", 8}, {"s", 16}, {"m", 32}} {
-		const cpus = 4
-		price := 0.025*cpus + 0.001*float64(family.memoryGiB<<30)/1e9 // the provider's formula: per vCPU and per GB
-		it := instanceType{Name: fmt.Sprintf("%s-%dx-amd64-linux", family.name, cpus), Architecture: "amd64",
-			OperatingSystems: []string{"linux"}, Resources: map[string]string{"cpu": strconv.Itoa(cpus),
-				"memory": fmt.Sprintf("%dGi", family.memoryGiB), "pods": strconv.Itoa(16 * cpus), "ephemeral-storage": "20Gi"}}
-		for _, zone := range zones {
-			it.Offerings = append(it.Offerings, offering{Price: price, Available: true, Requirements: []requirement{
-				{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{"on-demand"}},
-				{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{zone}}}})
-		}
-		types = append(types, it)
-	}
-	raw, err := json.Marshal(types)
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(b.TempDir(), "instance-types.json")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return path
-}
-
 // kubeSchedulerConfig is the production configuration with the Stevedore plugins taken out and the default
 // scheduler's name: kube-scheduler as Karpenter's users run it, with the same client rate limits as Stevedore's.
 func kubeSchedulerConfig(b *testing.B) string {
@@ -453,47 +375,6 @@ func kubeSchedulerConfig(b *testing.B) string {
 		config["leaderElection"] = map[string]any{"leaderElect": true, "resourceName": "kube-scheduler", "resourceNamespace": "kube-system"}
 		config["profiles"] = []any{map[string]any{"schedulerName": corev1.DefaultSchedulerName}}
 	})
-}
-
-// runKarpenter starts Karpenter's kwok provider against the sandbox, out of cluster (its kubeconfig from
-// $KUBECONFIG, no leader election), stopped when the benchmark ends, and returns its pid.
-func runKarpenter(b *testing.B, bin, instanceTypes string, sb *sandbox.Sandbox) int {
-	health := freePort(b)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+sb.Kubeconfig(), "DISABLE_LEADER_ELECTION=true", "LOG_LEVEL=error",
-		"INSTANCE_TYPES_FILE_PATH="+instanceTypes,
-		"METRICS_PORT="+strconv.Itoa(freePort(b)), "HEALTH_PROBE_PORT="+strconv.Itoa(health))
-	logPath := filepath.Join(b.TempDir(), "karpenter.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting Karpenter (%s): %v", bin, err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = logs.Close()
-		if b.Failed() {
-			raw, _ := os.ReadFile(logPath)
-			b.Logf("Karpenter's log:\n%s", lastLines(string(raw), 40))
-		}
-	})
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)) //nolint:gosec,noctx // G107: Karpenter's own probe port on loopback
-		if err != nil {
-			return false, nil //nolint:nilerr // not listening yet
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		raw, _ := os.ReadFile(logPath)
-		b.Fatalf("Karpenter not ready: %v\n%s", err, lastLines(string(raw), 40))
-	}
-	return cmd.Process.Pid
 }
 
 // installCRDFolder creates every CustomResourceDefinition in the folder's YAML files.

@@ -7,7 +7,6 @@ package e2e
 import (
 	"archive/zip"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,7 +15,8 @@ import (
 	"testing"
 )
 
-// karpenterVersion is the release of Karpenter's AWS provider whose CRD chart the hand-over test installs.
+// karpenterVersion is the release of Karpenter's AWS provider whose CRD chart the migration test installs as
+// release karpenter-crd, as a cluster running Karpenter has it.
 const karpenterVersion = "v1.15.2"
 
 // karpenterCRDChart writes Karpenter's own CRD chart (charts/karpenter-crd of github.com/aws/karpenter-provider-aws
@@ -63,72 +63,4 @@ func karpenterCRDChart(t *testing.T, dir string) string {
 		t.Fatalf("Karpenter %s's CRD chart has no CapacityBuffer CRD: %v", karpenterVersion, err)
 	}
 	return chart
-}
-
-// TestKarpentersCRDChartGoesAndTheBuffersStay follows the migration guide's CRD hand-over as written, on Karpenter's
-// own CRD chart: installed with Helm as release karpenter-crd (Karpenter's NodePool, NodeClaim, NodeOverlay and
-// EC2NodeClass CRDs and capacitybuffers.autoscaling.x-k8s.io), with a NodePool of Karpenter's and a CapacityBuffer
-// stored; after the guide's commands the release is gone, Karpenter's CRDs too, and the buffer and its CRD stay.
-func TestKarpentersCRDChartGoesAndTheBuffersStay(t *testing.T) {
-	scheduler := binary(t, "STEVEDORE_BIN", "./cmd/scheduler")
-	kubectl := binary(t, "KUBECTL", "k8s.io/kubernetes/cmd/kubectl")
-	helm := helmBinary(t)
-	dir := t.TempDir()
-	chart := karpenterCRDChart(t, dir)
-	_, kubeconfig, _ := startSandbox(t, scheduler, dir)
-	k := func(args ...string) (string, error) {
-		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	}
-	if out, err := run(t, nil, helm, "install", "karpenter-crd", chart, "-n", "kube-system", "--kubeconfig", kubeconfig); err != nil {
-		t.Fatalf("helm install: %v\n%s", err, out)
-	}
-	karpenters := []string{"crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh", "crd/nodeoverlays.karpenter.sh", "crd/ec2nodeclasses.karpenter.k8s.aws"}
-	if out, err := k(append([]string{"wait", "--for=condition=Established", "--timeout=2m", "crd/capacitybuffers.autoscaling.x-k8s.io"}, karpenters...)...); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	pool := filepath.Join(dir, "nodepool.yaml")
-	writeFile(t, pool, `apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: general}
-spec:
-  template:
-    spec:
-      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-`)
-	eventually(t, "Karpenter's NodePool stored", func() error {
-		_, err := k("apply", "-f", pool)
-		return err
-	})
-	buffer := filepath.Join(dir, "buffer.yaml")
-	writeFile(t, buffer, `apiVersion: autoscaling.x-k8s.io/v1beta1
-kind: CapacityBuffer
-metadata: {name: web, namespace: default}
-spec: {podTemplateRef: {name: web}, replicas: 2}
-`)
-	eventually(t, "the CapacityBuffer created", func() error {
-		_, err := k("apply", "-f", buffer)
-		return err
-	})
-
-	out, err := newDocShell(t, scheduler, kubectl, kubeconfig).run("docs/migration-from-karpenter.md", "6. **Hand over the CRDs.**")
-	if err != nil {
-		t.Fatalf("the guide's CRD hand-over, run as written: %v\n%s", err, out)
-	}
-	if out, err := run(t, nil, helm, "list", "-A", "-q", "--kubeconfig", kubeconfig); err != nil || strings.Contains(out, "karpenter-crd") {
-		t.Errorf("helm still lists karpenter-crd (%v):\n%s", err, out)
-	}
-	eventually(t, "Karpenter's CRDs deleted", func() error {
-		out, err := k(append([]string{"get", "--ignore-not-found", "-o", "name"}, karpenters...)...)
-		if err != nil {
-			return err
-		}
-		if out != "" {
-			return fmt.Errorf("still there: %s", out)
-		}
-		return nil
-	})
-	if out, err := k("get", "capacitybuffers.autoscaling.x-k8s.io", "web", "-n", "default", "-o", "name"); err != nil {
-		t.Errorf("the CapacityBuffer did not stay: %v\n%s", err, out)
-	}
 }
