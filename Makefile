@@ -11,7 +11,7 @@ COMMIT        ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
                  -X $(MODULE)/pkg/version.gitVersion=$(VERSION) -X $(MODULE)/pkg/version.gitCommit=$(COMMIT)
-UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/...
+UNIT_PKGS := ./pkg/... ./cmd/... ./config/... ./deploy/... ./hack/testsummary/... ./hack/catalog/...
 TEST_FLAGS    ?=
 SUMMARY       := $(GO) run ./hack/testsummary
 

@@ -111,7 +111,7 @@ func regionDump(t *testing.T, region string) string {
 	return dump
 }
 
-// TestPlanAndCostPriceADumpInItsOwnRegion: a dump of a cluster in eu-west-1, cn-north-1 or us-gov-west-1 is read
+// TestPlanAndCostPriceADumpInItsOwnRegion: a dump of a cluster in eu-west-1, ap-east-2, cn-north-1 or us-gov-west-1 is read
 // with that region's embedded catalog (from its nodes' labels): cost prices Karpenter's and the node group's nodes
 // at that region's prices in its currency, plan plans the new nodes in its zones and prices Karpenter's beside
 // them the same way. Where the embedded data has no prices of the region, both say whose are used.
@@ -119,7 +119,8 @@ func TestPlanAndCostPriceADumpInItsOwnRegion(t *testing.T) {
 	for _, tc := range []struct {
 		region, currency, warning string
 	}{
-		{region: "eu-west-1", currency: "USD", warning: "warning: the embedded data has no prices of eu-west-1: us-east-1's are used"},
+		{region: "eu-west-1", currency: "USD"},
+		{region: "ap-east-2", currency: "USD", warning: "warning: the embedded data has no prices of ap-east-2: us-east-1's are used"},
 		{region: "cn-north-1", currency: "CNY"},
 		{region: "us-gov-west-1", currency: "USD"},
 	} {

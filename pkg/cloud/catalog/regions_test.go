@@ -54,9 +54,11 @@ func TestARegionsCatalogIsPricedInItsPartitionsCurrency(t *testing.T) {
 		pricingAPI  string // "": none
 	}{
 		{region: "us-east-1", partition: PartitionAWS, currency: "USD", zone: "us-east-1a", m5Large: 0.096, pricingAPI: "us-east-1"},
-		{region: "eu-west-1", partition: PartitionAWS, currency: "USD", zone: "eu-west-1c", carriedFrom: "us-east-1", pricingAPI: "eu-central-1"},
-		{region: "ap-northeast-1", partition: PartitionAWS, currency: "USD", zone: "ap-northeast-1a", carriedFrom: "us-east-1", pricingAPI: "ap-south-1"},
-		{region: "sa-east-1", partition: PartitionAWS, currency: "USD", zone: "sa-east-1b", carriedFrom: "us-east-1", pricingAPI: "us-east-1"},
+		{region: "eu-west-1", partition: PartitionAWS, currency: "USD", zone: "eu-west-1c", m5Large: 0.107, pricingAPI: "eu-central-1"},
+		{region: "ap-northeast-1", partition: PartitionAWS, currency: "USD", zone: "ap-northeast-1a", m5Large: 0.124, pricingAPI: "ap-south-1"},
+		{region: "sa-east-1", partition: PartitionAWS, currency: "USD", zone: "sa-east-1b", m5Large: 0.153, pricingAPI: "us-east-1"},
+		// in the SDK's list, with no price in the data: its partition's reference region's
+		{region: "ap-east-2", partition: PartitionAWS, currency: "USD", zone: "ap-east-2a", carriedFrom: "us-east-1", pricingAPI: "ap-south-1"},
 		{region: "cn-north-1", partition: PartitionAWSChina, currency: "CNY", zone: "cn-north-1d", m5Large: 1.013, pricingAPI: "cn-northwest-1"},
 		{region: "cn-northwest-1", partition: PartitionAWSChina, currency: "CNY", zone: "cn-northwest-1a", m5Large: 1.013, carriedFrom: "cn-north-1", pricingAPI: "cn-northwest-1"},
 		{region: "us-gov-west-1", partition: PartitionAWSGovCloud, currency: "USD", zone: "us-gov-west-1a", m5Large: 0.121},
