@@ -116,6 +116,14 @@ type buffer struct {
 // scalable names a workload whose pods are a buffer's chunks.
 type scalable struct{ group, kind, name string }
 
+// newScalable is the workload a scalableRef of either API names; both read an empty apiGroup as apps.
+func newScalable(group, kind, name string) *scalable {
+	if group == "" {
+		group = appsv1.GroupName
+	}
+	return &scalable{group: group, kind: kind, name: name}
+}
+
 // result is what a pass found for one buffer.
 type result struct {
 	chunks, placed, unschedulable int

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +35,7 @@ func (c *Controller) ownBuffer(b *stevedorev1.CapacityBuffer) buffer {
 		out.podTemplate = ref.Name
 	}
 	if ref := b.Spec.ScalableRef; ref != nil {
-		out.scalable = &scalable{group: ref.APIGroup, kind: ref.Kind, name: ref.Name}
-		if out.scalable.group == "" {
-			out.scalable.group = appsv1.GroupName
-		}
+		out.scalable = newScalable(ref.APIGroup, ref.Kind, ref.Name)
 	}
 	out.write = func(ctx context.Context, r result) error { return c.writeOwn(ctx, b, r) }
 	return out
@@ -78,10 +74,7 @@ func (c *Controller) sharedBuffer(b *autoscalingv1beta1.CapacityBuffer) (buffer,
 		out.podTemplate = ref.Name
 	}
 	if ref := b.Spec.ScalableRef; ref != nil {
-		out.scalable = &scalable{group: ref.APIGroup, kind: ref.Kind, name: ref.Name}
-		if out.scalable.group == "" {
-			out.scalable.group = appsv1.GroupName
-		}
+		out.scalable = newScalable(ref.APIGroup, ref.Kind, ref.Name)
 	}
 	out.write = func(ctx context.Context, r result) error { return c.writeShared(ctx, b, r) }
 	return out, true

@@ -27,18 +27,75 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
-// gangs returns the gangs among the pods to solve, for the solver to plan whole or not at all, each with the
-// members placed already (bound, binding, or planned by an earlier solve). A pod whose gang has no PodGroup is
-// left out of the solve, with the reason, in refused.
-func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod) (gangs []solver.Gang, refused map[types.UID]string) {
+// podGangs is the gang of each pod that is in one, by UID: a batch works it out once (gangsOf) for its partners,
+// its gangs, the gangs left short and its launch groups.
+type podGangs map[types.UID]gang.Key
+
+// gangsOf works out the gangs of the pods of every group.
+func gangsOf(groups ...[]*corev1.Pod) podGangs {
+	out := podGangs{}
+	for _, pods := range groups {
+		for _, pod := range pods {
+			if key, ok := gang.Of(pod); ok {
+				out[pod.UID] = key
+			}
+		}
+	}
+	return out
+}
+
+// same reports whether two pods are of one gang.
+func (g podGangs) same(a, b *corev1.Pod) bool {
+	ka, ok := g[a.UID]
+	if !ok {
+		return false
+	}
+	kb, ok := g[b.UID]
+	return ok && ka == kb
+}
+
+// anyOf reports whether one of the pods is in a gang.
+func (g podGangs) anyOf(pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		if _, ok := g[pod.UID]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sole returns the gang all the pods belong to; ok is false when one is in none or in another.
+func (g podGangs) sole(pods []*corev1.Pod) (gang.Key, bool) {
+	var key gang.Key
+	for i, pod := range pods {
+		k, ok := g[pod.UID]
+		if !ok || (i > 0 && k != key) {
+			return gang.Key{}, false
+		}
+		key = k
+	}
+	return key, len(pods) > 0
+}
+
+// batchGangs are the gangs among a batch's pods, for the solver to plan whole or not at all (solver), with the key
+// of each (keys[i] is solver[i]'s).
+type batchGangs struct {
+	solver []solver.Gang
+	keys   []gang.Key
+}
+
+// gangs returns the gangs among the pods to solve (their gangs worked out in of), each with the members placed
+// already (bound, binding, or planned by an earlier solve). A pod whose gang has no PodGroup is left out of the
+// solve, with the reason, in refused.
+func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod, of podGangs) (gangs batchGangs, refused map[types.UID]string) {
 	byKey := map[gang.Key][]types.UID{}
 	for _, pod := range pods {
-		if key, ok := gang.Of(pod); ok {
+		if key, ok := of[pod.UID]; ok {
 			byKey[key] = append(byKey[key], pod.UID)
 		}
 	}
 	if len(byKey) == 0 {
-		return nil, nil
+		return batchGangs{}, nil
 	}
 	in := make(map[types.UID]bool, len(pods))
 	for _, pod := range pods {
@@ -63,7 +120,8 @@ func (p *Provisioner) gangs(ctx context.Context, pods []*corev1.Pod) (gangs []so
 		}
 		klog.FromContext(ctx).V(2).Info("Planning a gang whole or not at all", "gang", key, "minMember", g.MinMember,
 			"inBatch", len(g.Pods), "placedAlready", g.Placed)
-		gangs = append(gangs, g)
+		gangs.solver = append(gangs.solver, g)
+		gangs.keys = append(gangs.keys, key)
 	}
 	return gangs, refused
 }
@@ -88,43 +146,15 @@ func (p *Provisioner) gangOf(key gang.Key, pods []types.UID, in map[types.UID]bo
 	return solver.Gang{Name: key.String(), MinMember: need, Placed: placed, Pods: pods}, true, nil
 }
 
-// sameGang reports whether two pods are of one gang.
-func sameGang(a, b *corev1.Pod) bool {
-	ka, ok := gang.Of(a)
-	if !ok {
-		return false
-	}
-	kb, ok := gang.Of(b)
-	return ok && ka == kb
-}
-
-func anyGang(pods []*corev1.Pod) bool {
-	for _, pod := range pods {
-		if _, ok := gang.Of(pod); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // releaseShortGangs gives back the NodeClaims held for a gang that the solve left short: members planned by an
 // earlier solve whose siblings' launch failed (no capacity) would keep nodes running that cannot serve the gang.
 // Only NodeClaims holding nothing but the gang's pods are deleted, and only while no pod of the gang is bound (a
 // gang that runs keeps its nodes; the member it misses waits for room). The members are planned again, all
 // together, once the NodeClaims are gone (the ledger wakes them).
-func (p *Provisioner) releaseShortGangs(ctx context.Context, gangs []solver.Gang, pods []*corev1.Pod, unschedulable map[types.UID]string) {
-	byUID := make(map[types.UID]*corev1.Pod, len(pods))
-	for _, pod := range pods {
-		byUID[pod.UID] = pod
-	}
-	for _, g := range gangs {
-		if g.Placed == 0 || !leftOut(g, unschedulable) || len(g.Pods) == 0 {
-			continue
-		}
-		if pod := byUID[g.Pods[0]]; pod != nil {
-			if key, ok := gang.Of(pod); ok {
-				p.releaseGang(ctx, g, key)
-			}
+func (p *Provisioner) releaseShortGangs(ctx context.Context, gangs batchGangs, unschedulable map[types.UID]string) {
+	for i, g := range gangs.solver {
+		if g.Placed > 0 && len(g.Pods) > 0 && leftOut(g, unschedulable) {
+			p.releaseGang(ctx, g, gangs.keys[i])
 		}
 	}
 }
@@ -179,10 +209,10 @@ func (p *Provisioner) releaseGang(ctx context.Context, g solver.Gang, key gang.K
 
 // launchGroups returns, for each planned node (by index), the AnnotationLaunchGroup value that makes it launch
 // with its gang's other nodes of the same shape in one all-or-nothing fleet, or "" for none. A node takes part
-// when all its pods are of one gang.
-func launchGroups(nodes []*solver.PlannedNode, now time.Time) []string {
+// when all its pods are of one gang (of says which).
+func launchGroups(nodes []*solver.PlannedNode, now time.Time, of podGangs) []string {
 	return groupsByShape(nodes, now, func(pn *solver.PlannedNode) (string, bool) {
-		key, ok := soleGang(pn.Pods)
+		key, ok := of.sole(pn.Pods)
 		return key.String(), ok
 	})
 }
@@ -224,17 +254,4 @@ func groupsByShape(nodes []*solver.PlannedNode, now time.Time, groupOf func(*sol
 		}
 	}
 	return out
-}
-
-// soleGang returns the gang all the pods belong to; ok is false when one is in none or in another.
-func soleGang(pods []*corev1.Pod) (gang.Key, bool) {
-	var key gang.Key
-	for i, pod := range pods {
-		k, ok := gang.Of(pod)
-		if !ok || (i > 0 && k != key) {
-			return gang.Key{}, false
-		}
-		key = k
-	}
-	return key, len(pods) > 0
 }

@@ -27,10 +27,11 @@ import (
 // pod planned first may land where its partner cannot follow (a node of a NodePool whose taint the partner does
 // not tolerate, a zone the partner's node affinity excludes), and the partner stays Pending; a gang planned in
 // parts is short in each. Planned in one solve, they go where all of them can.
-func (p *Provisioner) withPartners(ctx context.Context, batch []*corev1.Pod) []*corev1.Pod {
+// It returns the gangs of the pods it returns, worked out once for the batch.
+func (p *Provisioner) withPartners(ctx context.Context, batch []*corev1.Pod) ([]*corev1.Pod, podGangs) {
 	all, err := p.opts.Pods.List(labels.Everything())
 	if err != nil {
-		return batch
+		return batch, gangsOf(batch)
 	}
 	in := make(map[types.UID]bool, len(batch))
 	for _, pod := range batch {
@@ -42,8 +43,9 @@ func (p *Provisioner) withPartners(ctx context.Context, batch []*corev1.Pod) []*
 			candidates = append(candidates, pod)
 		}
 	}
-	if len(candidates) == 0 || (!anyRequiredAffinity(batch) && !anyRequiredAffinity(candidates) && !anyGang(batch)) {
-		return batch
+	gangs := gangsOf(batch, candidates)
+	if len(candidates) == 0 || (!anyRequiredAffinity(batch) && !anyRequiredAffinity(candidates) && !gangs.anyOf(batch)) {
+		return batch, gangs
 	}
 	// deterministic: the partners join in namespace/name order, whatever order the lister gave
 	sort.Slice(candidates, func(i, j int) bool {
@@ -52,16 +54,16 @@ func (p *Provisioner) withPartners(ctx context.Context, batch []*corev1.Pod) []*
 		}
 		return candidates[i].Name < candidates[j].Name
 	})
-	out := append(batch[:len(batch):len(batch)], partnersOf(batch, candidates)...)
+	out := append(batch[:len(batch):len(batch)], partnersOf(batch, candidates, gangs)...)
 	if added := len(out) - len(batch); added > 0 {
 		klog.FromContext(ctx).V(2).Info("Planning pods with the batch that a required pod affinity or a gang ties to it", "batch", len(batch), "partners", added)
 	}
-	return out
+	return out, gangs
 }
 
-// partnersOf returns the candidates tied to the pods by a required pod-affinity term, either way, or by a gang,
-// directly or through other candidates, in the order they are found.
-func partnersOf(pods, candidates []*corev1.Pod) []*corev1.Pod {
+// partnersOf returns the candidates tied to the pods by a required pod-affinity term, either way, or by a gang
+// (gangs says which), directly or through other candidates, in the order they are found.
+func partnersOf(pods, candidates []*corev1.Pod, gangs podGangs) []*corev1.Pod {
 	terms := map[types.UID][]fwk.AffinityTerm{}
 	for _, group := range [][]*corev1.Pod{pods, candidates} {
 		for _, pod := range group {
@@ -80,7 +82,7 @@ func partnersOf(pods, candidates []*corev1.Pod) []*corev1.Pod {
 		x := queue[0]
 		queue = queue[1:]
 		for _, y := range candidates {
-			if joined[y.UID] || !tied(terms[x.UID], y) && !tied(terms[y.UID], x) && !sameGang(x, y) {
+			if joined[y.UID] || !tied(terms[x.UID], y) && !tied(terms[y.UID], x) && !gangs.same(x, y) {
 				continue
 			}
 			joined[y.UID] = true
@@ -160,7 +162,7 @@ func (p *Provisioner) partnersComing(batch []*corev1.Pod) string {
 				continue
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: tw.template.Labels}, Spec: tw.template.Spec}
-			if len(partnersOf([]*corev1.Pod{pod}, batch)) > 0 {
+			if len(partnersOf([]*corev1.Pod{pod}, batch, gangsOf([]*corev1.Pod{pod}, batch))) > 0 {
 				return tw.name
 			}
 		}

@@ -381,11 +381,11 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return nil
 	}
 	pending := len(pods)
-	pods = p.withPartners(ctx, pods)
+	pods, memberOf := p.withPartners(ctx, pods)
 	p.setSolving(pods[pending:], true)
 	defer p.setSolving(pods[pending:], false)
 	start := p.opts.Clock.Now()
-	gangs, refused := p.gangs(ctx, pods)
+	gangs, refused := p.gangs(ctx, pods, memberOf)
 	if len(refused) > 0 {
 		kept := pods[:0:0]
 		for _, pod := range pods {
@@ -400,7 +400,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	if err != nil {
 		return err
 	}
-	in.Gangs = gangs
+	in.Gangs = gangs.solver
 	p.simMu.Lock()
 	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, in)
 	p.simMu.Unlock()
@@ -435,7 +435,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			logger.V(1).Info("Planned node not launched: its pods found nodes while the batch was solved", "pods", len(pn.Pods))
 		}
 	}
-	groups := launchGroups(launch, p.opts.Clock.Now())
+	groups := launchGroups(launch, p.opts.Clock.Now(), memberOf)
 	p.createNodeClaims(ctx, launch, "provisioning", func(i int) map[string]string {
 		if groups[i] == "" {
 			return nil
@@ -443,7 +443,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return map[string]string{stevedorev1.AnnotationLaunchGroup: groups[i]}
 	})
 	p.refuse(ctx, pods, plan.Unschedulable)
-	p.releaseShortGangs(ctx, gangs, pods, plan.Unschedulable)
+	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
 	return nil
 }
 
