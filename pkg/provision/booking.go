@@ -7,6 +7,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,41 +65,45 @@ func (p *Provisioner) ProvisionBooking(ctx context.Context, sim *simulation.Simu
 	if b.Launch {
 		in.NodePools = c.NodePools
 	}
-	plan, err := solver.NewSolver(sim).Solve(ctx, in)
+	res, err := p.Plan(ctx, Request{Simulator: sim, Input: in, Launch: &Launch{Reason: launchBooking, RoomOnly: true,
+		Select: func(plan *solver.Plan) []*solver.PlannedNode {
+			if len(plan.Unschedulable) > 0 {
+				return nil // all or nothing
+			}
+			for node, placed := range plan.InFlight {
+				for _, pod := range placed {
+					out.Nodes[pod.UID] = node
+				}
+			}
+			for _, pn := range plan.NewNodes {
+				for _, pod := range pn.Pods {
+					out.Nodes[pod.UID] = "" // on a node being launched
+				}
+			}
+			return plan.NewNodes
+		},
+		// the room stays free for the pods that consume the booking; the nodes of one shape launch all or nothing
+		Annotations: func(nodes []*solver.PlannedNode) []map[string]string {
+			groups := groupsByShape(nodes, time.Now(), func(*solver.PlannedNode) (string, bool) { return b.Name, true })
+			out := make([]map[string]string, len(nodes))
+			for i := range nodes {
+				out[i] = maps.Clone(b.Annotations)
+				if out[i] == nil {
+					out[i] = map[string]string{}
+				}
+				if groups[i] != "" {
+					out[i][stevedorev1.AnnotationLaunchGroup] = groups[i]
+				}
+			}
+			return out
+		},
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("planning the %d pods of %s: %w", len(b.Pods), b.Name, err)
 	}
-	p.noteQuotas(plan)
-	if len(plan.Unschedulable) > 0 {
-		for uid, why := range plan.Unschedulable {
-			out.Unschedulable[uid] = why
-		}
-		return out, nil
+	for uid, why := range res.Plan.Unschedulable {
+		out.Unschedulable[uid] = why
 	}
-	for node, placed := range plan.InFlight {
-		for _, pod := range placed {
-			out.Nodes[pod.UID] = node
-		}
-	}
-	if len(plan.NewNodes) == 0 {
-		return out, nil
-	}
-	groups := groupsByShape(plan.NewNodes, time.Now(), func(*solver.PlannedNode) (string, bool) { return b.Name, true })
-	for _, pn := range plan.NewNodes {
-		for _, pod := range pn.Pods {
-			out.Nodes[pod.UID] = "" // on a node being launched
-		}
-		pn.Pods = nil // the room stays free for the pods that consume the booking
-	}
-	out.Launched = p.createNodeClaims(ctx, plan.NewNodes, "booking", func(i int) map[string]string {
-		annotations := map[string]string{}
-		for k, v := range b.Annotations {
-			annotations[k] = v
-		}
-		if groups[i] != "" {
-			annotations[stevedorev1.AnnotationLaunchGroup] = groups[i]
-		}
-		return annotations
-	})
+	out.Launched = res.Launched
 	return out, nil
 }

@@ -32,6 +32,8 @@ type Cluster struct {
 	Region  string
 	// Displaced is how many pods were waiting for a place when the model was built.
 	Displaced int
+	// plan is the provisioner's door into the solver.
+	plan func(context.Context, Request) (*Result, error)
 }
 
 // Cluster builds a model of the cluster as the caches show it now. Pods that must find a new place — those of
@@ -50,7 +52,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, he
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Snapshot: in.Snapshot, NodePools: in.NodePools, Region: in.Region}
+	c := &Cluster{Snapshot: in.Snapshot, NodePools: in.NodePools, Region: in.Region, plan: p.Plan}
 	displaced := p.leavingPods(c)
 	pending, err := p.opts.Pods.List(labels.Everything())
 	if err != nil {
@@ -67,8 +69,8 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, he
 		return c, nil
 	}
 	// The solver leaves the pods it puts on existing nodes in the snapshot: that is the room they keep.
-	if _, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: displaced, NodePools: c.NodePools, Snapshot: c.Snapshot,
-		InFlight: c.Targets, Region: c.Region}); err != nil {
+	if _, err := p.Plan(ctx, Request{Simulator: sim, WhatIf: true, Input: solver.Input{Pods: displaced, NodePools: c.NodePools,
+		Snapshot: c.Snapshot, InFlight: c.Targets, Region: c.Region}}); err != nil {
 		return nil, fmt.Errorf("placing %d displaced pods: %w", len(displaced), err)
 	}
 	return c, nil
@@ -169,11 +171,12 @@ func (c *Cluster) SimulateRemoval(ctx context.Context, sim *simulation.Simulator
 			targets = append(targets, t)
 		}
 	}
-	plan, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
-		InFlight: targets, TimeBudget: budget, Region: c.Region})
+	res, err := c.plan(ctx, Request{Simulator: sim, WhatIf: true, Input: solver.Input{Pods: pods, NodePools: c.NodePools,
+		Snapshot: c.Snapshot, InFlight: targets, TimeBudget: budget, Region: c.Region}})
 	if err != nil {
 		return nil, err
 	}
+	plan := res.Plan
 	for node, placed := range plan.InFlight {
 		for _, pod := range placed {
 			_ = c.Snapshot.RemovePod(node, pod)

@@ -228,6 +228,6 @@ func newSolvingHarness(t *testing.T, objs ...runtime.Object) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+	h.prov.opts.Simulator, h.prov.planner.sim, h.prov.opts.SchedulerName = sim, sim, "stevedore"
 	return h
 }

@@ -73,7 +73,7 @@ func TestAffinityPartnersArePlannedWithTheBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.prov.opts.Simulator, h.prov.opts.SchedulerName = sim, "stevedore"
+			h.prov.opts.Simulator, h.prov.planner.sim, h.prov.opts.SchedulerName = sim, sim, "stevedore"
 			if err := h.prov.solveBatch(h.Ctx, tc.batch); err != nil {
 				t.Fatal(err)
 			}

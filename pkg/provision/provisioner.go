@@ -93,7 +93,8 @@ type Provisioner struct {
 	opts    Options
 	batcher *Batcher
 
-	simMu sync.Mutex // the simulator is not safe for concurrent use
+	// planner is the door into the solver (Plan), with the live path's simulator.
+	planner *planner
 	// plans is what is planned where: the pods planned on each NodeClaim, their nominations, the room kept for
 	// them, the pods being bound.
 	plans *ledger.Ledger
@@ -160,6 +161,7 @@ func New(opts Options) *Provisioner {
 		spreadHeld:      map[string]map[types.UID]*corev1.Pod{},
 		spreadHeldOn:    map[types.UID]heldSpread{},
 		podInfos:        simulation.NewPodInfos(),
+		planner:         &planner{sim: opts.Simulator},
 	}
 	p.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: p.wake})
 	return p
@@ -373,7 +375,6 @@ func (p *Provisioner) provisionBatch(ctx context.Context, batch []*corev1.Pod) {
 
 // solveBatch plans a batch, with the pods a required pod affinity ties to it, and creates its NodeClaims.
 func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
-	logger := klog.FromContext(ctx)
 	p.setSolving(batch, true)
 	defer p.setSolving(batch, false)
 	pods := p.sendUntried(ctx, p.stillPending(batch))
@@ -401,30 +402,55 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return err
 	}
 	in.Gangs = gangs.solver
-	p.simMu.Lock()
-	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, in)
-	p.simMu.Unlock()
+	res, err := p.Plan(ctx, Request{Input: in, Launch: &Launch{Reason: launchProvisioning,
+		Select: func(plan *solver.Plan) []*solver.PlannedNode {
+			p.reportSolve(ctx, plan, len(pods), start)
+			// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
+			// (reserved or bound) needs no room, and a new node left with no pod is not launched.
+			p.planInFlight(ctx, plan.InFlight, claimByNode)
+			return p.stillNeeded(ctx, plan.NewNodes)
+		},
+		Annotations: func(nodes []*solver.PlannedNode) []map[string]string {
+			out := make([]map[string]string, len(nodes))
+			for i, group := range launchGroups(nodes, p.opts.Clock.Now(), memberOf) {
+				if group != "" {
+					out[i] = map[string]string{stevedorev1.AnnotationLaunchGroup: group}
+				}
+			}
+			return out
+		},
+	}})
 	if err != nil {
 		return err
 	}
-	p.noteQuotas(plan)
-	metrics.BatchPods.Observe(float64(len(pods)))
+	plan := res.Plan
+	p.refuse(ctx, pods, plan.Unschedulable)
+	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
+	return nil
+}
+
+// reportSolve counts and logs a batch's solve.
+func (p *Provisioner) reportSolve(ctx context.Context, plan *solver.Plan, pods int, start time.Time) {
+	metrics.BatchPods.Observe(float64(pods))
 	metrics.SolveDuration.Observe(plan.Duration.Seconds())
 	metrics.UnschedulablePods.Add(float64(len(plan.Unschedulable)))
+	logger := klog.FromContext(ctx)
 	if plan.Improvement.TimedOut {
 		metrics.SolveTimeouts.Inc()
 		logger.Info("The solver's improvement phase reached solveTimeout before its bound of moves; the plan is what it had then",
-			"pods", len(pods), "solveTimeout", p.opts.Args.SolveTimeout.Duration, "moves", plan.Improvement.Moves)
+			"pods", pods, "solveTimeout", p.opts.Args.SolveTimeout.Duration, "moves", plan.Improvement.Moves)
 	}
-	logger.Info("Solved provisioning batch", "pods", len(pods), "newNodes", len(plan.NewNodes),
+	logger.Info("Solved provisioning batch", "pods", pods, "newNodes", len(plan.NewNodes),
 		"onNodesLaunching", countPods(plan.InFlight), "unschedulable", len(plan.Unschedulable),
 		"hourlyCost", stevedorev1.FormatPrice(plan.Cost), "duration", plan.Duration, "attempts", plan.Attempts,
 		"improvementMoves", plan.Improvement.Moves, "improvementDuration", plan.Improvement.Duration, "total", p.opts.Clock.Since(start))
-	// The scheduler keeps trying the batch's pods while they are solved: one that found a node meanwhile
-	// (reserved or bound) needs no room, and a new node left with no pod is not launched.
-	p.planInFlight(ctx, plan.InFlight, claimByNode)
+}
+
+// stillNeeded returns the planned new nodes to launch, each with its pods that still wait for a node: one whose
+// pods all found a node while the batch was solved is not launched.
+func (p *Provisioner) stillNeeded(ctx context.Context, nodes []*solver.PlannedNode) []*solver.PlannedNode {
 	var launch []*solver.PlannedNode
-	for _, pn := range plan.NewNodes {
+	for _, pn := range nodes {
 		if pending := p.stillPending(pn.Pods); len(pending) == len(pn.Pods) {
 			launch = append(launch, pn)
 		} else if len(pending) > 0 {
@@ -432,19 +458,10 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			cp.Pods = pending
 			launch = append(launch, &cp)
 		} else {
-			logger.V(1).Info("Planned node not launched: its pods found nodes while the batch was solved", "pods", len(pn.Pods))
+			klog.FromContext(ctx).V(1).Info("Planned node not launched: its pods found nodes while the batch was solved", "pods", len(pn.Pods))
 		}
 	}
-	groups := launchGroups(launch, p.opts.Clock.Now(), memberOf)
-	p.createNodeClaims(ctx, launch, "provisioning", func(i int) map[string]string {
-		if groups[i] == "" {
-			return nil
-		}
-		return map[string]string{stevedorev1.AnnotationLaunchGroup: groups[i]}
-	})
-	p.refuse(ctx, pods, plan.Unschedulable)
-	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
-	return nil
+	return launch
 }
 
 // planInFlight plans pods on the NodeClaims coming up that the solve put them on (by node name), records them in
@@ -500,9 +517,9 @@ func (p *Provisioner) refuse(ctx context.Context, pods []*corev1.Pod, reasons ma
 // created; a failed create is logged and its pods are provisioned again.
 // Extra annotations mean replacements (the metric's reason).
 func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
-	reason := "provisioning"
+	reason := launchProvisioning
 	if len(annotations) > 0 {
-		reason = "replacement"
+		reason = launchReplacement
 	}
 	return p.createNodeClaims(ctx, nodes, reason, func(int) map[string]string { return annotations })
 }

@@ -55,14 +55,12 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 		placeholders[i] = staticPlaceholder(np.Name, i)
 	}
 	snap := stayingStaticNodes(np.Name, claims, leaving)
-	p.simMu.Lock()
-	plan, err := solver.NewSolver(p.opts.Simulator).Solve(ctx, solver.Input{Pods: placeholders,
-		NodePools: options, Snapshot: snap, Region: p.opts.Args.Region})
-	p.simMu.Unlock()
+	res, err := p.Plan(ctx, Request{Input: solver.Input{Pods: placeholders, NodePools: options, Snapshot: snap,
+		Region: p.opts.Args.Region}})
 	if err != nil {
 		return nil, err
 	}
-	p.noteQuotas(plan)
+	plan := res.Plan
 	for _, pn := range plan.NewNodes {
 		pn.Pods = nil
 	}

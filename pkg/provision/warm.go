@@ -63,30 +63,21 @@ func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulat
 	if err != nil {
 		return nil, err
 	}
-	plan, err := solver.NewSolver(sim).Solve(ctx, solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
-		InFlight: c.Targets, Region: c.Region})
+	res, err := p.Plan(ctx, Request{Simulator: sim, Input: solver.Input{Pods: pods, NodePools: c.NodePools, Snapshot: c.Snapshot,
+		InFlight: c.Targets, Region: c.Region},
+		// the room stays free for real pods; the next pass finds the warm pods a place on it
+		Launch: &Launch{Reason: launchProvisioning, RoomOnly: true}})
 	if err != nil {
 		return nil, fmt.Errorf("planning %d warm pods: %w", len(pods), err)
 	}
-	p.noteQuotas(plan)
-	for _, placed := range plan.InFlight {
+	for _, placed := range res.Plan.InFlight {
 		for _, pod := range placed {
 			out.Placed[string(pod.UID)] = true
 		}
 	}
-	for uid, why := range plan.Unschedulable {
+	for uid, why := range res.Plan.Unschedulable {
 		out.Unschedulable[string(uid)] = why
 	}
-	if len(plan.NewNodes) == 0 {
-		return out, nil
-	}
-	for _, pn := range plan.NewNodes {
-		pn.Pods = nil // the room stays free for real pods; the next pass finds the warm pods a place on it
-	}
-	for _, cl := range p.CreateNodeClaims(ctx, plan.NewNodes, nil) {
-		if cl != nil {
-			out.Launched = append(out.Launched, cl)
-		}
-	}
+	out.Launched = res.Launched
 	return out, nil
 }
