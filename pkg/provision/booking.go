@@ -85,17 +85,17 @@ func (p *Provisioner) ProvisionBooking(ctx context.Context, sim *simulation.Simu
 		// the room stays free for the pods that consume the booking; the nodes of one shape launch all or nothing
 		Annotations: func(nodes []*solver.PlannedNode) []map[string]string {
 			groups := groupsByShape(nodes, time.Now(), func(*solver.PlannedNode) (string, bool) { return b.Name, true })
-			out := make([]map[string]string, len(nodes))
+			extra := make([]map[string]string, len(nodes))
 			for i := range nodes {
-				out[i] = maps.Clone(b.Annotations)
-				if out[i] == nil {
-					out[i] = map[string]string{}
+				extra[i] = maps.Clone(b.Annotations)
+				if extra[i] == nil {
+					extra[i] = map[string]string{}
 				}
 				if groups[i] != "" {
-					out[i][stevedorev1.AnnotationLaunchGroup] = groups[i]
+					extra[i][stevedorev1.AnnotationLaunchGroup] = groups[i]
 				}
 			}
-			return out
+			return extra
 		},
 	}})
 	if err != nil {
