@@ -50,6 +50,12 @@ const (
 // UIDPrefix starts the UID of every chunk (virtual pod) of a buffer.
 const UIDPrefix = "capacitybuffer/"
 
+// Provisioner is what the buffers use of the provisioner: it plans the warm pods, after those ahead of them, and
+// launches nodes for the room the cluster lacks.
+type Provisioner interface {
+	ProvisionWarm(ctx context.Context, sim *simulation.Simulator, ahead, pods []*corev1.Pod) (*provision.WarmPlan, error)
+}
+
 // Options configure the controller.
 type Options struct {
 	Kube      kubernetes.Interface
@@ -58,7 +64,7 @@ type Options struct {
 	// Shared lists the autoscaling.x-k8s.io CapacityBuffers; nil where the cluster does not serve them or they are
 	// left to another autoscaler.
 	Shared      autoscalinglisters.CapacityBufferLister
-	Provisioner *provision.Provisioner
+	Provisioner Provisioner
 	// Simulator answers where chunks fit (the buffer's own, not the live provisioning path's).
 	Simulator *simulation.Simulator
 	Recorder  events.EventRecorder

@@ -28,9 +28,19 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
+
+// Provisioner is what disruption uses of the provisioner: the model of the cluster its moves are weighed on, whether
+// warm pods keep room, the replacements of a static NodePool's node, and the creation of replacements.
+type Provisioner interface {
+	Cluster(ctx context.Context, sim *simulation.Simulator) (*provision.Cluster, error)
+	HasWarmPods() bool
+	PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error)
+	CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim
+}
 
 // Options configure the disruption controller.
 type Options struct {
@@ -41,7 +51,7 @@ type Options struct {
 	PDBs        pdbLister
 	NodeClaims  listers.NodeClaimLister
 	NodePools   listers.NodePoolLister
-	Provisioner *provision.Provisioner
+	Provisioner Provisioner
 	Cloud       cloud.Provider
 	// Simulator answers the "would these pods fit elsewhere" questions (disruption's own, not provisioning's).
 	Simulator *simulation.Simulator

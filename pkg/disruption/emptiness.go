@@ -10,14 +10,13 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
 // emptiness deletes nodes running nothing but DaemonSet pods past consolidateAfter.
 type emptiness struct {
 	activity    *activity
 	removals    *removals
-	provisioner *provision.Provisioner
+	provisioner Provisioner
 }
 
 func (*emptiness) Name() string     { return MethodEmptiness }

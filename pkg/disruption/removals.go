@@ -15,7 +15,7 @@ import (
 // removals answers "where would these nodes' pods go were the nodes removed" over one cluster model per pass,
 // built on first use; simulations are serialised (they share the simulator's snapshot).
 type removals struct {
-	provisioner *provision.Provisioner
+	provisioner Provisioner
 	sim         *simulation.Simulator
 
 	mu    sync.Mutex

@@ -10,12 +10,11 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 )
 
 // staticReplacement replaces a static NodePool's expired or drifted nodes one at a time.
 type staticReplacement struct {
-	provisioner *provision.Provisioner
+	provisioner Provisioner
 }
 
 // replace replaces the first of a static NodePool's candidates (drifted or expired) whose NodePool has

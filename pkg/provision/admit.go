@@ -7,6 +7,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +27,51 @@ const (
 	waitInitializing = "waiting for node %s, launched for this pod (NodeClaim %s), to be ready"
 )
 
+// admission is the gate before the scheduling queue (Admit) and the room kept on the nodes Stevedore launched for
+// the pods planned on them (KeptRoom, RoomRefused, NodesFor).
+type admission struct {
+	*base
+	// wakeups refuses the nodes coming up until the previous leader's plan is adopted.
+	wakeups *wakeups
+
+	mu sync.Mutex
+	// untried are the pods Admit batched before any scheduling cycle: a node may have room for them by the time
+	// their batch is solved (sendUntried).
+	untried map[types.UID]bool
+	// spreadHeld holds, by spread group, the pods whose planned node is ready but whose topology spread keeps them
+	// waiting (holdForSpread); spreadHeldOn their groups, by pod.
+	spreadHeld   map[string]map[types.UID]*corev1.Pod
+	spreadHeldOn map[types.UID]heldSpread
+}
+
+func newAdmission(b *base, w *wakeups) *admission {
+	return &admission{base: b, wakeups: w, untried: map[types.UID]bool{},
+		spreadHeld: map[string]map[types.UID]*corev1.Pod{}, spreadHeldOn: map[types.UID]heldSpread{}}
+}
+
+// tried records that the scheduler tried a pod (a cycle ended with no node for it).
+func (p *admission) tried(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.untried, uid)
+}
+
+// forgetAllBut forgets what is kept for the pods not in live.
+func (p *admission) forgetAllBut(live map[types.UID]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for uid := range p.untried {
+		if !live[uid] {
+			delete(p.untried, uid)
+		}
+	}
+	for uid := range p.spreadHeldOn {
+		if !live[uid] {
+			p.unholdLocked(uid)
+		}
+	}
+}
+
 // Admit decides, as a pod of this scheduler enters the scheduling queue (the plugin's PreEnqueue), whether it goes
 // to a scheduling cycle now ("") or waits, and says why. A pod some node may take goes now (freeroom.Index screens
 // the nodes); a pod no node has room for is batched for the next solve at once, rather than after a failed
@@ -34,8 +80,8 @@ const (
 // it. The queue calls it with its own lock held: it takes only the provisioner's locks and never calls the queue.
 // Once what a pod waits for clears, the pod is woken (Activate, the wake-up table in the package documentation),
 // and the queue asks again.
-func (p *Provisioner) Admit(ctx context.Context, pod *corev1.Pod) string {
-	if p.opts.Queue == nil || !p.started.Load() || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
+func (p *admission) Admit(ctx context.Context, pod *corev1.Pod) string {
+	if p.opts.Queue == nil || !p.wakeups.started.Load() || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
 		podutil.IsDaemonSetPod(pod) {
 		return ""
 	}
@@ -50,11 +96,11 @@ func (p *Provisioner) Admit(ctx context.Context, pod *corev1.Pod) string {
 		// the NodeClaim is going: the pod is planned again
 	}
 	switch {
-	case p.plans.IsBinding(pod.UID), p.isUnprovisionable(pod.UID), p.preempting(pod):
+	case p.plans.IsBinding(pod.UID), p.refused.recent(pod.UID), p.preempting(pod):
 		// the scheduler's own answer: a binding retried, FailedScheduling and preemption (a pod the solve still
 		// running refused is woken before that solve ends)
 		return ""
-	case p.isSolving(pod.UID), p.batcher.Contains(pod.UID):
+	case p.solving.has(pod.UID), p.batcher.Contains(pod.UID):
 		return WaitPlanning
 	}
 	if node := p.free.Send(klog.FromContext(ctx), pod, resources.Pod(pod), p.keptOn); node != "" {
@@ -73,7 +119,7 @@ func (p *Provisioner) Admit(ctx context.Context, pod *corev1.Pod) string {
 // some node may take now (a node became ready, a pod left, since they were batched), and wakes them: the
 // scheduler places them there rather than the solve buying nodes for them. A pod of a gang stays (its gang is planned
 // whole). It returns the pods left to solve.
-func (p *Provisioner) sendUntried(ctx context.Context, pods []*corev1.Pod) []*corev1.Pod {
+func (p *admission) sendUntried(ctx context.Context, pods []*corev1.Pod) []*corev1.Pod {
 	logger := klog.FromContext(ctx)
 	kept := pods[:0:0]
 	var sent []*corev1.Pod
@@ -88,7 +134,7 @@ func (p *Provisioner) sendUntried(ctx context.Context, pods []*corev1.Pod) []*co
 		}
 		kept = append(kept, pod)
 	}
-	p.setSolving(sent, false)
+	p.solving.set(sent, false)
 	p.wake(ctx, WakeRoomFound, sent)
 	return kept
 }
@@ -96,7 +142,7 @@ func (p *Provisioner) sendUntried(ctx context.Context, pods []*corev1.Pod) []*co
 // waitForClaim says why a pod planned on a NodeClaim waits (waits true), or that it may go now to node (waits
 // false, why ""), or that its NodeClaim is going and it is to be planned again (waits false, why set; the plan is
 // dropped).
-func (p *Provisioner) waitForClaim(pod *corev1.Pod, name string) (node, why string, waits bool) {
+func (p *admission) waitForClaim(pod *corev1.Pod, name string) (node, why string, waits bool) {
 	claim, err := p.opts.NodeClaims.Get(name)
 	switch {
 	case err != nil:
@@ -118,7 +164,7 @@ func (p *Provisioner) waitForClaim(pod *corev1.Pod, name string) (node, why stri
 // status write and an event, and try it again at every binding of its group. It is woken when a pod of its group
 // binds or leaves (spreadChanged); one still held replanAfter after its node was ready is planned again
 // (reviewParked: the hold counts as its planned node's refusal).
-func (p *Provisioner) holdForSpread(pod *corev1.Pod, claim, node string) string {
+func (p *admission) holdForSpread(pod *corev1.Pod, claim, node string) string {
 	groups, why := p.free.SpreadAllows(pod, node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -144,7 +190,7 @@ type heldSpread struct {
 }
 
 // unholdLocked forgets that a pod is held for its spread. p.mu is held.
-func (p *Provisioner) unholdLocked(uid types.UID) {
+func (p *admission) unholdLocked(uid types.UID) {
 	for _, id := range p.spreadHeldOn[uid].groups {
 		if delete(p.spreadHeld[id], uid); len(p.spreadHeld[id]) == 0 {
 			delete(p.spreadHeld, id)
@@ -156,7 +202,7 @@ func (p *Provisioner) unholdLocked(uid types.UID) {
 // spreadChanged wakes the pods held for the spread groups whose counts changed (freeroom.Index.OnSpreadChange) that
 // binding would no longer break: in a burst, each pod of a group binding changes its counts, and most held pods wait
 // for another domain to fill.
-func (p *Provisioner) spreadChanged(ctx context.Context, ids []string) {
+func (p *admission) spreadChanged(ctx context.Context, ids []string) {
 	p.mu.Lock()
 	held := map[types.UID]*corev1.Pod{}
 	nodes := map[types.UID]string{}
@@ -178,7 +224,7 @@ func (p *Provisioner) spreadChanged(ctx context.Context, ids []string) {
 // keptOn is what a node keeps, for the queue's screen, for the pods planned on it and the DaemonSet pods expected
 // there, and whether it takes pods planned elsewhere: not while its NodeClaim is initializing (the index passes by
 // the nodes whose label says they are coming up before it asks).
-func (p *Provisioner) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) bool) (resources.Requests, bool) {
+func (p *admission) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) bool) (resources.Requests, bool) {
 	kept, takes := p.plans.KeptOn(node.Name)
 	if !takes {
 		return kept, false
@@ -186,18 +232,9 @@ func (p *Provisioner) keptOn(node *corev1.Node, hasDaemon func(owner types.UID) 
 	return kept.Add(p.daemonRoom.missing(node.Name, hasDaemon)), true
 }
 
-// isUnprovisionable reports whether a pod was found unprovisionable less than a minute ago: the scheduler tries
-// it, says why it fails (FailedScheduling) and may preempt for it.
-func (p *Provisioner) isUnprovisionable(uid types.UID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	u, known := p.unprovisionable[uid]
-	return known && p.opts.Clock.Since(u.at) <= unprovisionableFor
-}
-
 // preempting reports whether the scheduler nominated the pod to a node that is not one Stevedore is bringing up
 // (preemption made room there): the scheduler uses that node.
-func (p *Provisioner) preempting(pod *corev1.Pod) bool {
+func (p *admission) preempting(pod *corev1.Pod) bool {
 	nn := pod.Status.NominatedNodeName
 	if nn == "" {
 		return false
@@ -208,9 +245,9 @@ func (p *Provisioner) preempting(pod *corev1.Pod) bool {
 
 // AwaitsNode reports whether a pod waits for a plan (batched, or in the batch being solved) or for the node planned
 // for it to be ready: room freed on another node does not help it.
-func (p *Provisioner) AwaitsNode(pod *corev1.Pod) bool {
+func (p *admission) AwaitsNode(pod *corev1.Pod) bool {
 	if claim, planned := p.plans.ClaimOf(pod.UID); planned {
 		return p.plans.ReadySince(claim).IsZero()
 	}
-	return p.isSolving(pod.UID) || p.batcher.Contains(pod.UID)
+	return p.solving.has(pod.UID) || p.batcher.Contains(pod.UID)
 }

@@ -97,19 +97,17 @@ func TestAPodEntersTheQueueOnlyWhenSomeNodeMayTakeIt(t *testing.T) {
 			plan:    map[string][]string{"c1": {"p"}}, pod: pod("p"), wait: WaitPlanning, batched: true},
 		{name: "no node can be launched for it: the scheduler tries it, says why and may preempt",
 			setup: func(h *harness, p *corev1.Pod) {
-				h.prov.mu.Lock()
-				h.prov.unprovisionable[p.UID] = unprovisionable{pod: p, reason: "no NodePool", at: h.Clock.Now()}
-				h.prov.mu.Unlock()
+				h.prov.refused.add(p, "no NodePool")
 			},
 			pod: pod("p")},
 		{name: "nominated by preemption to a node of the cluster: the scheduler uses it",
 			pod: test.Pod("p").Pending().Req("cpu", "1").Nominated("victims-node").Obj()},
 		{name: "in the batch being solved: waits",
-			setup: func(h *harness, p *corev1.Pod) { h.prov.setSolving([]*corev1.Pod{p}, true) },
+			setup: func(h *harness, p *corev1.Pod) { h.prov.solving.set([]*corev1.Pod{p}, true) },
 			pod:   pod("p"), wait: WaitPlanning},
 		{name: "refused by the solve still running: the scheduler tries it",
 			setup: func(h *harness, p *corev1.Pod) {
-				h.prov.setSolving([]*corev1.Pod{p}, true)
+				h.prov.solving.set([]*corev1.Pod{p}, true)
 				h.prov.refuse(h.Ctx, []*corev1.Pod{p}, map[types.UID]string{p.UID: "no NodePool"})
 			},
 			pod: pod("p")},

@@ -8,6 +8,8 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +19,23 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
+// wakeups brings the plan made before a restart or a change of leader back (AdoptNominations): until it has, the
+// nodes still coming up are refused to every pod, and the pods refused meanwhile are woken once it has. It then
+// reviews the pods parked on the ready nodes planned for them (reviewParked), and records how long they waited.
+type wakeups struct {
+	*base
+
+	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
+	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
+	started     atomic.Bool
+	mu          sync.Mutex
+	heldAtStart map[types.UID]*corev1.Pod
+}
+
+func newWakeups(b *base) *wakeups {
+	return &wakeups{base: b, heldAtStart: map[types.UID]*corev1.Pod{}}
+}
+
 // adoptNominations plans on their NodeClaim the pending pods of this scheduler that a NodeClaim still coming up was
 // launched for: after a restart or a change of leader, the plan made before lives on only in the pods'
 // status.nominatedNodeName and in the NodeClaims' planned-pods annotation (a nomination wins; of two NodeClaims
@@ -24,7 +43,7 @@ import (
 // other pods into their room; the planned pods would then find no room, or a spread broken by the pods put in
 // their place, and get nodes of their own. The pods adopted from the annotation are nominated to their node once
 // it has a name.
-func (p *Provisioner) adoptNominations(ctx context.Context, pods []*corev1.Pod, claims []*stevedorev1.NodeClaim) {
+func (p *wakeups) adoptNominations(ctx context.Context, pods []*corev1.Pod, claims []*stevedorev1.NodeClaim) {
 	coming, claimOfNode := comingClaims(claims)
 	if len(coming) == 0 {
 		return
@@ -78,7 +97,7 @@ type plannedPod struct {
 
 // previousPlan reads the plan made before from the NodeClaims' planned-pods annotations and the pods' nominations
 // (a nomination wins), for the pending pods of this scheduler, by pod key.
-func (p *Provisioner) previousPlan(pods []*corev1.Pod, coming []*stevedorev1.NodeClaim, claimOfNode map[string]*stevedorev1.NodeClaim) []plannedPod {
+func (p *wakeups) previousPlan(pods []*corev1.Pod, coming []*stevedorev1.NodeClaim, claimOfNode map[string]*stevedorev1.NodeClaim) []plannedPod {
 	pending := map[string]*corev1.Pod{}
 	for _, pod := range pods {
 		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Spec.SchedulerName == p.opts.SchedulerName {
@@ -109,11 +128,11 @@ func (p *Provisioner) previousPlan(pods []*corev1.Pod, coming []*stevedorev1.Nod
 // adopt takes the pods of the previous plan this process has no plan for yet: it returns them by NodeClaim, and
 // those to nominate once adopted (their NodeClaim's node has a name and they are not nominated to it yet), and those
 // nominated to it already.
-func (p *Provisioner) adopt(plan []plannedPod) (adopted, toNominate map[string][]*corev1.Pod, nominated map[string][]types.UID) {
+func (p *wakeups) adopt(plan []plannedPod) (adopted, toNominate map[string][]*corev1.Pod, nominated map[string][]types.UID) {
 	adopted, toNominate, nominated = map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}, map[string][]types.UID{}
 	for _, pp := range plan {
 		pod, c := pp.pod, pp.claim
-		if p.plans.Held(pod.UID) || p.isSolving(pod.UID) {
+		if p.plans.Held(pod.UID) || p.solving.has(pod.UID) {
 			continue
 		}
 		adopted[c.Name] = append(adopted[c.Name], pod)
@@ -131,7 +150,7 @@ func (p *Provisioner) adopt(plan []plannedPod) (adopted, toNominate map[string][
 // it starts, before its first solve. Until it has, the nodes still coming up are refused to every pod
 // (startingRefusal): the room they keep for the pods planned on them is not known yet. The pods refused meanwhile
 // are woken.
-func (p *Provisioner) AdoptNominations(ctx context.Context) {
+func (p *wakeups) AdoptNominations(ctx context.Context) {
 	if pods, err := p.opts.Pods.List(labels.Everything()); err == nil {
 		if claims, err := p.NodeClaims(); err == nil {
 			p.adoptNominations(ctx, pods, claims)
@@ -151,7 +170,7 @@ func (p *Provisioner) AdoptNominations(ctx context.Context) {
 // startingRefusal says why node cannot take pod while the provisioner has not adopted the previous leader's plan
 // ("" when it can): a node Stevedore launched that is not initialized yet keeps room for pods this process does
 // not know of yet.
-func (p *Provisioner) startingRefusal(pod *corev1.Pod, node *corev1.Node) string {
+func (p *wakeups) startingRefusal(pod *corev1.Pod, node *corev1.Node) string {
 	if p.started.Load() {
 		return ""
 	}

@@ -47,7 +47,7 @@ type BookingPlan struct {
 // ProvisionBooking finds room for every pod of the booking or for none: on the room the cluster's nodes (and the
 // NodeClaims in flight) have left once the pods waiting for a place and the booking's Ahead took theirs, and, when
 // b.Launch, on new nodes, created here. sim is the caller's own simulator.
-func (p *Provisioner) ProvisionBooking(ctx context.Context, sim *simulation.Simulator, b Booking) (*BookingPlan, error) {
+func (p *planner) ProvisionBooking(ctx context.Context, sim *simulation.Simulator, b Booking) (*BookingPlan, error) {
 	out := &BookingPlan{Nodes: map[types.UID]string{}, Unschedulable: map[types.UID]string{}}
 	if len(b.Pods) == 0 {
 		return out, nil

@@ -42,12 +42,12 @@ type Cluster struct {
 // room (the provisioner launches nodes for them). Displaced counts them.
 //
 // Warm pods (bookings of ProvisioningRequests, then capacity buffers) are placed after them, so the room they keep is kept in every answer.
-func (p *Provisioner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
+func (p *planner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
 	return p.cluster(ctx, sim, p.warmPods())
 }
 
 // cluster builds the model with held, pods that keep room (warm pods), placed after the displaced ones.
-func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, held []*corev1.Pod) (*Cluster, error) {
+func (p *planner) cluster(ctx context.Context, sim *simulation.Simulator, held []*corev1.Pod) (*Cluster, error) {
 	in, _, err := p.input(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (p *Provisioner) cluster(ctx context.Context, sim *simulation.Simulator, he
 
 // leavingPods takes out of the cluster's snapshot the pods of nodes leaving (not planned on a NodeClaim already),
 // and returns them unbound; every other node becomes a target.
-func (p *Provisioner) leavingPods(c *Cluster) []*corev1.Pod {
+func (p *planner) leavingPods(c *Cluster) []*corev1.Pod {
 	infos, _ := c.Snapshot.List()
 	var displaced []*corev1.Pod
 	for _, ni := range infos {
@@ -110,7 +110,7 @@ func (p *Provisioner) leavingPods(c *Cluster) []*corev1.Pod {
 }
 
 // isPlanned reports whether a pod is planned on a NodeClaim (it counts there already).
-func (p *Provisioner) isPlanned(uid types.UID) bool {
+func (p *planner) isPlanned(uid types.UID) bool {
 	_, ok := p.plans.ClaimOf(uid)
 	return ok
 }

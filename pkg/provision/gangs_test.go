@@ -76,7 +76,7 @@ func TestGangsArePlannedWholeWithTheirPendingMembers(t *testing.T) {
 					planned = append(planned, pod.Name)
 					continue
 				}
-				if why := h.prov.unprovisionable[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) &&
+				if why := h.prov.refused.byPod[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) &&
 					contains(tc.batch, pod) {
 					t.Errorf("pod %s: reason %q, want it to say %q", pod.Name, why, tc.wantReason)
 				}
@@ -209,7 +209,7 @@ func TestWorkloadAPIGangsArePlannedWhole(t *testing.T) {
 					planned++
 					continue
 				}
-				if why := h.prov.unprovisionable[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) {
+				if why := h.prov.refused.byPod[pod.UID].reason; tc.wantReason != "" && !strings.Contains(why, tc.wantReason) {
 					t.Errorf("pod %s: reason %q, want it to say %q", pod.Name, why, tc.wantReason)
 				}
 			}

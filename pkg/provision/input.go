@@ -23,14 +23,14 @@ import (
 
 // input builds the solver input: the NodePools with their instance types and what their limits still allow, the
 // DaemonSets, and a snapshot of the cluster with the NodeClaims being launched as nodes.
-func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, map[string]*stevedorev1.NodeClaim, error) {
+func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, map[string]*stevedorev1.NodeClaim, error) {
 	logger := klog.FromContext(ctx)
 	pools, err := p.opts.NodePools.List(labels.Everything())
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
 	daemonSets := p.daemonSetPods()
-	claims, err := p.liveClaims()
+	claims, err := p.NodeClaims()
 	if err != nil {
 		return solver.Input{}, nil, err
 	}
@@ -72,7 +72,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod) (solver.Inp
 }
 
 // daemonSetPods returns one pod per DaemonSet of the cluster, as the solver counts them on new nodes.
-func (p *Provisioner) daemonSetPods() []*corev1.Pod {
+func (p *planner) daemonSetPods() []*corev1.Pod {
 	var out []*corev1.Pod
 	if dss, err := p.opts.DaemonSets.List(labels.Everything()); err == nil {
 		for _, ds := range dss {
@@ -82,23 +82,8 @@ func (p *Provisioner) daemonSetPods() []*corev1.Pod {
 	return out
 }
 
-// liveClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet.
-func (p *Provisioner) liveClaims() ([]*stevedorev1.NodeClaim, error) {
-	return p.NodeClaims()
-}
-
-// NodeClaims lists the NodeClaims in the cache plus those created here that the cache does not show yet, so that a
-// controller counting them right after a launch does not launch again.
-func (p *Provisioner) NodeClaims() ([]*stevedorev1.NodeClaim, error) {
-	claims, err := p.opts.NodeClaims.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	return p.plans.WithCreated(claims), nil
-}
-
 // podsByNode groups the live pods bound to a node, and those binding to one, by node.
-func (p *Provisioner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
+func (p *planner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
 	byNode := map[string][]*corev1.Pod{}
 	for _, pod := range pods {
 		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
@@ -113,9 +98,9 @@ func (p *Provisioner) podsByNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
 
 // plannedLive returns the pods planned on a NodeClaim that still exist and are neither bound nor binding yet. A planned pod that
 // was deleted (e.g. evicted from a node being replaced) is forgotten: it gives its room to the pod that replaces it.
-func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
+func (p *planner) plannedLive(claim string) []*corev1.Pod {
 	var out []*corev1.Pod
-	for _, pod := range p.AssignedPods(claim) {
+	for _, pod := range p.plans.Pods(claim) {
 		cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name)
 		if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
 			p.plans.Forget(pod.UID)
@@ -131,7 +116,7 @@ func (p *Provisioner) plannedLive(claim string) []*corev1.Pod {
 // clusterSnapshot puts the cluster's nodes and bound pods in a snapshot, with the pods planned on the nodes of
 // initialized NodeClaims that are not bound yet, replacing the nodes of NodeClaims not yet initialized (and adding
 // those not yet registered) by the node they will be, with the pods planned on them.
-func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
+func (p *planner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.NodeClaim, its map[string]*cloud.InstanceType) (*simulation.Snapshot, []solver.InFlightNode, map[string]*stevedorev1.NodeClaim, error) {
 	nodes, err := p.opts.Nodes.List(labels.Everything())
 	if err != nil {
 		return nil, nil, nil, err
@@ -141,7 +126,7 @@ func (p *Provisioner) clusterSnapshot(ctx context.Context, claims []*stevedorev1
 		return nil, nil, nil, err
 	}
 	byNode := p.podsByNode(pods)
-	p.adoptNominations(ctx, pods, claims)
+	p.wakeups.adoptNominations(ctx, pods, claims)
 	type inflightNode struct {
 		claim *stevedorev1.NodeClaim
 		node  *corev1.Node

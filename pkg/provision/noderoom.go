@@ -20,10 +20,10 @@ import (
 // KeptRoom), or "" when it can. roomChecked says NodesFor already weighed that room for the pod, planned nowhere,
 // in this scheduling cycle: on the nodes it weighed (those of a NodeClaim it knows) only Stevedore's starting
 // refusal is left to check.
-func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked bool) string {
+func (p *admission) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked bool) string {
 	if roomChecked && ni.Node() != nil {
 		if _, weighed := p.plans.ClaimOfNode(ni.Node().Name); weighed {
-			return p.startingRefusal(pod, ni.Node())
+			return p.wakeups.startingRefusal(pod, ni.Node())
 		}
 	}
 	kept, names, refuse := p.KeptRoom(pod, ni)
@@ -52,7 +52,7 @@ func (p *Provisioner) RoomRefused(pod *corev1.Pod, ni fwk.NodeInfo, roomChecked 
 // A planned pod's nodes come from the free-room index (the nodes Stevedore did not launch, kept from the informer),
 // not from a walk over every node: in a burst, thousands of planned pods each take a cycle once their node is ready,
 // and walking the thousands of nodes for each grew the scheduler's work with the square of the burst.
-func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
+func (p *admission) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names sets.Set[string], restricted bool) {
 	if claim, planned := p.plans.ClaimOf(pod.UID); planned {
 		names = p.free.Foreign()
 		if c, err := p.opts.NodeClaims.Get(claim); err == nil && c.Status.NodeName != "" {
@@ -72,7 +72,7 @@ func (p *Provisioner) NodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) (names set
 // pods being bound (the scheduler counts them on the node it reserved, and their room here is free when that is
 // another node), nor a planned pod that was deleted or bound meanwhile (evicted from a node being replaced, its
 // room goes to the pod that replaces it).
-func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (resources.Requests, []string) {
+func (p *admission) keptFor(pod *corev1.Pod, node, claim string) (resources.Requests, []string) {
 	planned, reqs := p.plans.KeptPlanned(claim, pod.UID, p.schedulerCounts(pod, node))
 	var kept resources.Requests
 	var names []string
@@ -92,12 +92,12 @@ func (p *Provisioner) keptFor(pod *corev1.Pod, node, claim string) (resources.Re
 // names; and refuse, set when pod is planned on another node that is still coming: it waits for its own node
 // rather than take room planned for others (the pods planned together, their affinity and spread, hold only if
 // each lands where it was planned).
-func (p *Provisioner) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept resources.Requests, names []string, refuse string) {
+func (p *admission) KeptRoom(pod *corev1.Pod, ni fwk.NodeInfo) (kept resources.Requests, names []string, refuse string) {
 	node := ni.Node()
 	if node == nil {
 		return resources.Requests{}, nil, ""
 	}
-	if refuse := p.startingRefusal(pod, node); refuse != "" {
+	if refuse := p.wakeups.startingRefusal(pod, node); refuse != "" {
 		return resources.Requests{}, nil, refuse
 	}
 	if claim, ours := p.plans.ClaimOfNode(node.Name); ours {

@@ -31,7 +31,7 @@ import (
 // can bind. A pod that fails its attempt on its planned node is nominated there by the scheduler (PostFilter's
 // answer), so the pods beyond maxSkew stay planned on the NodeClaim (their room is kept) without being counted as
 // nominated; the scheduler places them by its ordinary rules once the first ones are bound.
-func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
+func (p *base) nominate(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
 	node := claim.Status.NodeName
 	p.plans.Nominate(claim.Name, node)
 	counts := p.nominatedSpreadCounts(node)
@@ -55,9 +55,9 @@ func (p *Provisioner) nominate(ctx context.Context, claim *stevedorev1.NodeClaim
 }
 
 // NominateAssigned nominates a NodeClaim's planned pods to its node once it has a name.
-func (p *Provisioner) NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim) {
+func (p *base) NominateAssigned(ctx context.Context, claim *stevedorev1.NodeClaim) {
 	var pending []*corev1.Pod
-	for _, pod := range p.AssignedPods(claim.Name) {
+	for _, pod := range p.plans.Pods(claim.Name) {
 		if cur, err := p.opts.Pods.Pods(pod.Namespace).Get(pod.Name); err == nil && cur.UID == pod.UID && cur.Spec.NodeName == "" {
 			pending = append(pending, cur)
 		}
@@ -66,7 +66,7 @@ func (p *Provisioner) NominateAssigned(ctx context.Context, claim *stevedorev1.N
 }
 
 // nominatedSpreadCounts counts, per hard spread constraint, the pods already nominated to a node.
-func (p *Provisioner) nominatedSpreadCounts(node string) map[string]int {
+func (p *base) nominatedSpreadCounts(node string) map[string]int {
 	counts := map[string]int{}
 	for _, pod := range p.plans.NominatedTo(node) {
 		for _, key := range spreadKeys(pod) {
@@ -128,7 +128,7 @@ const (
 
 // notePlanned tells pods planned on a NodeClaim where they go (where describes the node), in a Nominated event on
 // each, as far as the process's budget of such events allows.
-func (p *Provisioner) notePlanned(claim, where string, pods []*corev1.Pod) {
+func (p *base) notePlanned(claim, where string, pods []*corev1.Pod) {
 	for _, pod := range pods {
 		if !p.plannedEvents.TryAccept() {
 			return
@@ -140,7 +140,7 @@ func (p *Provisioner) notePlanned(claim, where string, pods []*corev1.Pod) {
 
 // annotatePlanned adds pods to a NodeClaim's planned-pods annotation (pods planned on it after it was created):
 // a restarted provisioner adopts them from there, and a user finds there the NodeClaim a pod waits for.
-func (p *Provisioner) annotatePlanned(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
+func (p *base) annotatePlanned(ctx context.Context, claim *stevedorev1.NodeClaim, pods []*corev1.Pod) {
 	keys := map[string]bool{}
 	for _, key := range strings.Split(claim.Annotations[stevedorev1.AnnotationPlannedPods], ",") {
 		if key != "" {

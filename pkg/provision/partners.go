@@ -99,7 +99,7 @@ func (p *Provisioner) unplannedPending(pod *corev1.Pod) bool {
 		len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" {
 		return false
 	}
-	return !p.plans.Held(pod.UID) && !p.isSolving(pod.UID)
+	return !p.plans.Held(pod.UID) && !p.solving.has(pod.UID)
 }
 
 func hasRequiredAffinity(pod *corev1.Pod) bool {

@@ -171,8 +171,8 @@ func TestABatchWaitsForThePodsOfWorkloadsTiedToIt(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p := &Provisioner{opts: Options{SchedulerName: "stevedore", Deployments: appslisters.NewDeploymentLister(ds),
-				ReplicaSets: appslisters.NewReplicaSetLister(rss)}}
+			p := &Provisioner{base: &base{opts: Options{SchedulerName: "stevedore", Deployments: appslisters.NewDeploymentLister(ds),
+				ReplicaSets: appslisters.NewReplicaSetLister(rss)}}}
 			if got := p.partnersComing(tc.batch); got != tc.want {
 				t.Errorf("partnersComing = %q, want %q", got, tc.want)
 			}

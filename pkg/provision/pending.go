@@ -79,39 +79,15 @@ func (p *Provisioner) livePending(pods []*corev1.Pod) map[types.UID]bool {
 // may have passed without an event that says so (an offering available again, a CapacityQuota's usage down). Until
 // then the scheduler keeps them, and preempts for them if it can.
 func (p *Provisioner) retryUnprovisionable(ctx context.Context) {
-	p.mu.Lock()
-	var pods []*corev1.Pod
-	for uid, u := range p.unprovisionable {
-		if p.opts.Clock.Since(u.at) > unprovisionableFor {
-			delete(p.unprovisionable, uid)
-			pods = append(pods, u.pod)
-		}
-	}
-	p.mu.Unlock()
-	p.wake(ctx, WakeUnprovisionable, pods)
+	p.wake(ctx, WakeUnprovisionable, p.refused.take(unprovisionableFor))
 }
 
 // forgetAllBut drops the plans and the state kept for every pod not in live (bound or gone), the pods of ours the
 // cache listed at listedAt (a pod planned since keeps its plan).
 func (p *Provisioner) forgetAllBut(live map[types.UID]bool, listedAt time.Time) {
 	p.plans.ForgetAllBut(live, listedAt)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for uid := range p.unprovisionable {
-		if !live[uid] {
-			delete(p.unprovisionable, uid)
-		}
-	}
-	for uid := range p.untried {
-		if !live[uid] {
-			delete(p.untried, uid)
-		}
-	}
-	for uid := range p.spreadHeldOn {
-		if !live[uid] {
-			p.unholdLocked(uid)
-		}
-	}
+	p.refused.forgetAllBut(live)
+	p.admission.forgetAllBut(live)
 }
 
 // failedScheduling reports whether the scheduler tried the pod and found no node.

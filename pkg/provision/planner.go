@@ -6,9 +6,16 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -55,16 +62,34 @@ type Result struct {
 }
 
 // planner is the one door into the solver: the live batch, static NodePools, disruption's model, warm capacity and
-// bookings each ask it a Request. It owns the live path's simulator.
+// bookings each ask it a Request, and it creates the NodeClaims the answer launches. It owns the live path's
+// simulator and the PodInfos its snapshots keep from one to the next, and records the CapacityQuotas plans find
+// reached.
 type planner struct {
+	*base
+	// wakeups adopts the previous leader's plan before a snapshot of the cluster is taken (clusterSnapshot).
+	wakeups *wakeups
+
 	sim   *simulation.Simulator
 	simMu sync.Mutex // the simulator is not safe for concurrent use
+	// podInfos keeps the PodInfos of the pods the snapshots of the cluster hold, from one snapshot to the next.
+	podInfos *simulation.PodInfos
+
+	mu sync.Mutex
+	// warm are the sources of warm pods (bookings, capacity buffers), in the order their pods take room.
+	warm []func() []*corev1.Pod
+	// quotasReached is when each CapacityQuota last kept a node from launching (noteQuotas).
+	quotasReached map[string]QuotaReached
+}
+
+func newPlanner(b *base, w *wakeups) *planner {
+	return &planner{base: b, wakeups: w, sim: b.opts.Simulator, podInfos: simulation.NewPodInfos()}
 }
 
 // Plan answers a request: it solves the input, records the CapacityQuotas the plan found reached (unless the
 // request is a what-if), and creates the NodeClaims the request's Launch says.
-func (p *Provisioner) Plan(ctx context.Context, req Request) (*Result, error) {
-	plan, err := p.planner.solve(ctx, req)
+func (p *planner) Plan(ctx context.Context, req Request) (*Result, error) {
+	plan, err := p.solve(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -102,12 +127,64 @@ func (p *Provisioner) Plan(ctx context.Context, req Request) (*Result, error) {
 }
 
 // solve runs the solver on the request's simulator, or on the live path's own, one question at a time.
-func (pl *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) {
+func (p *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) {
 	sim := req.Simulator
 	if sim == nil {
-		pl.simMu.Lock()
-		defer pl.simMu.Unlock()
-		sim = pl.sim
+		p.simMu.Lock()
+		defer p.simMu.Unlock()
+		sim = p.sim
 	}
 	return solver.NewSolver(sim).Solve(ctx, req.Input)
+}
+
+// CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
+// is an API round trip), with extra annotations, and plans each node's pods on it. It returns the NodeClaims
+// created; a failed create is logged and its pods are provisioned again.
+// Extra annotations mean replacements (the metric's reason).
+func (p *planner) CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
+	reason := launchProvisioning
+	if len(annotations) > 0 {
+		reason = launchReplacement
+	}
+	return p.createNodeClaims(ctx, nodes, reason, func(int) map[string]string { return annotations })
+}
+
+// createNodeClaims is CreateNodeClaims with the extra annotations of each node, by its index, and the reason the
+// created-NodeClaims metric counts them under.
+func (p *planner) createNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, reason string,
+	annotationsOf func(i int) map[string]string) []*stevedorev1.NodeClaim {
+	logger := klog.FromContext(ctx)
+	created := make([]*stevedorev1.NodeClaim, len(nodes))
+	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
+		pn := nodes[i]
+		hash := ""
+		if p.opts.NodeClassHash != nil {
+			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
+		}
+		nc := NewNodeClaim(pn, hash)
+		annotations := annotationsOf(i)
+		for k, v := range annotations {
+			nc.Annotations[k] = v
+		}
+		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{})
+		if err != nil {
+			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodepool", pn.NodePool.Name)
+			return
+		}
+		p.plans.Created(claim)
+		p.plans.Plan(ctx, claim.Name, pn.Pods)
+		p.notePlanned(claim.Name, fmt.Sprintf("a new %s in %s (%s)", pn.InstanceType.Name, pn.Offering.Zone, pn.Offering.CapacityType), pn.Pods)
+		created[i] = claim
+		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
+		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
+			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
+			"capacityType", pn.Offering.CapacityType, "price", stevedorev1.FormatPrice(pn.Offering.Price), "pods", len(pn.Pods))
+	})
+	out := created[:0]
+	for _, c := range created {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }

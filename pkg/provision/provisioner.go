@@ -6,14 +6,10 @@ package provision
 
 import (
 	"context"
-	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -88,56 +84,15 @@ type Options struct {
 }
 
 // Provisioner decides which nodes to launch for pods no node fits. It is shared by every scheduler profile of the
-// process and by the NodeClaim lifecycle controller.
+// process and by the NodeClaim lifecycle controller. It owns the batch (Consider, Run); its other jobs are parts
+// over the same base, each a type of its own: the door into the solver and the NodeClaims it launches (planner),
+// the queue's gate and the room kept on nodes (admission), and adoption at start with the pods parked on ready
+// nodes (wakeups).
 type Provisioner struct {
-	opts    Options
-	batcher *Batcher
-
-	// planner is the door into the solver (Plan), with the live path's simulator.
-	planner *planner
-	// plans is what is planned where: the pods planned on each NodeClaim, their nominations, the room kept for
-	// them, the pods being bound.
-	plans *ledger.Ledger
-
-	mu sync.Mutex
-	// warm are the sources of warm pods (bookings, capacity buffers), in the order their pods take room.
-	warm []func() []*corev1.Pod
-	// unprovisionable remembers why a pod could not be provisioned, until NodePools or NodeClaims change or a
-	// minute passes.
-	unprovisionable map[types.UID]unprovisionable
-	// quotasReached is when each CapacityQuota last kept a node from launching (noteQuotas).
-	quotasReached map[string]QuotaReached
-	// solving holds the pods of the batch being solved: until their NodeClaims exist they are neither in the
-	// batch nor planned, and must not be batched again.
-	solving map[types.UID]bool
-	// started is set once the plan of a previous leader has been adopted (AdoptNominations); until then the nodes
-	// Stevedore is bringing up are refused to every pod (heldAtStart), which is woken once it is set.
-	started     atomic.Bool
-	heldAtStart map[types.UID]*corev1.Pod
-
-	// untried are the pods Admit batched before any scheduling cycle: a node may have room for them by the time
-	// their batch is solved (sendUntried).
-	untried map[types.UID]bool
-	// spreadHeld holds, by spread group, the pods whose planned node is ready but whose topology spread keeps them
-	// waiting (holdForSpread); spreadHeldOn their groups, by pod.
-	spreadHeld   map[string]map[types.UID]*corev1.Pod
-	spreadHeldOn map[types.UID]heldSpread
-
-	// plannedEvents bounds the Nominated events on pods (notePlanned).
-	plannedEvents flowcontrol.RateLimiter
-
-	// free is the free room of the cluster's nodes, which Admit screens a pod entering the queue against.
-	free *freeroom.Index
-
-	// instanceTypes caches the NodePools' instance types (InstanceTypes, InstanceTypesOf, OfferingsChanged).
-	*instanceTypes
-
-	// daemonRoom keeps room for the DaemonSet pods of the nodes Stevedore launched until they are bound
-	// (ExpectDaemons, ForgetDaemons).
-	*daemonRoom
-
-	// podInfos keeps the PodInfos of the pods the snapshots of the cluster hold, from one snapshot to the next.
-	podInfos *simulation.PodInfos
+	*base
+	*planner
+	*admission
+	*wakeups
 }
 
 // New returns a Provisioner. Run starts its batch loop.
@@ -147,24 +102,24 @@ func New(opts Options) *Provisioner {
 	}
 	opts.Args = opts.Args.Defaults(nil)
 	metrics.Register()
-	p := &Provisioner{
-		opts:            opts,
-		batcher:         NewBatcher(opts.Args.BatchIdleDuration.Duration, opts.Args.BatchMaxDuration.Duration, opts.Clock),
-		instanceTypes:   newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
-		daemonRoom:      newDaemonRoom(opts.DaemonSets),
-		free:            freeroom.New(opts.Clock),
-		plannedEvents:   flowcontrol.NewTokenBucketRateLimiter(plannedEventsPerSecond, plannedEventsBurst),
-		unprovisionable: map[types.UID]unprovisionable{},
-		solving:         map[types.UID]bool{},
-		heldAtStart:     map[types.UID]*corev1.Pod{},
-		untried:         map[types.UID]bool{},
-		spreadHeld:      map[string]map[types.UID]*corev1.Pod{},
-		spreadHeldOn:    map[types.UID]heldSpread{},
-		podInfos:        simulation.NewPodInfos(),
-		planner:         &planner{sim: opts.Simulator},
+	b := &base{
+		opts:          opts,
+		batcher:       NewBatcher(opts.Args.BatchIdleDuration.Duration, opts.Args.BatchMaxDuration.Duration, opts.Clock),
+		instanceTypes: newInstanceTypes(opts.Cloud, opts.NodePools, opts.Clock),
+		daemonRoom:    newDaemonRoom(opts.DaemonSets),
+		free:          freeroom.New(opts.Clock),
+		plannedEvents: flowcontrol.NewTokenBucketRateLimiter(plannedEventsPerSecond, plannedEventsBurst),
+		solving:       newPodSet(),
+		refused:       newRefusals(opts.Clock),
 	}
-	p.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: p.wake})
-	return p
+	b.plans = ledger.New(ledger.Options{Clock: opts.Clock, Pods: opts.Pods, NodeClaims: opts.NodeClaims, Wake: b.wake})
+	w := newWakeups(b)
+	return &Provisioner{
+		base:      b,
+		planner:   newPlanner(b, w),
+		admission: newAdmission(b, w),
+		wakeups:   w,
+	}
 }
 
 // Register has the plans follow the informers (a NodeClaim deleted or marked for deletion drops its plan, a pod
@@ -181,22 +136,13 @@ func (p *Provisioner) Register(ctx context.Context, claims, pods, nodes cache.Sh
 // node being launched that has room, or adds it to the batch for the next solve. refusedBy, when given, names the
 // plugin that refused a node to the pod in the cycle that failed, and why ("" when the node was not refused).
 func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) decision.Decision {
-	p.free.Unsend(pod.UID) // its attempt ended
-	p.mu.Lock()
-	delete(p.untried, pod.UID) // the scheduler tried it: no node took it
-	p.mu.Unlock()
+	p.free.Unsend(pod.UID)     // its attempt ended
+	p.admission.tried(pod.UID) // the scheduler tried it: no node took it
 	if d, ok := p.assignedDecision(ctx, pod, refusedBy); ok {
 		return d
 	}
-	p.mu.Lock()
-	u, known := p.unprovisionable[pod.UID]
-	if known && p.opts.Clock.Since(u.at) > unprovisionableFor {
-		delete(p.unprovisionable, pod.UID)
-		known = false
-	}
-	p.mu.Unlock()
-	if known {
-		return decision.Decision{Kind: decision.Unprovisionable, Reason: u.reason}
+	if reason, known := p.refused.reason(pod.UID); known {
+		return decision.Decision{Kind: decision.Unprovisionable, Reason: reason}
 	}
 	if nn := pod.Status.NominatedNodeName; nn != "" {
 		if claim := p.claimForNode(nn); claim != nil && claim.DeletionTimestamp == nil {
@@ -216,10 +162,7 @@ func (p *Provisioner) Consider(ctx context.Context, pod *corev1.Pod, refusedBy f
 // there has no room held for it) is planned again.
 func (p *Provisioner) assignedDecision(ctx context.Context, pod *corev1.Pod, refusedBy func(node string) (plugin, message string)) (decision.Decision, bool) {
 	name, ok := p.plans.ClaimOf(pod.UID)
-	p.mu.Lock()
-	solving := p.solving[pod.UID]
-	p.mu.Unlock()
-	if solving {
+	if p.solving.has(pod.UID) {
 		return decision.Decision{Kind: decision.Batched}, true
 	}
 	if !ok {
@@ -307,27 +250,10 @@ func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) 
 	}
 }
 
-// unprovisionableFor is how long a pod found unprovisionable is taken as such without a solve (unless NodePools or
-// NodeClaims change first).
-const unprovisionableFor = time.Minute
-
-type unprovisionable struct {
-	pod    *corev1.Pod
-	reason string
-	at     time.Time
-}
-
 // NodePoolsChanged forgets why pods were unprovisionable and wakes them, so they are tried again (a NodePool or
 // its limits changed, or a NodeClaim went away and freed room under them).
 func (p *Provisioner) NodePoolsChanged(ctx context.Context) {
-	p.mu.Lock()
-	pods := make([]*corev1.Pod, 0, len(p.unprovisionable))
-	for _, u := range p.unprovisionable {
-		pods = append(pods, u.pod)
-	}
-	p.unprovisionable = map[types.UID]unprovisionable{}
-	p.mu.Unlock()
-	p.wake(ctx, WakeNodePoolsChanged, pods)
+	p.wake(ctx, WakeNodePoolsChanged, p.refused.take(0))
 }
 
 // Run solves the batches as they close, until ctx ends.
@@ -366,7 +292,7 @@ func (p *Provisioner) provisionBatch(ctx context.Context, batch []*corev1.Pod) {
 	}
 	var unplanned []*corev1.Pod
 	for _, pod := range p.stillPending(batch) {
-		if !p.isUnprovisionable(pod.UID) && !p.batcher.Contains(pod.UID) {
+		if !p.refused.recent(pod.UID) && !p.batcher.Contains(pod.UID) {
 			unplanned = append(unplanned, pod)
 		}
 	}
@@ -375,16 +301,16 @@ func (p *Provisioner) provisionBatch(ctx context.Context, batch []*corev1.Pod) {
 
 // solveBatch plans a batch, with the pods a required pod affinity ties to it, and creates its NodeClaims.
 func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error {
-	p.setSolving(batch, true)
-	defer p.setSolving(batch, false)
+	p.solving.set(batch, true)
+	defer p.solving.set(batch, false)
 	pods := p.sendUntried(ctx, p.stillPending(batch))
 	if len(pods) == 0 {
 		return nil
 	}
 	pending := len(pods)
 	pods, memberOf := p.withPartners(ctx, pods)
-	p.setSolving(pods[pending:], true)
-	defer p.setSolving(pods[pending:], false)
+	p.solving.set(pods[pending:], true)
+	defer p.solving.set(pods[pending:], false)
 	start := p.opts.Clock.Now()
 	gangs, refused := p.gangs(ctx, pods, memberOf)
 	if len(refused) > 0 {
@@ -503,65 +429,11 @@ func (p *Provisioner) refuse(ctx context.Context, pods []*corev1.Pod, reasons ma
 		if !ok {
 			continue
 		}
-		p.mu.Lock()
-		p.unprovisionable[pod.UID] = unprovisionable{pod: pod, reason: reason, at: p.opts.Clock.Now()}
-		p.mu.Unlock()
+		p.refused.add(pod, reason)
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 		refused = append(refused, pod)
 	}
 	p.wake(ctx, WakeUnprovisionable, refused)
-}
-
-// CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create
-// is an API round trip), with extra annotations, and plans each node's pods on it. It returns the NodeClaims
-// created; a failed create is logged and its pods are provisioned again.
-// Extra annotations mean replacements (the metric's reason).
-func (p *Provisioner) CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim {
-	reason := launchProvisioning
-	if len(annotations) > 0 {
-		reason = launchReplacement
-	}
-	return p.createNodeClaims(ctx, nodes, reason, func(int) map[string]string { return annotations })
-}
-
-// createNodeClaims is CreateNodeClaims with the extra annotations of each node, by its index, and the reason the
-// created-NodeClaims metric counts them under.
-func (p *Provisioner) createNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, reason string,
-	annotationsOf func(i int) map[string]string) []*stevedorev1.NodeClaim {
-	logger := klog.FromContext(ctx)
-	created := make([]*stevedorev1.NodeClaim, len(nodes))
-	workqueue.ParallelizeUntil(ctx, createWorkers, len(nodes), func(i int) {
-		pn := nodes[i]
-		hash := ""
-		if p.opts.NodeClassHash != nil {
-			hash = p.opts.NodeClassHash(ctx, pn.NodePool.Spec.Template.Spec.NodeClassRef)
-		}
-		nc := NewNodeClaim(pn, hash)
-		annotations := annotationsOf(i)
-		for k, v := range annotations {
-			nc.Annotations[k] = v
-		}
-		claim, err := p.opts.Stevedore.StevedoreV1().NodeClaims().Create(ctx, nc, metav1.CreateOptions{})
-		if err != nil {
-			logger.Error(err, "Creating a NodeClaim failed; its pods will be provisioned again", "nodepool", pn.NodePool.Name)
-			return
-		}
-		p.plans.Created(claim)
-		p.plans.Plan(ctx, claim.Name, pn.Pods)
-		p.notePlanned(claim.Name, fmt.Sprintf("a new %s in %s (%s)", pn.InstanceType.Name, pn.Offering.Zone, pn.Offering.CapacityType), pn.Pods)
-		created[i] = claim
-		metrics.NodeClaimsCreated.WithLabelValues(pn.NodePool.Name, pn.Offering.CapacityType, reason).Inc()
-		logger.Info("Created NodeClaim", "nodeclaim", klog.KObj(claim), "nodepool", pn.NodePool.Name,
-			"instanceTypes", len(pn.InstanceTypes), "cheapest", pn.InstanceType.Name, "zone", pn.Offering.Zone,
-			"capacityType", pn.Offering.CapacityType, "price", stevedorev1.FormatPrice(pn.Offering.Price), "pods", len(pn.Pods))
-	})
-	out := created[:0]
-	for _, c := range created {
-		if c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 func countPods(m map[string][]*corev1.Pod) int {
@@ -570,47 +442,4 @@ func countPods(m map[string][]*corev1.Pod) int {
 		n += len(ps)
 	}
 	return n
-}
-
-// setSolving marks pods as being solved (or no longer).
-func (p *Provisioner) setSolving(pods []*corev1.Pod, solving bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pod := range pods {
-		if solving {
-			p.solving[pod.UID] = true
-		} else {
-			delete(p.solving, pod.UID)
-		}
-	}
-}
-
-// isSolving reports whether a pod is in the batch being solved.
-func (p *Provisioner) isSolving(uid types.UID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.solving[uid]
-}
-
-// stillPending keeps the batch's pods that still wait for a node, as the cache has them now.
-func (p *Provisioner) stillPending(batch []*corev1.Pod) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, b := range batch {
-		pod, err := p.opts.Pods.Pods(b.Namespace).Get(b.Name)
-		if err != nil || pod.UID != b.UID || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
-			continue
-		}
-		if p.plans.Held(pod.UID) {
-			continue
-		}
-		out = append(out, pod)
-	}
-	return out
-}
-
-func (p *Provisioner) event(obj *corev1.Pod, eventType, reason, action, note string, args ...any) {
-	if p.opts.Recorder == nil {
-		return
-	}
-	p.opts.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
 }

@@ -28,7 +28,7 @@ type QuotaReached struct {
 
 // quotas returns the CapacityQuotas with what they still allow given the nodes they select now (claims: the live
 // NodeClaims), by name. A quota whose selector does not parse is left out (its status says why).
-func (p *Provisioner) quotas(ctx context.Context, claims []*stevedorev1.NodeClaim) ([]*solver.Quota, error) {
+func (p *planner) quotas(ctx context.Context, claims []*stevedorev1.NodeClaim) ([]*solver.Quota, error) {
 	if p.opts.Quotas == nil {
 		return nil, nil
 	}
@@ -56,7 +56,7 @@ func (p *Provisioner) quotas(ctx context.Context, claims []*stevedorev1.NodeClai
 }
 
 // noteQuotas records the quotas a plan found reached (QuotasReached) and counts them.
-func (p *Provisioner) noteQuotas(plan *solver.Plan) {
+func (p *planner) noteQuotas(plan *solver.Plan) {
 	if len(plan.QuotasReached) == 0 {
 		return
 	}
@@ -73,7 +73,7 @@ func (p *Provisioner) noteQuotas(plan *solver.Plan) {
 }
 
 // QuotasReached returns, by quota name, when each CapacityQuota last kept a node from launching.
-func (p *Provisioner) QuotasReached() map[string]QuotaReached {
+func (p *planner) QuotasReached() map[string]QuotaReached {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maps.Clone(p.quotasReached)
@@ -81,7 +81,7 @@ func (p *Provisioner) QuotasReached() map[string]QuotaReached {
 
 // PlannedCapacity is the capacity of the instance type a NodeClaim not launched yet was planned on (the first it
 // lists), nil when the type is not known here.
-func (p *Provisioner) PlannedCapacity(claim *stevedorev1.NodeClaim) corev1.ResourceList {
+func (p *planner) PlannedCapacity(claim *stevedorev1.NodeClaim) corev1.ResourceList {
 	for _, r := range claim.Spec.Requirements {
 		if r.Key == corev1.LabelInstanceTypeStable && string(r.Operator) == string(corev1.NodeSelectorOpIn) && len(r.Values) > 0 {
 			if it := p.known()[r.Values[0]]; it != nil {

@@ -26,7 +26,7 @@ const labelStaticPlaceholder = "stevedore.dev/static-node"
 // together with the NodePool's nodes that stay (all but those being deleted and those named in leaving), with the
 // NodePool's limits.nodes and the CapacityQuotas selecting its nodes holding. The planned nodes carry no pod. Fewer than n come back when the limits or the
 // offerings stop them; the error then says why.
-func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error) {
+func (p *planner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -35,7 +35,7 @@ func (p *Provisioner) PlanStaticNodes(ctx context.Context, np *stevedorev1.NodeP
 		return nil, fmt.Errorf("NodePool %s: %w", np.Name, err)
 	}
 	daemonSets := p.daemonSetPods()
-	claims, err := p.liveClaims()
+	claims, err := p.NodeClaims()
 	if err != nil {
 		return nil, err
 	}

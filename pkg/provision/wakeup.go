@@ -64,7 +64,7 @@ const (
 )
 
 // wake puts pods back in the scheduler's active queue because what held them back cleared.
-func (p *Provisioner) wake(ctx context.Context, reason string, pods []*corev1.Pod) {
+func (p *base) wake(ctx context.Context, reason string, pods []*corev1.Pod) {
 	if p.opts.Queue == nil || len(pods) == 0 {
 		return
 	}
@@ -87,12 +87,12 @@ func (p *Provisioner) wake(ctx context.Context, reason string, pods []*corev1.Po
 
 // refusedOn records that a NodeClaim's node refused a pod in its last scheduling attempt, and by which plugin
 // (ledger.Refused): a refusal by one of planBreakers, of a pod planned there, counts towards planning it again.
-func (p *Provisioner) refusedOn(claim string, pod *corev1.Pod, plugin, why string) {
+func (p *base) refusedOn(claim string, pod *corev1.Pod, plugin, why string) {
 	p.plans.Refused(claim, pod, planBreakers.Has(plugin), plugin+": "+why)
 }
 
 // refusedNode records that the node of that name, one Stevedore launched, refused pod.
-func (p *Provisioner) refusedNode(node string, pod *corev1.Pod, plugin, why string) {
+func (p *base) refusedNode(node string, pod *corev1.Pod, plugin, why string) {
 	p.plans.RefusedByNode(node, pod, planBreakers.Has(plugin), plugin+": "+why)
 }
 
@@ -104,7 +104,7 @@ var planBreakers = sets.New(pluginnames.PodTopologySpread, pluginnames.InterPodA
 
 // schedulerCounts returns the pods the scheduler adds to node when it evaluates pod there: those nominated to it
 // with a priority at least pod's. Without a queue (unit tests), the pods this provisioner nominated there.
-func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UID]bool {
+func (p *base) schedulerCounts(pod *corev1.Pod, node string) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	if p.opts.Queue == nil {
 		for _, q := range p.plans.NominatedTo(node) {
@@ -123,17 +123,17 @@ func (p *Provisioner) schedulerCounts(pod *corev1.Pod, node string) map[types.UI
 
 // ClaimInitialized records that a NodeClaim's node finished initializing, puts the pods planned there first in the
 // scheduling queue and wakes the pods it refused (ledger.Initialized).
-func (p *Provisioner) ClaimInitialized(ctx context.Context, claim string) {
+func (p *wakeups) ClaimInitialized(ctx context.Context, claim string) {
 	p.plans.Initialized(ctx, claim)
 }
 
 // NodeReadyFor reports whether the pod is planned on a node Stevedore launched that finished initializing: the
 // node waits for it.
-func (p *Provisioner) NodeReadyFor(uid types.UID) bool { return p.plans.ReadyFirst(uid) }
+func (p *wakeups) NodeReadyFor(uid types.UID) bool { return p.plans.ReadyFirst(uid) }
 
 // observeReadyWait records, for a pod bound to the node planned for it, how long it waited after that node was
 // ready (or after it was planned there, when the node already was).
-func (p *Provisioner) observeReadyWait(claim string, plannedAt time.Time, node string) {
+func (p *wakeups) observeReadyWait(claim string, plannedAt time.Time, node string) {
 	c, err := p.opts.NodeClaims.Get(claim)
 	if err != nil || c.Status.NodeName != node {
 		return
@@ -167,7 +167,7 @@ type parkedPod struct {
 }
 
 // parkedOnReadyNodes returns the pods planned on ready nodes that are neither bound nor being bound.
-func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
+func (p *wakeups) parkedOnReadyNodes() []parkedPod {
 	var out []parkedPod
 	for _, pp := range p.plans.UnboundOnReadyNodes() {
 		ready := pp.ReadyAt
@@ -186,7 +186,7 @@ func (p *Provisioner) parkedOnReadyNodes() []parkedPod {
 
 // reviewParked reports the pods parked on ready nodes (gauges); of those that waited longer than replanAfter, it
 // plans again the ones their node refused after that, and retries the others.
-func (p *Provisioner) reviewParked(ctx context.Context) {
+func (p *wakeups) reviewParked(ctx context.Context) {
 	parked := p.parkedOnReadyNodes()
 	oldest := time.Duration(0)
 	var stale, retry []*corev1.Pod

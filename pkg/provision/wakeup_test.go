@@ -166,20 +166,16 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "a pod no NodePool could take, after the NodePools change",
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.mu.Lock()
-				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.Clock.Now()}
-				h.prov.mu.Unlock()
+				h.prov.refused.add(pods["waiter"], "no NodePool")
 				h.prov.NodePoolsChanged(h.Ctx)
 			},
 			want: []string{"waiter"}},
 		{name: "a pod no NodePool could take, a minute later: it is planned again",
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.mu.Lock()
-				h.prov.unprovisionable[pods["waiter"].UID] = unprovisionable{pod: pods["waiter"], reason: "no NodePool", at: h.Clock.Now()}
-				h.prov.mu.Unlock()
+				h.prov.refused.add(pods["waiter"], "no NodePool")
 				h.prov.retryUnprovisionable(h.Ctx)
-				if !h.prov.isUnprovisionable(pods["waiter"].UID) {
+				if !h.prov.refused.recent(pods["waiter"].UID) {
 					h.T.Error("forgotten before its minute")
 				}
 				h.Clock.Step(unprovisionableFor + time.Second)

@@ -20,16 +20,16 @@ import (
 // source's pods take room first). Disruption's cluster model places them before it answers what may go (so the
 // room they keep is not consolidated away); provisioning for real pods ignores them (real pods take that room
 // first).
-func (p *Provisioner) SetWarmPods(sources ...func() []*corev1.Pod) {
+func (p *planner) SetWarmPods(sources ...func() []*corev1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.warm = sources
 }
 
 // HasWarmPods reports whether there is warm capacity to keep room for.
-func (p *Provisioner) HasWarmPods() bool { return len(p.warmPods()) > 0 }
+func (p *planner) HasWarmPods() bool { return len(p.warmPods()) > 0 }
 
-func (p *Provisioner) warmPods() []*corev1.Pod {
+func (p *planner) warmPods() []*corev1.Pod {
 	p.mu.Lock()
 	sources := p.warm
 	p.mu.Unlock()
@@ -54,7 +54,7 @@ type WarmPlan struct {
 // place and the warm pods ahead of them took theirs) count as placed; nodes are launched for the others, carrying
 // no pod, so that pending pods may be nominated to them and later solves see their room free. sim is the
 // caller's own simulator (not the live path's, which provisioning for real pods must not wait for).
-func (p *Provisioner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, ahead, pods []*corev1.Pod) (*WarmPlan, error) {
+func (p *planner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, ahead, pods []*corev1.Pod) (*WarmPlan, error) {
 	out := &WarmPlan{Placed: map[string]bool{}, Unschedulable: map[string]string{}}
 	if len(pods) == 0 {
 		return out, nil

@@ -69,6 +69,12 @@ const (
 	ReasonValidUntilExceeded = "ValidUntilExceeded"
 )
 
+// Provisioner is what the controller uses of the provisioner: it books room for a request's pods, launching the
+// nodes the cluster lacks.
+type Provisioner interface {
+	ProvisionBooking(ctx context.Context, sim *simulation.Simulator, b provision.Booking) (*provision.BookingPlan, error)
+}
+
 // Options configure the controller.
 type Options struct {
 	Kube       kubernetes.Interface
@@ -79,7 +85,7 @@ type Options struct {
 	Nodes      corelisters.NodeLister
 	NodeClaims listers.NodeClaimLister
 	// Provisioner finds room and launches nodes.
-	Provisioner *provision.Provisioner
+	Provisioner Provisioner
 	// Simulator answers where pods fit (the controller's own, not the live provisioning path's).
 	Simulator *simulation.Simulator
 	Recorder  events.EventRecorder

@@ -26,8 +26,8 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 )
 
 // Event reasons.
@@ -40,12 +40,20 @@ const (
 // DefaultInterval separates the controller's passes.
 const DefaultInterval = 5 * time.Second
 
+// Provisioner is what the controller uses of the provisioner: the NodeClaims including those just created, the
+// nodes a static NodePool's missing replicas are planned as, and their creation.
+type Provisioner interface {
+	NodeClaims() ([]*stevedorev1.NodeClaim, error)
+	PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error)
+	CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim
+}
+
 // Options configure the controller.
 type Options struct {
 	Stevedore   versioned.Interface
 	NodePools   listers.NodePoolLister
 	Pods        corelisters.PodLister
-	Provisioner *provision.Provisioner
+	Provisioner Provisioner
 	Recorder    events.EventRecorder
 	// Interval separates passes. Default DefaultInterval.
 	Interval time.Duration
