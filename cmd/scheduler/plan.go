@@ -26,6 +26,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/karpenter"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -336,10 +337,11 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	if err != nil {
 		return err
 	}
-	plan, err := problem.Solve(ctx, sim, set.budget)
+	res, err := provision.DryRun(ctx, provision.Request{Input: problem.Input(set.budget), Simulator: sim})
 	if err != nil {
 		return err
 	}
+	plan := res.Plan
 	if plan.Improvement.TimedOut {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the improvement phase reached --solve-timeout %s after %d moves, before its bound: "+
 			"this plan depends on the machine's speed (give a longer --solve-timeout)\n", set.budget, plan.Improvement.Moves)

@@ -7,6 +7,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,11 +61,7 @@ func (p *admission) tried(uid types.UID) {
 func (p *admission) forgetAllBut(live map[types.UID]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for uid := range p.untried {
-		if !live[uid] {
-			delete(p.untried, uid)
-		}
-	}
+	maps.DeleteFunc(p.untried, func(uid types.UID, _ bool) bool { return !live[uid] })
 	for uid := range p.spreadHeldOn {
 		if !live[uid] {
 			p.unholdLocked(uid)

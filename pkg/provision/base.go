@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package provision
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -176,9 +177,5 @@ func (r *refusals) take(olderThan time.Duration) []*corev1.Pod {
 func (r *refusals) forgetAllBut(live map[types.UID]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for uid := range r.byPod {
-		if !live[uid] {
-			delete(r.byPod, uid)
-		}
-	}
+	maps.DeleteFunc(r.byPod, func(uid types.UID, _ unprovisionable) bool { return !live[uid] })
 }

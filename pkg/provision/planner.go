@@ -18,6 +18,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 // Request is one question to the planner: the solver's input (the pods, the NodePools they may open nodes of,
@@ -79,7 +80,7 @@ type planner struct {
 	// warm are the sources of warm pods (bookings, capacity buffers), in the order their pods take room.
 	warm []func() []*corev1.Pod
 	// quotasReached is when each CapacityQuota last kept a node from launching (noteQuotas).
-	quotasReached map[string]QuotaReached
+	quotasReached map[string]state.QuotaReached
 }
 
 func newPlanner(b *base, w *wakeups) *planner {
@@ -124,6 +125,16 @@ func (p *planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	}
 	out.Launched = p.createNodeClaims(ctx, nodes, req.Launch.Reason, annotations)
 	return out, nil
+}
+
+// DryRun answers a request that launches nothing, on its own simulator, with no cluster behind it (the plan
+// command): the CapacityQuotas its plan finds reached are not recorded.
+func DryRun(ctx context.Context, req Request) (*Result, error) {
+	if req.Launch != nil || req.Simulator == nil {
+		return nil, fmt.Errorf("a dry run launches nothing and brings its own simulator")
+	}
+	req.WhatIf = true
+	return (&planner{}).Plan(ctx, req)
 }
 
 // solve runs the solver on the request's simulator, or on the live path's own, one question at a time.

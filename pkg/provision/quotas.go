@@ -8,7 +8,6 @@ import (
 	"context"
 	"maps"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,12 +18,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
-
-// QuotaReached is when a CapacityQuota last kept a node from launching, and the resource that did.
-type QuotaReached struct {
-	At       time.Time
-	Resource corev1.ResourceName
-}
 
 // quotas returns the CapacityQuotas with what they still allow given the nodes they select now (claims: the live
 // NodeClaims), by name. A quota whose selector does not parse is left out (its status says why).
@@ -45,7 +38,7 @@ func (p *planner) quotas(ctx context.Context, claims []*stevedorev1.NodeClaim) (
 	}
 	out := make([]*solver.Quota, 0, len(list))
 	for _, cq := range list {
-		sel, err := solver.QuotaSelector(cq)
+		sel, err := state.QuotaSelector(cq)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "CapacityQuota left out")
 			continue
@@ -64,16 +57,16 @@ func (p *planner) noteQuotas(plan *solver.Plan) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quotasReached == nil {
-		p.quotasReached = map[string]QuotaReached{}
+		p.quotasReached = map[string]state.QuotaReached{}
 	}
 	for name, resource := range plan.QuotasReached {
-		p.quotasReached[name] = QuotaReached{At: now, Resource: resource}
+		p.quotasReached[name] = state.QuotaReached{At: now, Resource: resource}
 		metrics.QuotaLimitedLaunches.WithLabelValues(name, string(resource)).Inc()
 	}
 }
 
 // QuotasReached returns, by quota name, when each CapacityQuota last kept a node from launching.
-func (p *planner) QuotasReached() map[string]QuotaReached {
+func (p *planner) QuotasReached() map[string]state.QuotaReached {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maps.Clone(p.quotasReached)

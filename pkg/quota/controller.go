@@ -29,9 +29,7 @@ import (
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	autoscalinglisters "github.com/stevedore-dev/stevedore/pkg/generated/listers/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/reconcile"
-	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
@@ -60,7 +58,7 @@ type Options struct {
 	NodeClaims listers.NodeClaimLister
 	Nodes      corelisters.NodeLister
 	// Reached returns when each quota last kept a node from launching (Provisioner.QuotasReached).
-	Reached func() map[string]provision.QuotaReached
+	Reached func() map[string]state.QuotaReached
 	// PlannedCapacity is the capacity a NodeClaim not launched yet is counted at (Provisioner.PlannedCapacity); nil:
 	// its requests.
 	PlannedCapacity func(*stevedorev1.NodeClaim) corev1.ResourceList
@@ -108,7 +106,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var reached map[string]provision.QuotaReached
+	var reached map[string]state.QuotaReached
 	if c.opts.Reached != nil {
 		reached = c.opts.Reached()
 	}
@@ -116,7 +114,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	var firstErr error
 	for _, cq := range list {
 		status := autoscalingv1beta1.CapacityQuotaStatus{ObservedGeneration: cq.Generation}
-		sel, err := solver.QuotaSelector(cq)
+		sel, err := state.QuotaSelector(cq)
 		if err != nil {
 			status.Conditions = []metav1.Condition{{Type: autoscalingv1beta1.ConditionLimitReached, Status: metav1.ConditionUnknown,
 				Reason: ReasonInvalidSelector, Message: err.Error() + ": the quota is not enforced"}}
@@ -160,7 +158,7 @@ func (c *Controller) setMetrics(cq *autoscalingv1beta1.CapacityQuota, used corev
 
 // condition is the quota's LimitReached condition: True when it kept a node from launching within ReachedFor, or
 // when the selected nodes use all of a resource; False otherwise.
-func condition(cq *autoscalingv1beta1.CapacityQuota, used corev1.ResourceList, last provision.QuotaReached, now time.Time) metav1.Condition {
+func condition(cq *autoscalingv1beta1.CapacityQuota, used corev1.ResourceList, last state.QuotaReached, now time.Time) metav1.Condition {
 	cond := metav1.Condition{Type: autoscalingv1beta1.ConditionLimitReached}
 	var full []string
 	for _, name := range sortedNames(cq.Spec.Limits.Resources) {

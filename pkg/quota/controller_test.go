@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
-	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/state"
 )
 
 func TestLimitReached(t *testing.T) {
@@ -26,18 +26,18 @@ func TestLimitReached(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		used    corev1.ResourceList
-		last    provision.QuotaReached
+		last    state.QuotaReached
 		status  metav1.ConditionStatus
 		reason  string
 		message string
 	}{
-		{"room left", used("8", "2"), provision.QuotaReached{}, metav1.ConditionFalse, ReasonWithinLimits, "room left in every limit"},
-		{"a node kept from launching just now", used("14", "3"), provision.QuotaReached{At: now.Add(-10 * time.Second), Resource: "cpu"},
+		{"room left", used("8", "2"), state.QuotaReached{}, metav1.ConditionFalse, ReasonWithinLimits, "room left in every limit"},
+		{"a node kept from launching just now", used("14", "3"), state.QuotaReached{At: now.Add(-10 * time.Second), Resource: "cpu"},
 			metav1.ConditionTrue, ReasonLaunchLimited, "kept a node from launching: not enough cpu left"},
-		{"a node kept from launching long ago", used("14", "3"), provision.QuotaReached{At: now.Add(-ReachedFor), Resource: "cpu"},
+		{"a node kept from launching long ago", used("14", "3"), state.QuotaReached{At: now.Add(-ReachedFor), Resource: "cpu"},
 			metav1.ConditionFalse, ReasonWithinLimits, "room left in every limit"},
-		{"every CPU used", used("16", "4"), provision.QuotaReached{}, metav1.ConditionTrue, ReasonAtLimit, "the selected nodes use cpu 16 of 16, nodes 4 of 4"},
-		{"over the limit (nodes added by hand)", used("20", "3"), provision.QuotaReached{}, metav1.ConditionTrue, ReasonAtLimit, "the selected nodes use cpu 20 of 16"},
+		{"every CPU used", used("16", "4"), state.QuotaReached{}, metav1.ConditionTrue, ReasonAtLimit, "the selected nodes use cpu 16 of 16, nodes 4 of 4"},
+		{"over the limit (nodes added by hand)", used("20", "3"), state.QuotaReached{}, metav1.ConditionTrue, ReasonAtLimit, "the selected nodes use cpu 20 of 16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cond := condition(cq, tc.used, tc.last, now)

@@ -41,8 +41,12 @@ func requiredAffinitySelectors(p *corev1.Pod) ([]podSelector, []string) {
 	return sels, keys
 }
 
+// podAffinities keeps the required pod affinities of an attempt true: the fragile ones (a group that selects itself),
+// and the domains a pod with affinity may move within (affinityAllows, trackAffinity, movable, sameDomains).
+type podAffinities struct{ *solve }
+
 // affinityAllows reports whether pod may go on node without breaking a fragile affinity.
-func (st *solve) affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
+func (st podAffinities) affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
 	for _, f := range st.fragile {
 		if f.pod.UID != pod.UID && f.pods.matches(pod) && node.Labels[f.key] != f.domain {
 			return false
@@ -53,7 +57,7 @@ func (st *solve) affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
 
 // trackAffinity records a pod just placed on node: the fragile affinities it now satisfies are no longer
 // fragile, and its own terms that hold only by matching itself become fragile.
-func (st *solve) trackAffinity(pod *corev1.Pod, node *corev1.Node) {
+func (st podAffinities) trackAffinity(pod *corev1.Pod, node *corev1.Node) {
 	kept := st.fragile[:0]
 	for _, f := range st.fragile {
 		if f.pod.UID != pod.UID && f.pods.matches(pod) && node.Labels[f.key] == f.domain {
@@ -76,7 +80,7 @@ func (st *solve) trackAffinity(pod *corev1.Pod, node *corev1.Node) {
 // found is remembered as the domain's witness: while it stays on a node of the domain the answer is yes without
 // a walk over the snapshot (the pods of a group that selects itself ask this of the same domain one after the
 // other).
-func (st *solve) othersInDomain(pod *corev1.Pod, sel podSelector, key, domain string) bool {
+func (st podAffinities) othersInDomain(pod *corev1.Pod, sel podSelector, key, domain string) bool {
 	wk := witnessKey{selector: sel.String(), key: key, domain: domain}
 	if w, ok := st.witnesses[wk]; ok && w.pod.UID != pod.UID {
 		if ni := st.snap.NodeInfo(w.node); ni != nil && ni.Node().Labels[key] == domain {
@@ -121,7 +125,7 @@ type affinityTarget struct {
 
 // movable reports whether improvement may move a pod anywhere: not one with required pod affinity, nor one
 // another pod's required affinity may rely on (moveKeys says where those may go).
-func (st *solve) movable(pod *corev1.Pod) bool {
+func (st podAffinities) movable(pod *corev1.Pod) bool {
 	keys, ok := st.moveKeys(pod)
 	return ok && len(keys) == 0
 }
@@ -130,7 +134,7 @@ func (st *solve) movable(pod *corev1.Pod) bool {
 // (sorted): improvement may move the pod only to a node in the same domain of each, so that every term holds as
 // it did. ok is false when the pod may not move at all: its own term holds only because it matches itself
 // (fragileAffinity).
-func (st *solve) moveKeys(pod *corev1.Pod) (keys []string, ok bool) {
+func (st podAffinities) moveKeys(pod *corev1.Pod) (keys []string, ok bool) {
 	for _, f := range st.fragile {
 		if f.pod.UID == pod.UID {
 			return nil, false
@@ -149,7 +153,7 @@ func (st *solve) moveKeys(pod *corev1.Pod) (keys []string, ok bool) {
 
 // targets returns the required pod affinity terms of the pods being placed and of the pods placed before,
 // gathered on first use.
-func (st *solve) targets() map[string]affinityTarget {
+func (st podAffinities) targets() map[string]affinityTarget {
 	if st.affinityTargets != nil {
 		return st.affinityTargets
 	}
@@ -173,7 +177,7 @@ func (st *solve) targets() map[string]affinityTarget {
 }
 
 // sameDomains reports whether nodes a and b are in the same domain of every key: both labelled, with one value.
-func (st *solve) sameDomains(a, b *openNode, keys []string) bool {
+func (st podAffinities) sameDomains(a, b *openNode, keys []string) bool {
 	if len(keys) == 0 {
 		return true
 	}

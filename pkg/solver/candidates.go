@@ -44,9 +44,13 @@ type candList struct {
 // placements take out of the lead are replaced from the list, not by a new scan.
 const keptCands = 4 * maxOpenTries
 
+// candidateLists finds, for a pod, the open nodes worth trying, by shape and zone, kept up to date with the nodes the
+// attempt changed (candidatesFor).
+type candidateLists struct{ *solve }
+
 // shape is the placement's shape, or false when its candidates are not kept (PreFilter names its nodes, first-fit
 // decreasing, or a node is excluded as improvement does).
-func (st *solve) shape(pl *placing, opts placeOptions, byZone bool) (placeShape, bool) {
+func (st candidateLists) shape(pl *placing, opts placeOptions, byZone bool) (placeShape, bool) {
 	if opts.exclude != nil || opts.maxLeftover > 0 || st.in.FirstFitDecreasing || !pl.pre.AllNodes() {
 		return placeShape{}, false
 	}
@@ -78,7 +82,7 @@ func rank(n *openNode, pl *placing, exclude *openNode) (openCand, bool) {
 
 // candidatesFor fills buckets with, per bucket, the best keep nodes whose price grows by less than maxMarginal:
 // from the shape's kept lists when they can tell, else by a scan of every open node. It returns the buckets.
-func (st *solve) candidatesFor(pl *placing, opts placeOptions, byZone bool, keep int, buckets [][]openCand) [][]openCand {
+func (st candidateLists) candidatesFor(pl *placing, opts placeOptions, byZone bool, keep int, buckets [][]openCand) [][]openCand {
 	shape, ok := st.shape(pl, opts, byZone)
 	if !ok {
 		return st.scanCandidates(pl, opts, byZone, keep, buckets)
@@ -118,7 +122,7 @@ func (st *solve) candidatesFor(pl *placing, opts placeOptions, byZone bool, keep
 }
 
 // checkCandidates compares the candidates the kept lists gave with a scan's (Input.CheckCandidates).
-func (st *solve) checkCandidates(pl *placing, opts placeOptions, byZone bool, keep int, kept [][]openCand) {
+func (st candidateLists) checkCandidates(pl *placing, opts placeOptions, byZone bool, keep int, kept [][]openCand) {
 	scanned := st.scanCandidates(pl, opts, byZone, keep, nil)
 	render := func(buckets [][]openCand) string {
 		var sb strings.Builder
@@ -145,7 +149,7 @@ func (cl *candList) under(maxMarginal float64) int {
 }
 
 // scanCandidates is candidatesFor by a scan of every open node.
-func (st *solve) scanCandidates(pl *placing, opts placeOptions, byZone bool, keep int, buckets [][]openCand) [][]openCand {
+func (st candidateLists) scanCandidates(pl *placing, opts placeOptions, byZone bool, keep int, buckets [][]openCand) [][]openCand {
 	for _, n := range st.open {
 		if opts.maxMarginal <= 1e-9 && !n.removed {
 			// only nodes whose type already holds the pod: what the room left says, without pricing a growth
@@ -155,7 +159,7 @@ func (st *solve) scanCandidates(pl *placing, opts placeOptions, byZone bool, kee
 		}
 		c, ok := rank(n, pl, opts.exclude)
 		if !ok || c.marginal >= opts.maxMarginal || (opts.maxLeftover > 0 && c.leftover >= opts.maxLeftover) ||
-			!st.sameDomains(opts.exclude, n, opts.domains) {
+			!st.affinities.sameDomains(opts.exclude, n, opts.domains) {
 			continue
 		}
 		if st.in.FirstFitDecreasing {
@@ -174,7 +178,7 @@ func (st *solve) scanCandidates(pl *placing, opts placeOptions, byZone bool, kee
 }
 
 // rebuild ranks every open node for the shape.
-func (st *solve) rebuild(sc *shapeCands, pl *placing, byZone bool) {
+func (st candidateLists) rebuild(sc *shapeCands, pl *placing, byZone bool) {
 	sc.at = len(st.changes)
 	sc.buckets = map[int]*candList{}
 	for _, n := range st.open {
@@ -183,7 +187,7 @@ func (st *solve) rebuild(sc *shapeCands, pl *placing, byZone bool) {
 }
 
 // catchUp re-ranks the nodes changed since the shape's lists were last brought up to date.
-func (st *solve) catchUp(sc *shapeCands, pl *placing, byZone bool) {
+func (st candidateLists) catchUp(sc *shapeCands, pl *placing, byZone bool) {
 	for _, n := range st.changes[sc.at:] {
 		for _, cl := range sc.buckets {
 			cl.remove(n)
@@ -194,7 +198,7 @@ func (st *solve) catchUp(sc *shapeCands, pl *placing, byZone bool) {
 }
 
 // offer ranks n for the shape and keeps it in its bucket's list when it is among the best.
-func (st *solve) offer(sc *shapeCands, pl *placing, byZone bool, n *openNode) {
+func (st candidateLists) offer(sc *shapeCands, pl *placing, byZone bool, n *openNode) {
 	c, ok := rank(n, pl, nil)
 	if !ok {
 		return

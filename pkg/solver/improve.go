@@ -15,6 +15,10 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/resources"
 )
 
+// improver is the improvement phase of an attempt, over its state: once the greedy placement is done, it moves pods
+// off the open nodes that waste the most, and empties the nodes it can (improve).
+type improver struct{ *solve }
+
 // improve spends the time budget on moves that lower the plan's price: emptying a node into the slack of others,
 // moving single pods off a node when that lets it use a cheaper type and costs the receiving node less, and moving
 // pods at no cost towards the fullest nodes (tryMove). Every move is checked like a first placement (Filter
@@ -24,7 +28,7 @@ import (
 // more than the default budget).
 //
 //nolint:gocyclo // the bounded move loop: each kind of move, its check and its undo read together
-func (st *solve) improve(deadline time.Time) (out Improvement) {
+func (st improver) improve(deadline time.Time) (out Improvement) {
 	start := time.Now()
 	budget := st.moveBudget()
 	moves := budget
@@ -49,7 +53,7 @@ func (st *solve) improve(deadline time.Time) (out Improvement) {
 			moves--
 			movable := true
 			for _, p := range a.pods {
-				movable = movable && st.movable(p)
+				movable = movable && st.affinities.movable(p)
 			}
 			if movable && len(a.pods) <= 8 && st.tryEmpty(a) {
 				continue
@@ -57,7 +61,7 @@ func (st *solve) improve(deadline time.Time) (out Improvement) {
 			pods := append([]*corev1.Pod(nil), a.pods...)
 			sort.SliceStable(pods, func(i, j int) bool { return resources.Pod(pods[i]).Weight() > resources.Pod(pods[j]).Weight() })
 			for _, p := range pods {
-				keys, ok := st.moveKeys(p)
+				keys, ok := st.affinities.moveKeys(p)
 				if !ok {
 					continue
 				}
@@ -84,7 +88,7 @@ const (
 
 // moveBudget is how many moves improve tries: 20 per pod and 1000 more, at most improveWork over the open nodes.
 // It depends only on the plan, never on the machine.
-func (st *solve) moveBudget() int {
+func (st improver) moveBudget() int {
 	open := 0
 	for _, n := range st.open {
 		if !n.removed && len(n.pods) > 0 {
@@ -95,7 +99,7 @@ func (st *solve) moveBudget() int {
 }
 
 // openPrice is the price of the open nodes, each at the cheapest type holding what it uses.
-func (st *solve) openPrice() float64 {
+func (st improver) openPrice() float64 {
 	total := 0.0
 	for _, n := range st.open {
 		if n.removed || len(n.pods) == 0 {
@@ -108,7 +112,7 @@ func (st *solve) openPrice() float64 {
 }
 
 // byWaste orders the open nodes by the share of their type they leave unused, most wasteful first.
-func (st *solve) byWaste() []*openNode {
+func (st improver) byWaste() []*openNode {
 	type w struct {
 		n     *openNode
 		waste float64
@@ -138,7 +142,7 @@ type savedNode struct {
 	state openNode
 }
 
-func (st *solve) save(saved map[*openNode]savedNode, n *openNode) {
+func (st improver) save(saved map[*openNode]savedNode, n *openNode) {
 	if _, ok := saved[n]; ok {
 		return
 	}
@@ -148,7 +152,7 @@ func (st *solve) save(saved map[*openNode]savedNode, n *openNode) {
 }
 
 // unplace takes a pod off an open node (snapshot, groups, accounting).
-func (st *solve) unplace(n *openNode, p *corev1.Pod) {
+func (st improver) unplace(n *openNode, p *corev1.Pod) {
 	_ = st.snap.RemovePod(n.name, p)
 	groupsUncount(st.groups, p)
 	for i, q := range n.pods {
@@ -163,7 +167,7 @@ func (st *solve) unplace(n *openNode, p *corev1.Pod) {
 }
 
 // tryEmpty moves every pod of a to other open nodes when that lowers the total price.
-func (st *solve) tryEmpty(a *openNode) bool {
+func (st improver) tryEmpty(a *openNode) bool {
 	saved := map[*openNode]savedNode{}
 	st.save(saved, a)
 	before, _, _ := a.current()
@@ -226,7 +230,7 @@ func (st *solve) tryEmpty(a *openNode) bool {
 // is less room than a is left with: free room gathers on fewer nodes, until one of them can use a cheaper type or
 // be emptied (a plan that pays for the same room spread thin over many nodes cannot shrink any of them). A pod
 // with required pod affinity, or one another pod's may rely on, moves only inside its domains (moveKeys).
-func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
+func (st improver) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 	before, _, _ := a.current()
 	need := resources.Pod(p)
 	after, left := a.priceWithout(need)
@@ -266,7 +270,7 @@ func (st *solve) tryMove(a *openNode, p *corev1.Pod, domains []string) bool {
 
 // anyReceiver reports whether an open node other than opts.exclude has the room for need that opts asks for: a
 // necessary condition of relocate (which also runs the Filter plugins), counting resources only.
-func (st *solve) anyReceiver(need vec, opts placeOptions) bool {
+func (st improver) anyReceiver(need vec, opts placeOptions) bool {
 	for _, n := range st.open {
 		if n.removed || n == opts.exclude || !need.Fits(n.cap.Sub(n.used)) {
 			continue
@@ -279,7 +283,7 @@ func (st *solve) anyReceiver(need vec, opts placeOptions) bool {
 		} else if after, _ := n.grow(need); after-before >= opts.maxMarginal {
 			continue
 		}
-		if st.sameDomains(opts.exclude, n, opts.domains) {
+		if st.affinities.sameDomains(opts.exclude, n, opts.domains) {
 			return true
 		}
 	}
@@ -287,7 +291,7 @@ func (st *solve) anyReceiver(need vec, opts placeOptions) bool {
 }
 
 // relocate places p on an open node opts allows (never opts.exclude, the node it comes from), returning it.
-func (st *solve) relocate(p *corev1.Pod, opts placeOptions, saved map[*openNode]savedNode) *openNode {
+func (st improver) relocate(p *corev1.Pod, opts placeOptions, saved map[*openNode]savedNode) *openNode {
 	pl := st.newPlacing(p, p)
 	if pl == nil {
 		return nil

@@ -90,7 +90,7 @@ func TestTheMoveBudgetBoundsTheImprovementsWork(t *testing.T) {
 			st.open = append(st.open, &openNode{pods: []*corev1.Pod{{}}})
 		}
 		st.open = append(st.open, &openNode{}, &openNode{pods: []*corev1.Pod{{}}, removed: true}) // not counted
-		if got := st.moveBudget(); got != tc.want {
+		if got := (improver{st}).moveBudget(); got != tc.want {
 			t.Errorf("%d pods on %d open nodes: budget %d, want %d", tc.pods, tc.open, got, tc.want)
 		}
 	}
@@ -143,14 +143,14 @@ func TestMoveKeysAreTheDomainsAnAffinityReliesOn(t *testing.T) {
 			if tc.fragile {
 				st.fragile = []fragileAffinity{{pod: tc.pod, key: corev1.LabelTopologyZone, domain: "z1"}}
 			}
-			keys, ok := st.moveKeys(tc.pod)
+			keys, ok := (podAffinities{st}).moveKeys(tc.pod)
 			if ok == tc.fragile {
 				t.Fatalf("moveKeys says the pod may move: %v, want %v", ok, !tc.fragile)
 			}
 			if !slices.Equal(keys, tc.keys) {
 				t.Errorf("keys %v, want %v", keys, tc.keys)
 			}
-			if got := st.movable(tc.pod); got != tc.movable {
+			if got := (podAffinities{st}).movable(tc.pod); got != tc.movable {
 				t.Errorf("movable %v, want %v", got, tc.movable)
 			}
 		})
@@ -184,7 +184,7 @@ func TestSameDomainsNeedsEveryKeyOnBothNodesWithOneValue(t *testing.T) {
 		{a, b, []string{host}, false},
 		{a, &openNode{name: "gone"}, []string{zone}, false},
 	} {
-		if got := st.sameDomains(tc.from, tc.to, tc.keys); got != tc.want {
+		if got := (podAffinities{st}).sameDomains(tc.from, tc.to, tc.keys); got != tc.want {
 			t.Errorf("sameDomains(%s, %s, %v) = %v, want %v", tc.from.name, tc.to.name, tc.keys, got, tc.want)
 		}
 	}

@@ -93,7 +93,7 @@ func (st *solve) openOn(pool *NodePoolOption, pl *placing) (bool, string) {
 			reason = tooLarge(pool, reqs, pl.room())
 			continue
 		}
-		cands, why := st.withinLimits(pool, fresh.cands)
+		cands, why := st.budgets.withinLimits(pool, fresh.cands, len(st.open))
 		if len(cands) == 0 {
 			reason = why
 			continue

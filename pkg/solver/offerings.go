@@ -48,6 +48,10 @@ func (c *offeringChoice) narrowsNothing(n *openNode) bool {
 // maxChoices bounds the ways one placement is tried on a node.
 const maxChoices = 24
 
+// offeringChooser lists the ways a node may be chosen for a pod: its instance types grouped by what the pod and the
+// batch's watchers care about, by zone and capacity type, cheapest first (offeringChoices).
+type offeringChooser struct{ *solve }
+
 // offeringChoices lists the ways a node may be made to hold total for a pod, cheapest first:
 //   - zone and capacity type: when the pod cares about them and the node has not pinned them, each available
 //     value is a choice;
@@ -61,7 +65,7 @@ const maxChoices = 24
 // The choices depend on the node's state, the pod's cared keys and requirements (memo) and, for their order, on
 // total: each node keeps them per memo until it changes (openNode.choices), and only their prices are computed
 // again.
-func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
+func (st offeringChooser) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
 	segments := n.choices
 	if segments == nil || n.choicesFor != memo {
 		segments = st.sharedSegments(cands, reqs, cared, memo, n)
@@ -93,7 +97,7 @@ func (st *solve) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Re
 const memoNodes = 512
 
 // remember keeps a node's offering choices for memo, forgetting those of the node asked longest ago.
-func (st *solve) remember(n *openNode, memo string, segments [][]offeringChoice) {
+func (st offeringChooser) remember(n *openNode, memo string, segments [][]offeringChoice) {
 	if n.choices == nil {
 		if len(st.memoRing) < memoNodes {
 			st.memoRing = append(st.memoRing, n)
@@ -120,7 +124,7 @@ type segmentKey struct {
 // sharedSegments is choiceSegments memoised across the open nodes: a node's own memo (openNode.choices) is
 // dropped whenever a pod joins it, and the nodes alike in what choiceSegments reads ask the same of it. The memo
 // holds at most memoNodes entries and starts again when full.
-func (st *solve) sharedSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode) [][]offeringChoice {
+func (st offeringChooser) sharedSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode) [][]offeringChoice {
 	if len(cands) == 0 {
 		return st.choiceSegments(cands, reqs, cared, n)
 	}
@@ -148,7 +152,7 @@ func (st *solve) sharedSegments(cands []*cloud.InstanceType, reqs scheduling.Req
 // type (and value of a key only the NodePool defines), the candidates grouped in each.
 //
 //nolint:gocyclo // groups the candidates by each offering dimension in one pass over them, on the placement hot path
-func (st *solve) choiceSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode) [][]offeringChoice {
+func (st offeringChooser) choiceSegments(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, n *openNode) [][]offeringChoice {
 	pinned := map[string]bool{}
 	for k := range n.pinned {
 		pinned[k] = true
@@ -212,7 +216,7 @@ func (st *solve) choiceSegments(cands []*cloud.InstanceType, reqs scheduling.Req
 
 // zoneChoices are the choices of offeringChoices for one set of requirements: per zone and capacity type, per
 // group of candidates (typeGroups).
-func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, typeKeys []string, careZone, careCT bool, zones, cts []string, n *openNode) [][]offeringChoice {
+func (st offeringChooser) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, typeKeys []string, careZone, careCT bool, zones, cts []string, n *openNode) [][]offeringChoice {
 	var out [][]offeringChoice
 	for _, z := range zones {
 		for _, ct := range cts {
@@ -242,7 +246,7 @@ func (st *solve) zoneChoices(cands []*cloud.InstanceType, reqs scheduling.Requir
 // typeGroups splits candidates into the choices that differ in the values of keys or, for a node whose DaemonSets
 // are not decided yet, in the DaemonSets that would run on them; each choice pins keys (offeringChoices prices
 // it by its cheapest candidate holding what the node would use, with its DaemonSets).
-func (st *solve) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, keys []string, n *openNode, zone, ct string) []offeringChoice {
+func (st offeringChooser) typeGroups(cands []*cloud.InstanceType, reqs scheduling.Requirements, pinned map[string]bool, keys []string, n *openNode, zone, ct string) []offeringChoice {
 	type group struct {
 		choice offeringChoice
 		values map[string]string
@@ -497,7 +501,7 @@ func watchers(pods []*corev1.Pod, snap *simulation.Snapshot) []watcher {
 }
 
 // watchedKeys returns the keys of the watchers that match pod.
-func (st *solve) watchedKeys(pod *corev1.Pod) []string {
+func (st offeringChooser) watchedKeys(pod *corev1.Pod) []string {
 	if st.watchers == nil {
 		st.watchers = watchers(st.in.Pods, st.snap)
 	}

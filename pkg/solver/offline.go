@@ -112,7 +112,7 @@ func offlineQuotas(cqs []*autoscalingv1beta1.CapacityQuota, nodes []*corev1.Node
 	sort.Slice(cqs, func(i, j int) bool { return cqs[i].Name < cqs[j].Name })
 	out := make([]*Quota, 0, len(cqs))
 	for _, cq := range cqs {
-		sel, err := QuotaSelector(cq)
+		sel, err := state.QuotaSelector(cq)
 		if err != nil {
 			return nil, err
 		}

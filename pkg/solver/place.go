@@ -181,7 +181,7 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	for _, k := range st.daemonKeys {
 		pl.cared[k] = true // DaemonSets select on it: the node's value must be known to count them
 	}
-	for _, k := range st.watchedKeys(pod) {
+	for _, k := range st.offers.watchedKeys(pod) {
 		pl.cared[k] = true // another pod's affinity, anti-affinity or spread counts this one in its domain
 	}
 	pl.caredSig = strings.Join(slices.Sorted(maps.Keys(pl.cared)), ",")
@@ -271,7 +271,7 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 		if pl.unusable(node.Spec.Taints) != "" {
 			continue
 		}
-		if !groupsAllow(st.groups, pl.pod, node) || !st.affinityAllows(pl.pod, node) {
+		if !groupsAllow(st.groups, pl.pod, node) || !st.affinities.affinityAllows(pl.pod, node) {
 			continue
 		}
 		if st.sim.Filter(st.ctx, pl.state, pl.check, f.Name).IsSuccess() {
@@ -279,7 +279,7 @@ func (st *solve) placeOnInFlight(pl *placing) bool {
 				continue
 			}
 			groupsCount(st.groups, pl.pod, node)
-			st.trackAffinity(pl.pod, node)
+			st.affinities.trackAffinity(pl.pod, node)
 			f.free = f.free.Sub(pl.need)
 			st.resortInFlight(i)
 			st.plan.InFlight[f.Name] = append(st.plan.InFlight[f.Name], pl.pod)
@@ -401,7 +401,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	// run of well-fitting nodes in the wrong zone does not hide the right ones.
 	const keep = 2 * maxOpenTries
 	byZone := pl.cared[corev1.LabelTopologyZone] || pl.cared[stevedorev1.LabelCapacityType]
-	buckets := st.candidatesFor(pl, opts, byZone, keep, st.bucketBuf[:0])
+	buckets := st.lists.candidatesFor(pl, opts, byZone, keep, st.bucketBuf[:0])
 	used := 0
 	for _, b := range buckets {
 		if len(b) > 0 {

@@ -11,7 +11,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
@@ -67,11 +66,11 @@ func (q *Quota) selects(pool, typ map[string]string) bool {
 }
 
 // covering returns the quotas among the NodePool's that count a node of type it (cached per solve).
-func (st *solve) covering(pool *NodePoolOption, it *cloud.InstanceType) []*Quota {
+func (b *budgets) covering(pool *NodePoolOption, it *cloud.InstanceType) []*Quota {
 	if len(pool.Quotas) == 0 {
 		return nil
 	}
-	u := &st.usage.quotas
+	u := &b.quotas
 	key := poolType{pool: pool.NodePool.Name, it: it}
 	if qs, ok := u.covering[key]; ok {
 		return qs
@@ -127,8 +126,8 @@ func remainingUnits(q *Quota, name corev1.ResourceName) int64 {
 
 // quotaMost is the largest amount one node of any NodePool covered by q can add to resource name (computed once
 // per solve).
-func (st *solve) quotaMost(q *Quota, name corev1.ResourceName) int64 {
-	u := &st.usage.quotas
+func (b *budgets) quotaMost(q *Quota, name corev1.ResourceName) int64 {
+	u := &b.quotas
 	if u.most == nil {
 		u.most = map[*Quota]map[corev1.ResourceName]int64{}
 	}
@@ -139,13 +138,13 @@ func (st *solve) quotaMost(q *Quota, name corev1.ResourceName) int64 {
 		u.most[q] = map[corev1.ResourceName]int64{}
 	}
 	var most int64
-	for i := range st.in.NodePools {
-		pool := &st.in.NodePools[i]
+	for i := range b.pools {
+		pool := &b.pools[i]
 		if !pool.covers(q) {
 			continue
 		}
 		for _, it := range pool.InstanceTypes {
-			if !slices.Contains(st.covering(pool, it), q) {
+			if !slices.Contains(b.covering(pool, it), q) {
 				continue
 			}
 			// a node can be of any offering: the dearest is the bound
@@ -179,9 +178,9 @@ func (o *NodePoolOption) covers(q *Quota) bool {
 
 // quotaFar reports whether no open node can reach the quota: room for every open node and one more at the most a
 // node of its NodePools can add. Then no check against it is needed.
-func (st *solve) quotaFar(q *Quota) bool {
-	st.settle()
-	u := &st.usage.quotas
+func (b *budgets) quotaFar(q *Quota) bool {
+	b.settle()
+	u := &b.quotas
 	for name := range q.Remaining {
 		if name == stevedorev1.ResourceNodes {
 			if u.count[q]+1 > remainingUnits(q, name) {
@@ -189,7 +188,7 @@ func (st *solve) quotaFar(q *Quota) bool {
 			}
 			continue
 		}
-		if u.sums[q][name]+st.quotaMost(q, name) > remainingUnits(q, name) {
+		if u.sums[q][name]+b.quotaMost(q, name) > remainingUnits(q, name) {
 			return false
 		}
 	}
@@ -197,14 +196,14 @@ func (st *solve) quotaFar(q *Quota) bool {
 }
 
 // quotaUsage is what the open nodes add up to against a quota (except one node), and how many nodes that is.
-func (st *solve) quotaUsage(q *Quota, except *openNode) (map[corev1.ResourceName]int64, int64) {
-	st.settle()
+func (b *budgets) quotaUsage(q *Quota, except *openNode) (map[corev1.ResourceName]int64, int64) {
+	b.settle()
 	used := make(map[corev1.ResourceName]int64, len(q.Remaining))
-	for name, v := range st.usage.quotas.sums[q] {
+	for name, v := range b.quotas.sums[q] {
 		used[name] = v
 	}
-	count := st.usage.quotas.count[q]
-	if c, ok := st.usage.counted[except]; ok && except != nil {
+	count := b.quotas.count[q]
+	if c, ok := b.counted[except]; ok && except != nil {
 		if add, ok := c.quotas[q]; ok {
 			for name, v := range add {
 				used[name] -= v
@@ -239,16 +238,16 @@ func blockingResource(q *Quota, used map[corev1.ResourceName]int64, count int64,
 
 // withinQuotas keeps the types that fit every quota counting them after the nodes already planned, with the reason
 // when none does.
-func (st *solve) withinQuotas(pool *NodePoolOption, types []*cloud.InstanceType) ([]*cloud.InstanceType, string) {
+func (b *budgets) withinQuotas(pool *NodePoolOption, types []*cloud.InstanceType) ([]*cloud.InstanceType, string) {
 	for _, q := range pool.Quotas {
-		if st.quotaFar(q) {
+		if b.quotaFar(q) {
 			continue
 		}
-		used, count := st.quotaUsage(q, nil)
+		used, count := b.quotaUsage(q, nil)
 		var kept []*cloud.InstanceType
 		var blocked corev1.ResourceName
 		for _, it := range types {
-			if !slices.Contains(st.covering(pool, it), q) {
+			if !slices.Contains(b.covering(pool, it), q) {
 				kept = append(kept, it)
 				continue
 			}
@@ -262,7 +261,7 @@ func (st *solve) withinQuotas(pool *NodePoolOption, types []*cloud.InstanceType)
 			kept = append(kept, it)
 		}
 		if len(kept) == 0 {
-			st.quotaReached(q, blocked)
+			b.quotaReached(q, blocked)
 			return nil, fmt.Sprintf("the CapacityQuota %s is reached (%s)", q.Name, blocked)
 		}
 		types = kept
@@ -272,33 +271,21 @@ func (st *solve) withinQuotas(pool *NodePoolOption, types []*cloud.InstanceType)
 
 // growthWithinQuotas reports whether an open node may become type best, priced price, within every quota covering
 // its NodePool.
-func (st *solve) growthWithinQuotas(n *openNode, best *cloud.InstanceType, price float64) bool {
-	for _, q := range st.covering(n.pool, best) {
-		if st.quotaFar(q) {
+func (b *budgets) growthWithinQuotas(n *openNode, best *cloud.InstanceType, price float64) bool {
+	for _, q := range b.covering(n.pool, best) {
+		if b.quotaFar(q) {
 			continue
 		}
-		used, count := st.quotaUsage(q, n)
+		used, count := b.quotaUsage(q, n)
 		if r := blockingResource(q, used, count, best, price); r != "" {
-			st.quotaReached(q, r)
+			b.quotaReached(q, r)
 			return false
 		}
 	}
 	return true
 }
 
-// QuotaSelector is a CapacityQuota's node selector (nil when it has none: every node).
-func QuotaSelector(cq *autoscalingv1beta1.CapacityQuota) (labels.Selector, error) {
-	if cq.Spec.Selector == nil {
-		return nil, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(cq.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("CapacityQuota %s: spec.selector: %w", cq.Name, err)
-	}
-	return sel, nil
-}
-
-// NewQuota is the solver's view of a CapacityQuota, of selector sel (QuotaSelector), given what the nodes it selects
+// NewQuota is the solver's view of a CapacityQuota, of selector sel (state.QuotaSelector), given what the nodes it selects
 // use now.
 func NewQuota(cq *autoscalingv1beta1.CapacityQuota, sel labels.Selector, used corev1.ResourceList) *Quota {
 	q := &Quota{Name: cq.Name, Remaining: corev1.ResourceList{}, Selector: sel}
@@ -331,11 +318,11 @@ func AttachQuotas(pools []NodePoolOption, quotas []*Quota) {
 }
 
 // quotaReached records in the plan that a quota kept a node from opening or growing.
-func (st *solve) quotaReached(q *Quota, name corev1.ResourceName) {
-	if st.plan.QuotasReached == nil {
-		st.plan.QuotasReached = map[string]corev1.ResourceName{}
+func (b *budgets) quotaReached(q *Quota, name corev1.ResourceName) {
+	if b.plan.QuotasReached == nil {
+		b.plan.QuotasReached = map[string]corev1.ResourceName{}
 	}
-	if _, ok := st.plan.QuotasReached[q.Name]; !ok {
-		st.plan.QuotasReached[q.Name] = name
+	if _, ok := b.plan.QuotasReached[q.Name]; !ok {
+		b.plan.QuotasReached[q.Name] = name
 	}
 }

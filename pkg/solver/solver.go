@@ -230,9 +230,9 @@ type solve struct {
 	open     []*openNode
 	inflight []*inflightState
 	nextID   int
-	// usage sums the open nodes per NodePool, for limits; reservedUsed counts the planned nodes priced at each
-	// reservation's offering (finish).
-	usage        poolSums
+	// budgets are what the NodePools' limits and the quotas still allow, with the sums of the open nodes;
+	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
+	budgets      budgets
 	reservedUsed map[string]int
 	// groups are the hard spread constraints of the batch, with their domains' counts; watchers the constraints
 	// that count other pods by label (a pod they match lands on a node whose value of the key is known).
@@ -245,6 +245,12 @@ type solve struct {
 	// companions maps a pod to the stranded pod whose required affinity it is placed for: the pod goes where the
 	// companion can follow, keeping room for it, and the companion is placed right after it.
 	companions map[types.UID]*corev1.Pod
+
+	// The attempt's parts that keep pod affinities true, choose offerings and list candidate nodes (each over
+	// this state).
+	affinities podAffinities
+	offers     offeringChooser
+	lists      candidateLists
 
 	// Caches of what the input and the plan decide, each kept true as its invariant says: dropping one would change
 	// no decision, only the time the attempt takes.
@@ -350,7 +356,7 @@ func (s *Solver) solveOnce(ctx context.Context, in Input) (*Plan, error) {
 	if in.TimeBudget > 0 {
 		// the improvement phase has its own budget, counted from the end of the greedy phase: a large batch
 		// whose greedy placement took longer than the budget is still improved
-		st.plan.Improvement = st.improve(time.Now().Add(in.TimeBudget))
+		st.plan.Improvement = improver{st}.improve(time.Now().Add(in.TimeBudget))
 	}
 	st.finish()
 	st.plan.GreedyCost = greedy
@@ -454,6 +460,8 @@ func (s *Solver) newSolve(ctx context.Context, in Input) *solve {
 	st := &solve{ctx: ctx, in: in, sim: s.sim, snap: in.Snapshot, mismatches: &s.mismatches,
 		plan:    &Plan{InFlight: map[string][]*corev1.Pod{}, Unschedulable: map[types.UID]string{}},
 		reasons: map[types.UID]string{}}
+	st.budgets = budgets{pools: in.NodePools, plan: st.plan}
+	st.affinities, st.offers, st.lists = podAffinities{st}, offeringChooser{st}, candidateLists{st}
 	for _, f := range in.InFlight {
 		ni := in.Snapshot.NodeInfo(f.Name)
 		if ni == nil {
@@ -542,4 +550,10 @@ func (st *solve) countPlaced(pod *corev1.Pod, counted []*spreadGroup) {
 			}
 		}
 	}
+}
+
+// touch records that an open node's pods, candidates or removal changed.
+func (st *solve) touch(n *openNode) {
+	st.budgets.dirty = append(st.budgets.dirty, n)
+	st.changes = append(st.changes, n)
 }

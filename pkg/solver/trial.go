@@ -40,7 +40,7 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		if len(cands) == 0 || !total.Add(pl.reserve).Fits(allocVec(largest)) {
 			continue
 		}
-		for _, choice := range st.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.Add(pl.reserve)) {
+		for _, choice := range st.offers.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.Add(pl.reserve)) {
 			if st.tryChoice(n, pl, choice, total) {
 				return true
 			}
@@ -113,7 +113,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	}
 	withDaemons := total.Add(resources.Pods(daemons)).Sub(resources.Pods(n.ds))
 	withReserve := withDaemons.Add(pl.reserve)
-	if !withReserve.Fits(allocVec(st.largestOf(choice.candidates))) || !st.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve) ||
+	if !withReserve.Fits(allocVec(st.largestOf(choice.candidates))) || !st.budgets.growthWithinLimits(n, choice.candidates, choice.reqs, withReserve, len(st.open)) ||
 		!n.pool.minValuesHold(choice.candidates, choice.reqs, withReserve) {
 		return false
 	}
@@ -152,7 +152,7 @@ func (st *solve) tryChoice(n *openNode, pl *placing, choice offeringChoice, tota
 	st.touch(n)
 	_ = st.snap.AddPod(n.name, pl.pod)
 	groupsCount(st.groups, pl.pod, tc.next)
-	st.trackAffinity(pl.pod, tc.next)
+	st.affinities.trackAffinity(pl.pod, tc.next)
 	return true
 }
 
@@ -190,7 +190,7 @@ func (st *solve) trialPasses(n *openNode, pl *placing, tc *trialChange) bool {
 			return false
 		}
 	}
-	return groupsAllow(st.groups, pl.pod, tc.next) && st.affinityAllows(pl.pod, tc.next) && st.sim.Filter(st.ctx, state, pl.check, n.name).IsSuccess()
+	return groupsAllow(st.groups, pl.pod, tc.next) && st.affinities.affinityAllows(pl.pod, tc.next) && st.sim.Filter(st.ctx, state, pl.check, n.name).IsSuccess()
 }
 
 // narrowedTo returns a copy of the node narrowed to a choice (its requirements, candidates, zone, capacity type

@@ -5,10 +5,13 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package state
 
 import (
+	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
@@ -112,4 +115,22 @@ func ClaimPrice(c *stevedorev1.NodeClaim) float64 {
 	}
 	price, _ := strconv.ParseFloat(raw, 64)
 	return price
+}
+
+// QuotaSelector is a CapacityQuota's node selector (nil when it has none: every node).
+func QuotaSelector(cq *autoscalingv1beta1.CapacityQuota) (labels.Selector, error) {
+	if cq.Spec.Selector == nil {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(cq.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("CapacityQuota %s: spec.selector: %w", cq.Name, err)
+	}
+	return sel, nil
+}
+
+// QuotaReached is when a CapacityQuota last kept a node from launching, and the resource that did.
+type QuotaReached struct {
+	At       time.Time
+	Resource corev1.ResourceName
 }

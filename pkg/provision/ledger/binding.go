@@ -28,8 +28,8 @@ func (l *Ledger) Unreserved(uid types.UID) {
 }
 
 // setBindingLocked records a pod being bound (b), or no longer (nil), and moves its requests out of (into) the
-// room its NodeClaim keeps. l.mu is held.
-func (l *Ledger) setBindingLocked(uid types.UID, b *bindingPod) {
+// room its NodeClaim keeps. Ledger.mu is held.
+func (l *book) setBindingLocked(uid types.UID, b *bindingPod) {
 	_, was := l.binding[uid]
 	if b != nil {
 		l.binding[uid] = *b

@@ -62,6 +62,16 @@ type Ledger struct {
 	opts Options
 
 	mu sync.Mutex
+	// book is the state mu guards.
+	book
+
+	// readyFirst has its own lock: the scheduling queue asks with its own lock held.
+	readyFirst readyFirst
+}
+
+// book is what the ledger keeps, with the changes that keep its indexes true. Ledger.mu guards it: its methods
+// (named ...Locked) expect it held.
+type book struct {
 	// pods holds the plan of each planned pod; claims what is kept for each NodeClaim.
 	pods   map[types.UID]*podPlan
 	claims map[string]*claimPlan
@@ -75,9 +85,6 @@ type Ledger struct {
 	// last dropped from it.
 	binding       map[types.UID]bindingPod
 	bindingPruned time.Time
-
-	// readyFirst has its own lock: the scheduling queue asks with its own lock held.
-	readyFirst readyFirst
 }
 
 // podPlan is one pod's plan.
@@ -126,14 +133,13 @@ func New(opts Options) *Ledger {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Ledger{
-		opts:        opts,
+	return &Ledger{opts: opts, book: book{
 		pods:        map[types.UID]*podPlan{},
 		claims:      map[string]*claimPlan{},
 		claimOfNode: map[string]string{},
 		nominatedOn: map[string]map[types.UID]*podPlan{},
 		binding:     map[types.UID]bindingPod{},
-	}
+	}}
 }
 
 func (l *Ledger) wake(ctx context.Context, reason string, pods []*corev1.Pod) {
@@ -142,8 +148,8 @@ func (l *Ledger) wake(ctx context.Context, reason string, pods []*corev1.Pod) {
 	}
 }
 
-// claimLocked returns the entry of a NodeClaim, made if missing. l.mu is held.
-func (l *Ledger) claimLocked(name string) *claimPlan {
+// claimLocked returns the entry of a NodeClaim, made if missing. Ledger.mu is held.
+func (l *book) claimLocked(name string) *claimPlan {
 	c := l.claims[name]
 	if c == nil {
 		c = &claimPlan{pods: map[types.UID]*corev1.Pod{}}
@@ -179,8 +185,8 @@ func (l *Ledger) Plan(ctx context.Context, claim string, pods []*corev1.Pod) {
 	l.wake(ctx, WakePlannedPodGone, waiting)
 }
 
-// planLocked puts a pod's plan on a NodeClaim (it is on no other). l.mu is held.
-func (l *Ledger) planLocked(claim string, pod *corev1.Pod, pp *podPlan) {
+// planLocked puts a pod's plan on a NodeClaim (it is on no other). Ledger.mu is held.
+func (l *book) planLocked(claim string, pod *corev1.Pod, pp *podPlan) {
 	c := l.claimLocked(claim)
 	if _, there := c.pods[pod.UID]; !there {
 		if _, binding := l.binding[pod.UID]; !binding {
@@ -191,8 +197,8 @@ func (l *Ledger) planLocked(claim string, pod *corev1.Pod, pp *podPlan) {
 	pp.pod, pp.claim = pod, claim
 }
 
-// unplanLocked takes a pod's plan off its NodeClaim. l.mu is held.
-func (l *Ledger) unplanLocked(uid types.UID, pp *podPlan) {
+// unplanLocked takes a pod's plan off its NodeClaim. Ledger.mu is held.
+func (l *book) unplanLocked(uid types.UID, pp *podPlan) {
 	c := l.claims[pp.claim]
 	if c == nil {
 		return
@@ -227,7 +233,7 @@ func (l *Ledger) Forget(uid types.UID) string {
 	return claim
 }
 
-func (l *Ledger) forgetLocked(uid types.UID) string {
+func (l *book) forgetLocked(uid types.UID) string {
 	pp := l.pods[uid]
 	if pp == nil {
 		return ""
@@ -237,15 +243,15 @@ func (l *Ledger) forgetLocked(uid types.UID) string {
 	return pp.claim
 }
 
-// deletePlanLocked drops a pod's plan from the ledger's maps. l.mu is held.
-func (l *Ledger) deletePlanLocked(uid types.UID, pp *podPlan) {
+// deletePlanLocked drops a pod's plan from the ledger's maps. Ledger.mu is held.
+func (l *book) deletePlanLocked(uid types.UID, pp *podPlan) {
 	l.setNominatedLocked(uid, pp, "")
 	delete(l.pods, uid)
 }
 
 // setNominatedLocked records the node a pod was nominated to ("" for none), in its plan and in nominatedOn. l.mu
 // is held.
-func (l *Ledger) setNominatedLocked(uid types.UID, pp *podPlan, node string) {
+func (l *book) setNominatedLocked(uid types.UID, pp *podPlan, node string) {
 	if pp.nominated == node {
 		return
 	}

@@ -55,7 +55,7 @@ func (l *Ledger) ReadySince(claim string) time.Time {
 	return l.readySinceLocked(claim)
 }
 
-// readySinceLocked is ReadySince. l.mu is held.
+// readySinceLocked is ReadySince. Ledger.mu is held.
 func (l *Ledger) readySinceLocked(claim string) time.Time {
 	if c := l.claims[claim]; c != nil && !c.readyAt.IsZero() {
 		return c.readyAt
@@ -73,7 +73,7 @@ func (l *Ledger) readySinceLocked(claim string) time.Time {
 }
 
 // initializingLocked reports whether a NodeClaim's node is not initialized yet (a NodeClaim not in the cache is
-// taken as initialized: nothing is skipped on a guess). l.mu is held.
+// taken as initialized: nothing is skipped on a guess). Ledger.mu is held.
 func (l *Ledger) initializingLocked(claim string) bool {
 	if c := l.claims[claim]; c != nil && !c.readyAt.IsZero() {
 		return false

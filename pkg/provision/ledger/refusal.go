@@ -53,7 +53,7 @@ func (l *Ledger) TakeRefused(claim string) []*corev1.Pod {
 	return l.takeRefusedLocked(claim)
 }
 
-func (l *Ledger) takeRefusedLocked(claim string) []*corev1.Pod {
+func (l *book) takeRefusedLocked(claim string) []*corev1.Pod {
 	c := l.claims[claim]
 	if c == nil {
 		return nil

@@ -15,29 +15,40 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 )
 
+// budgets are what the NodePools' limits and the CapacityQuotas still allow an attempt's new nodes: a NodePool's
+// limits bound its own nodes, a quota the nodes it selects of the NodePools it covers. They answer whether a new
+// node may open (withinLimits) and whether an open node may grow (growthWithinLimits), keep the sums of the open
+// nodes that both count, and record in the plan the quotas that kept a node from opening or growing.
+type budgets struct {
+	// pools are the input's NodePools (the sums are kept by pointer into them).
+	pools []NodePoolOption
+	plan  *Plan
+	poolSums
+}
+
 // withinLimits keeps the types that fit what the NodePool's limits and the quotas covering it still allow after the
 // nodes already planned, with the reason when none does.
-func (st *solve) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType) ([]*cloud.InstanceType, string) {
-	types = st.withinPoolLimits(pool, types)
+func (b *budgets) withinLimits(pool *NodePoolOption, types []*cloud.InstanceType, open int) ([]*cloud.InstanceType, string) {
+	types = b.withinPoolLimits(pool, types, open)
 	if len(types) == 0 {
 		return nil, "the NodePool's limits are reached"
 	}
 	if len(pool.Quotas) == 0 {
 		return types, ""
 	}
-	return st.withinQuotas(pool, types)
+	return b.withinQuotas(pool, types)
 }
 
 // withinPoolLimits keeps the types that fit what the NodePool's limits still allow after the nodes already planned.
-func (st *solve) withinPoolLimits(pool *NodePoolOption, types []*cloud.InstanceType) []*cloud.InstanceType {
-	if pool.limitsFar(len(st.open)) {
+func (b *budgets) withinPoolLimits(pool *NodePoolOption, types []*cloud.InstanceType, open int) []*cloud.InstanceType {
+	if pool.limitsFar(open) {
 		return types
 	}
-	used, count := st.poolUsage(pool, nil)
+	used, count := b.poolUsage(pool, nil)
 	if nodes, ok := pool.Remaining[stevedorev1.ResourceNodes]; ok && count+1 > nodes.Value() {
 		return nil
 	}
-	if st.roomForAnyType(pool) {
+	if b.roomForAnyType(pool) {
 		return types
 	}
 	var out []*cloud.InstanceType
@@ -69,15 +80,9 @@ type nodeUsage struct {
 	quotas   map[*Quota]map[corev1.ResourceName]int64
 }
 
-// touch records that an open node's pods, candidates or removal changed.
-func (st *solve) touch(n *openNode) {
-	st.usage.dirty = append(st.usage.dirty, n)
-	st.changes = append(st.changes, n)
-}
-
 // settle brings the sums up to date with the touched nodes.
-func (st *solve) settle() {
-	u := &st.usage
+func (b *budgets) settle() {
+	u := &b.poolSums
 	if u.sums == nil {
 		u.sums, u.count, u.counted = map[*NodePoolOption]map[corev1.ResourceName]int64{}, map[*NodePoolOption]int64{}, map[*openNode]nodeUsage{}
 		u.quotas.sums, u.quotas.count = map[*Quota]map[corev1.ResourceName]int64{}, map[*Quota]int64{}
@@ -99,7 +104,7 @@ func (st *solve) settle() {
 		if n.pool.Remaining != nil {
 			add.pool, add.capacity = n.pool, u.countPool(n.pool, it)
 		}
-		if qs := st.covering(n.pool, it); len(qs) > 0 {
+		if qs := b.covering(n.pool, it); len(qs) > 0 {
 			if math.IsInf(price, 1) {
 				price = maxOffering(it) // a node no type holds yet: the bound
 			}
@@ -166,14 +171,14 @@ func (u *poolSums) countQuotas(qs []*Quota, it *cloud.InstanceType, price float6
 
 // poolUsage is the capacity, in limitUnits, of the cheapest type each open node of the pool needs now (except
 // one node), and how many nodes that is.
-func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.ResourceName]int64, int64) {
-	st.settle()
-	used := make(map[corev1.ResourceName]int64, len(st.usage.sums[pool]))
-	for name, v := range st.usage.sums[pool] {
+func (b *budgets) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.ResourceName]int64, int64) {
+	b.settle()
+	used := make(map[corev1.ResourceName]int64, len(b.sums[pool]))
+	for name, v := range b.sums[pool] {
 		used[name] = v
 	}
-	count := st.usage.count[pool]
-	if c, ok := st.usage.counted[except]; ok && except != nil && c.pool == pool && pool != nil {
+	count := b.count[pool]
+	if c, ok := b.counted[except]; ok && except != nil && c.pool == pool && pool != nil {
 		for name, v := range c.capacity {
 			used[name] -= v
 		}
@@ -186,13 +191,13 @@ func (st *solve) poolUsage(pool *NodePoolOption, except *openNode) (map[corev1.R
 // every open node as it stands: then no node of the pool can grow or be opened past them, and the per-type
 // checks (fitsLimits) would all pass. It keeps those checks off the hot path of a batch whose nodes are many but
 // far from the limits.
-func (st *solve) roomForAnyType(pool *NodePoolOption) bool {
-	st.settle()
+func (b *budgets) roomForAnyType(pool *NodePoolOption) bool {
+	b.settle()
 	for name, limit := range pool.Remaining {
 		if name == stevedorev1.ResourceNodes {
 			continue
 		}
-		if st.usage.sums[pool][name]+pool.maxUnits(name) > limitUnits(name, limit) {
+		if b.sums[pool][name]+pool.maxUnits(name) > limitUnits(name, limit) {
 			return false
 		}
 	}
@@ -246,8 +251,8 @@ func fitsLimits(used map[corev1.ResourceName]int64, it *cloud.InstanceType, rema
 
 // growthWithinLimits reports whether a node of a limited NodePool, or of one a quota covers, may grow to hold
 // total: the cheapest candidate holding it must keep the pool within its limits and every quota covering it.
-func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec) bool {
-	poolFree := n.pool.limitsFar(len(st.open)) || st.roomForAnyType(n.pool)
+func (b *budgets) growthWithinLimits(n *openNode, candidates []*cloud.InstanceType, reqs scheduling.Requirements, total vec, open int) bool {
+	poolFree := n.pool.limitsFar(open) || b.roomForAnyType(n.pool)
 	if poolFree && len(n.pool.Quotas) == 0 {
 		return true
 	}
@@ -266,12 +271,12 @@ func (st *solve) growthWithinLimits(n *openNode, candidates []*cloud.InstanceTyp
 		return false
 	}
 	if !poolFree {
-		used, _ := st.poolUsage(n.pool, n)
+		used, _ := b.poolUsage(n.pool, n)
 		if !fitsLimits(used, best, n.pool.Remaining) {
 			return false
 		}
 	}
-	return st.growthWithinQuotas(n, best, bestPrice)
+	return b.growthWithinQuotas(n, best, bestPrice)
 }
 
 // RemainingLimits is what a NodePool's limits still allow given its usage (nil when it has no limits).
