@@ -39,11 +39,7 @@ type Leaf struct {
 
 // NewCA returns a self-signed certificate authority valid from now for validity.
 func NewCA(commonName string, now time.Time, validity time.Duration) (KeyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return KeyPair{}, err
-	}
-	serial, err := serialNumber()
+	key, serial, err := newKey()
 	if err != nil {
 		return KeyPair{}, err
 	}
@@ -66,11 +62,7 @@ func Sign(ca KeyPair, leaf Leaf, now time.Time, validity time.Duration) (KeyPair
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("the certificate authority: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return KeyPair{}, err
-	}
-	serial, err := serialNumber()
+	key, serial, err := newKey()
 	if err != nil {
 		return KeyPair{}, err
 	}
@@ -120,6 +112,15 @@ func encode(der []byte, key *ecdsa.PrivateKey) (KeyPair, error) {
 }
 
 // serialNumber is a random 128-bit serial number, as RFC 5280 recommends.
-func serialNumber() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+// newKey returns a new P-256 key and a random 128-bit serial number for the certificate it will sign.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
 }

@@ -158,3 +158,28 @@ func TestRAID0InstanceStoreIsTheEphemeralStorage(t *testing.T) {
 		}
 	}
 }
+
+func TestOfferingPrice(t *testing.T) {
+	its := []*InstanceType{
+		{Name: "m5.large", Offerings: []Offering{{Zone: "a", CapacityType: "on-demand", Price: 0.096}, {Zone: "a", CapacityType: "spot", Price: 0.04}}},
+		{Name: "c5.large", Offerings: []Offering{{Zone: "b", CapacityType: "on-demand", Price: 0.085}}},
+	}
+	cases := []struct {
+		name, typ, zone, ct string
+		want                float64
+		found               bool
+	}{
+		{"the type's offering in the zone", "m5.large", "a", "spot", 0.04, true},
+		{"another type of the list", "c5.large", "b", "on-demand", 0.085, true},
+		{"a zone the type is not offered in", "m5.large", "b", "on-demand", 0, false},
+		{"a type not in the list", "r5.large", "a", "on-demand", 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, found := OfferingPrice(its, tc.typ, tc.zone, tc.ct)
+			if got != tc.want || found != tc.found {
+				t.Errorf("OfferingPrice = %v, %v; want %v, %v", got, found, tc.want, tc.found)
+			}
+		})
+	}
+}

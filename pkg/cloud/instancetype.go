@@ -152,6 +152,22 @@ func (it *InstanceType) WithExtraCapacity(extra corev1.ResourceList) *InstanceTy
 	return &c
 }
 
+// OfferingPrice is the price of the offering of the named type in zone with capacity type ct among its, and false
+// when none of them offers it.
+func OfferingPrice(its []*InstanceType, name, zone, ct string) (float64, bool) {
+	for _, it := range its {
+		if it.Name != name {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == zone && o.CapacityType == ct {
+				return o.Price, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // Offering is an instance type in a zone with a capacity type.
 type Offering struct {
 	Zone string

@@ -80,17 +80,7 @@ func (b *PriceBook) price(ctx context.Context, pool, instanceType, zone, capacit
 		}
 		b.byPool[pool] = its
 	}
-	for _, it := range its {
-		if it.Name != instanceType {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == zone && o.CapacityType == capacityType {
-				return o.Price, true
-			}
-		}
-	}
-	return 0, false
+	return cloud.OfferingPrice(its, instanceType, zone, capacityType)
 }
 
 // Billed is what a NodeClaim's node costs an hour as billed, and how it was priced:

@@ -109,15 +109,8 @@ func (c *Controller) overlaidPrices(ctx context.Context) func(np *stevedorev1.No
 			return recorded
 		}
 		name, zone, ct := node.Labels[corev1.LabelInstanceTypeStable], node.Labels[corev1.LabelTopologyZone], node.Labels[stevedorev1.LabelCapacityType]
-		for _, it := range o.types {
-			if it.Name != name {
-				continue
-			}
-			for _, off := range it.Offerings {
-				if off.Zone == zone && off.CapacityType == ct {
-					return off.Price
-				}
-			}
+		if price, ok := cloud.OfferingPrice(o.types, name, zone, ct); ok {
+			return price
 		}
 		return recorded
 	}

@@ -128,7 +128,7 @@ func (c *benchCluster) provision(pending []*corev1.Pod) {
 	if err != nil {
 		c.b.Fatal(err)
 	}
-	plan, err := problem.Solve(context.Background(), sim, 0)
+	plan, err := solver.NewSolver(sim).Solve(context.Background(), problem.Input(0))
 	if err != nil {
 		c.b.Fatal(err)
 	}

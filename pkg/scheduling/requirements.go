@@ -9,6 +9,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package scheduling
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -114,7 +115,8 @@ func (r *Requirement) withinBounds(value string) bool {
 
 // Intersection returns the values both requirements allow.
 func (r *Requirement) Intersection(o *Requirement) *Requirement {
-	out := &Requirement{Key: r.Key, gt: maxPtr(r.gt, o.gt), lt: minPtr(r.lt, o.lt), MinValues: maxIntPtr(r.MinValues, o.MinValues)}
+	out := &Requirement{Key: r.Key, gt: pickPtr(r.gt, o.gt, greater[int64]), lt: pickPtr(r.lt, o.lt, less[int64]),
+		MinValues: pickPtr(r.MinValues, o.MinValues, greater[int])}
 	switch {
 	case r.complement && o.complement:
 		out.complement = true
@@ -419,44 +421,16 @@ func FromLabels(labels map[string]string) Requirements {
 	return out
 }
 
-func maxPtr(a, b *int64) *int64 {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case *a > *b:
-		return a
-	default:
+// pickPtr returns whichever of a and b is set, or when both are, a if keepA says so and b otherwise.
+func pickPtr[T cmp.Ordered](a, b *T, keepA func(a, b T) bool) *T {
+	if a == nil || (b != nil && !keepA(*a, *b)) {
 		return b
 	}
+	return a
 }
 
-func minPtr(a, b *int64) *int64 {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case *a < *b:
-		return a
-	default:
-		return b
-	}
-}
-
-func maxIntPtr(a, b *int) *int {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case *a > *b:
-		return a
-	default:
-		return b
-	}
-}
+func greater[T cmp.Ordered](a, b T) bool { return a > b }
+func less[T cmp.Ordered](a, b T) bool    { return a < b }
 
 // NodeSelectionKeys are the node label keys a pod's node selector and required node affinity name.
 func NodeSelectionKeys(pod *corev1.Pod) map[string]bool {

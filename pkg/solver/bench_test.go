@@ -184,7 +184,7 @@ func benchmarkPlan(b *testing.B, n int) {
 		goruntime.ReadMemStats(&mem)
 		mallocs, bytes = mallocs-mem.Mallocs, bytes-mem.TotalAlloc
 		b.StartTimer()
-		plan, err := p.Solve(ctx, sim, budgetFor())
+		plan, err := NewSolver(sim).Solve(ctx, p.Input(budgetFor()))
 		if err != nil {
 			b.Fatal(err)
 		}

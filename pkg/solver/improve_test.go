@@ -30,7 +30,7 @@ func TestImprovementGathersRoomUntilNodesShrink(t *testing.T) {
 			t.Fatal(err)
 		}
 		// a budget the bounded count of moves ends well before: the plan does not depend on the machine's speed
-		plan, err := p.Solve(ctx, sim, time.Minute)
+		plan, err := NewSolver(sim).Solve(ctx, p.Input(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestAnImprovementTheTimeBudgetStopsIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := p.Solve(ctx, sim, time.Nanosecond)
+	plan, err := NewSolver(sim).Solve(ctx, p.Input(time.Nanosecond))
 	if err != nil {
 		t.Fatal(err)
 	}

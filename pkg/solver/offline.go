@@ -5,7 +5,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -199,11 +198,6 @@ func usedByNodePool(nodes []*corev1.Node) map[string]corev1.ResourceList {
 		u[stevedorev1.ResourceNodes] = count
 	}
 	return used
-}
-
-// Solve plans the problem with a fresh snapshot.
-func (p *OfflineProblem) Solve(ctx context.Context, sim *simulation.Simulator, budget time.Duration) (*Plan, error) {
-	return NewSolver(sim).Solve(ctx, p.Input(budget))
 }
 
 // Input is the solver input of the problem, on a fresh snapshot of its nodes.

@@ -425,15 +425,15 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 	if byZone {
 		limit = maxOpenTries * used
 	}
+	try := func(n *openNode) bool {
+		tries++
+		return !st.refusedWhateverNarrowing(pl, n) && st.tryOpen(n, pl)
+	}
 	for _, c := range cands {
 		if tries == limit || c.marginal > newCost {
 			break
 		}
-		tries++
-		if st.refusedWhateverNarrowing(pl, c.n) {
-			continue
-		}
-		if st.tryOpen(c.n, pl) {
+		if try(c.n) {
 			return true
 		}
 	}
@@ -450,11 +450,7 @@ func (st *solve) placeOnOpenWith(pl *placing, opts placeOptions) bool {
 		if tries == 2*limit {
 			break
 		}
-		tries++
-		if st.refusedWhateverNarrowing(pl, c.n) {
-			continue
-		}
-		if st.tryOpen(c.n, pl) {
+		if try(c.n) {
 			return true
 		}
 	}

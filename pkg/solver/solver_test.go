@@ -66,7 +66,7 @@ func solveObjects(t *testing.T, objs ...runtime.Object) (*Plan, *OfflineProblem,
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := p.Solve(ctx, sim, 500*time.Millisecond)
+	plan, err := NewSolver(sim).Solve(ctx, p.Input(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

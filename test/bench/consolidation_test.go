@@ -224,7 +224,7 @@ func solveOffline(b *testing.B, objs []runtime.Object, cpu, mem float64) (lower,
 	if err != nil {
 		b.Fatal(err)
 	}
-	solved, err := p.Solve(ctx, sim, 2*time.Second)
+	solved, err := solver.NewSolver(sim).Solve(ctx, p.Input(2*time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}

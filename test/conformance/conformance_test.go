@@ -196,7 +196,7 @@ func solve(t *testing.T, sc *scenario) *solved {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := problem.Solve(ctx, sim, 2*time.Second)
+	plan, err := solver.NewSolver(sim).Solve(ctx, problem.Input(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

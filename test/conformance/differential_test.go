@@ -258,7 +258,7 @@ func compareWithSearch(t *testing.T, c *randomCase) (bool, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := problem.Solve(ctx, sim, time.Second)
+	plan, err := solver.NewSolver(sim).Solve(ctx, problem.Input(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -307,32 +307,24 @@ func (c *catalogSource) embeddedOnDemand() (map[string]float64, bool) {
 func (c *catalogSource) instanceTypes(ctx context.Context) (map[string]ec2types.InstanceTypeInfo, error) {
 	types := map[string]ec2types.InstanceTypeInfo{}
 	p := ec2.NewDescribeInstanceTypesPaginator(c.ec2, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("DescribeInstanceTypes: %w", err)
-		}
+	err := eachPage(ctx, "DescribeInstanceTypes", p, func(out *ec2.DescribeInstanceTypesOutput) {
 		for _, it := range out.InstanceTypes {
 			types[string(it.InstanceType)] = it
 		}
-	}
-	return types, nil
+	})
+	return types, err
 }
 
 // offeredZones reads the zones each instance type is offered in (DescribeInstanceTypeOfferings).
 func (c *catalogSource) offeredZones(ctx context.Context) (map[string][]string, error) {
 	zones := map[string][]string{}
 	op := ec2.NewDescribeInstanceTypeOfferingsPaginator(c.ec2, &ec2.DescribeInstanceTypeOfferingsInput{LocationType: ec2types.LocationTypeAvailabilityZone})
-	for op.HasMorePages() {
-		out, err := op.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("DescribeInstanceTypeOfferings: %w", err)
-		}
+	err := eachPage(ctx, "DescribeInstanceTypeOfferings", op, func(out *ec2.DescribeInstanceTypeOfferingsOutput) {
 		for _, o := range out.InstanceTypeOfferings {
 			zones[string(o.InstanceType)] = append(zones[string(o.InstanceType)], aws.ToString(o.Location))
 		}
-	}
-	return zones, nil
+	})
+	return zones, err
 }
 
 // spotPrices reads the current Linux spot prices (DescribeSpotPriceHistory), by "type/zone".
@@ -340,11 +332,7 @@ func (c *catalogSource) spotPrices(ctx context.Context) (map[string]float64, err
 	spot := map[string]float64{}
 	sp := ec2.NewDescribeSpotPriceHistoryPaginator(c.ec2, &ec2.DescribeSpotPriceHistoryInput{
 		ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(c.clock.Now())})
-	for sp.HasMorePages() {
-		out, err := sp.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("DescribeSpotPriceHistory: %w", err)
-		}
+	err := eachPage(ctx, "DescribeSpotPriceHistory", sp, func(out *ec2.DescribeSpotPriceHistoryOutput) {
 		for _, s := range out.SpotPriceHistory {
 			price, err := strconv.ParseFloat(aws.ToString(s.SpotPrice), 64)
 			if err != nil {
@@ -352,8 +340,8 @@ func (c *catalogSource) spotPrices(ctx context.Context) (map[string]float64, err
 			}
 			spot[string(s.InstanceType)+"/"+aws.ToString(s.AvailabilityZone)] = price
 		}
-	}
-	return spot, nil
+	})
+	return spot, err
 }
 
 // catalogEntry turns one instance type's description, on-demand price, zones and the spot prices into a catalog
@@ -516,11 +504,7 @@ func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64,
 		term("preInstalledSw", "NA"), term("capacitystatus", "Used")}}
 	prices := map[string]float64{}
 	p := pricing.NewGetProductsPaginator(c.pricing, in)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("pricing GetProducts: %w", err)
-		}
+	err := eachPage(ctx, "pricing GetProducts", p, func(out *pricing.GetProductsOutput) {
 		for _, raw := range out.PriceList {
 			var doc priceDocument
 			if err := json.Unmarshal([]byte(raw), &doc); err != nil {
@@ -534,6 +518,9 @@ func (c *catalogSource) onDemandPrices(ctx context.Context) (map[string]float64,
 				}
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(prices) == 0 {
 		return nil, fmt.Errorf("pricing GetProducts returned no %s price for region %s", c.currency, c.region)

@@ -249,16 +249,14 @@ func (d *discovery) subnets(ctx context.Context, terms []stevedorev1.SubnetSelec
 		if term.ID != "" {
 			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("subnet-id"), Values: []string{term.ID}})
 		}
-		p := ec2.NewDescribeSubnetsPaginator(d.ec2, in)
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
+		err := eachPage(ctx, "DescribeSubnets", ec2.NewDescribeSubnetsPaginator(d.ec2, in), func(out *ec2.DescribeSubnetsOutput) {
 			for _, s := range out.Subnets {
 				byID[aws.ToString(s.SubnetId)] = Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone),
 					ZoneID: aws.ToString(s.AvailabilityZoneId), FreeIPs: aws.ToInt32(s.AvailableIpAddressCount)}
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	out := make([]Subnet, 0, len(byID))
@@ -284,15 +282,13 @@ func (d *discovery) securityGroups(ctx context.Context, terms []stevedorev1.Secu
 		if term.Name != "" {
 			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("group-name"), Values: []string{term.Name}})
 		}
-		p := ec2.NewDescribeSecurityGroupsPaginator(d.ec2, in)
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
+		err := eachPage(ctx, "DescribeSecurityGroups", ec2.NewDescribeSecurityGroupsPaginator(d.ec2, in), func(out *ec2.DescribeSecurityGroupsOutput) {
 			for _, g := range out.SecurityGroups {
 				ids[aws.ToString(g.GroupId)] = true
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	out := make([]string, 0, len(ids))

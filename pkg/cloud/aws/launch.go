@@ -55,16 +55,9 @@ func (o override) templateKey() string {
 // update adopts the instance instead of launching another.
 func (p *Provider) Create(ctx context.Context, claim *stevedorev1.NodeClaim) (*cloud.Instance, error) {
 	logger := klog.FromContext(ctx).WithValues("nodeclaim", claim.Name)
-	nc, err := p.nodeClass(claim.Spec.NodeClassRef)
+	nc, res, err := p.readyClass(ctx, claim.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
-	}
-	res, err := p.discovery.resolve(ctx, nc)
-	if err != nil {
-		return nil, err
-	}
-	if len(res.Problems) > 0 {
-		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: strings.Join(res.Problems, "; ")}
 	}
 	if existing, err := p.findByClaim(ctx, claim.Name); err != nil {
 		return nil, err

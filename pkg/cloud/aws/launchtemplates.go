@@ -33,16 +33,15 @@ func (p *Provider) CollectLaunchTemplates(ctx context.Context) (int, error) {
 	pages := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{
 		Filters: []ec2types.Filter{{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{ownedTagValue}}},
 	})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("listing launch templates: %w", err)
-		}
+	err := eachPage(ctx, "listing launch templates", pages, func(page *ec2.DescribeLaunchTemplatesOutput) {
 		for _, lt := range page.LaunchTemplates {
 			if name := aws.ToString(lt.LaunchTemplateName); strings.HasPrefix(name, prefix) {
 				names = append(names, name)
 			}
 		}
+	})
+	if err != nil {
+		return 0, err
 	}
 	sort.Strings(names)
 	now := p.opts.Clock.Now()

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -294,6 +295,23 @@ func (p *Provider) nodeClass(ref *stevedorev1.NodeClassReference) (*stevedorev1.
 	return nc, err
 }
 
+// readyClass returns the node class a reference names with what it resolves to, or a NodeClassNotReadyError that
+// lists its problems when it cannot launch.
+func (p *Provider) readyClass(ctx context.Context, ref *stevedorev1.NodeClassReference) (*stevedorev1.EC2NodeClass, *Resolved, error) {
+	nc, err := p.nodeClass(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := p.discovery.resolve(ctx, nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Problems) > 0 {
+		return nil, nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: strings.Join(res.Problems, "; ")}
+	}
+	return nc, res, nil
+}
+
 // Resolve returns what a node class resolves to (for its status).
 func (p *Provider) Resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*Resolved, error) {
 	return p.discovery.resolve(ctx, nc)
@@ -302,16 +320,9 @@ func (p *Provider) Resolve(ctx context.Context, nc *stevedorev1.EC2NodeClass) (*
 // InstanceTypes returns the types the NodePool's node class can launch: the catalog's types for which an AMI is
 // resolved (their architecture's, and for GPU and Neuron types their variant's when the AMIs come from an alias), offered in the zones of its subnets, with allocatable computed from its kubelet settings.
 func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, error) {
-	nc, err := p.nodeClass(np.Spec.Template.Spec.NodeClassRef)
+	nc, res, err := p.readyClass(ctx, np.Spec.Template.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
-	}
-	res, err := p.discovery.resolve(ctx, nc)
-	if err != nil {
-		return nil, err
-	}
-	if len(res.Problems) > 0 {
-		return nil, &cloud.NodeClassNotReadyError{Name: nc.Name, Reason: res.Problems[0]}
 	}
 	its, err := p.copiedTypes(p.catalog.get(ctx), nc, res, nil)
 	if err != nil {
@@ -443,16 +454,15 @@ func (p *Provider) List(ctx context.Context) ([]*cloud.Instance, error) {
 	}}
 	var out []*cloud.Instance
 	pg := ec2.NewDescribeInstancesPaginator(p.ec2, in)
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing instances: %w", err)
-		}
+	err := eachPage(ctx, "listing instances", pg, func(page *ec2.DescribeInstancesOutput) {
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				out = append(out, p.instance(i))
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
@@ -47,16 +46,15 @@ func (p *Provider) CapacityBlockEnds(ctx context.Context, reservationIDs []strin
 	for start := 0; start < len(reservationIDs); start += 100 {
 		ids := reservationIDs[start:min(start+100, len(reservationIDs))]
 		pg := ec2.NewDescribeCapacityReservationsPaginator(p.ec2, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: ids})
-		for pg.HasMorePages() {
-			page, err := pg.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("DescribeCapacityReservations: %w", err)
-			}
+		err := eachPage(ctx, "DescribeCapacityReservations", pg, func(page *ec2.DescribeCapacityReservationsOutput) {
 			for _, cr := range page.CapacityReservations {
 				if cr.ReservationType == ec2types.CapacityReservationTypeCapacityBlock && cr.EndDate != nil {
 					out[aws.ToString(cr.CapacityReservationId)] = *cr.EndDate
 				}
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -79,11 +77,7 @@ func (d *discovery) reservations(ctx context.Context, terms []stevedorev1.Capaci
 			in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("instance-match-criteria"), Values: []string{term.InstanceMatchCriteria}})
 		}
 		p := ec2.NewDescribeCapacityReservationsPaginator(d.ec2, in)
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("DescribeCapacityReservations: %w", err)
-			}
+		err := eachPage(ctx, "DescribeCapacityReservations", p, func(out *ec2.DescribeCapacityReservationsOutput) {
 			for _, cr := range out.CapacityReservations {
 				r := Reservation{ID: aws.ToString(cr.CapacityReservationId), OwnerID: aws.ToString(cr.OwnerId),
 					InstanceType: aws.ToString(cr.InstanceType), Zone: aws.ToString(cr.AvailabilityZone),
@@ -100,6 +94,9 @@ func (d *discovery) reservations(ctx context.Context, terms []stevedorev1.Capaci
 				}
 				byID[r.ID] = r
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	out := make([]Reservation, 0, len(byID))

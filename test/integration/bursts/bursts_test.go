@@ -202,7 +202,7 @@ func offlinePlaceable(t *testing.T, b *burst) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := p.Solve(context.Background(), sim, 0)
+	plan, err := solver.NewSolver(sim).Solve(context.Background(), p.Input(0))
 	if err != nil {
 		t.Fatal(err)
 	}
