@@ -254,16 +254,28 @@ func blockedByPod(cand *Candidate, pod *corev1.Pod, pdbs *pdbIndex, now time.Tim
 	}
 	if why := pdbs.blocks(pod); why != "" {
 		msg := fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
-		if cand.Surging[podutil.Key(pod)] {
-			// a surge deletes the old pod by scaling its owner down: no eviction, no budget taken
+		surges := cand.Surging[podutil.Key(pod)]
+		if surges && surgesPastBudget(pod) {
+			// the pod asked to move make-before-break whatever its budget: a surge deletes the old pod by scaling its
+			// owner down, with no eviction and no budget taken
 			if cand.evictionBlocked == "" {
 				cand.evictionBlocked = msg
 			}
 			return nil
 		}
+		if surges {
+			msg += fmt.Sprintf(" (annotated %s: %s, it would move make-before-break)", stevedorev1.AnnotationReplacement, stevedorev1.ReplacementSurge)
+		}
 		return &verdict{reason: RetainPodDisruptionBudget, message: msg}
 	}
 	return nil
+}
+
+// surgesPastBudget reports whether a pod asked, with its own stevedore.dev/replacement: Surge annotation, to move
+// make-before-break even when its PodDisruptionBudget allows no disruption. Without it such a budget keeps its pods'
+// nodes, as it does for every autoscaler that evicts: teams set one so that no autoscaler restarts the pod.
+func surgesPastBudget(pod *corev1.Pod) bool {
+	return pod.Annotations[stevedorev1.AnnotationReplacement] == string(stevedorev1.ReplacementSurge)
 }
 
 // planMoves says how each of the candidate's pods would move: by surging its owner or by eviction.

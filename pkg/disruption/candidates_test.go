@@ -311,6 +311,7 @@ func TestBlocked(t *testing.T) {
 		return func(c *Controller) { c.opts.Surge = surgerOf(t, annotations) }
 	}
 	evictAnnotated := func(w *test.PodWrapper) { w.Annotations(stevedorev1.AnnotationReplacement, "Evict") }
+	surgeAnnotated := func(w *test.PodWrapper) { w.Annotations(stevedorev1.AnnotationReplacement, "Surge") }
 	tests := []struct {
 		name  string
 		claim func(*test.NodeClaimWrapper)
@@ -346,8 +347,14 @@ func TestBlocked(t *testing.T) {
 		{name: "PDB allowing no disruption", extra: []runtime.Object{pdb("web-pdb", "web", 0)},
 			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
 		{name: "PDB allowing a disruption", extra: []runtime.Object{pdb("web-pdb", "web", 1)}, want: ""},
-		{name: "PDB allowing no disruption of a pod that surges",
+		{name: "PDB allowing no disruption of a pod that could surge",
+			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil),
+			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption (annotated stevedore.dev/replacement: Surge, it would move make-before-break)"},
+		{name: "PDB allowing no disruption of a pod annotated Surge", pod: []func(*test.PodWrapper){surgeAnnotated},
 			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil), want: ""},
+		{name: "PDB allowing no disruption of a pod annotated Surge that cannot surge", pod: []func(*test.PodWrapper){surgeAnnotated, bare},
+			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil),
+			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},
 		{name: "PDB allowing no disruption of a pod annotated Evict", pod: []func(*test.PodWrapper){evictAnnotated},
 			extra: []runtime.Object{pdb("web-pdb", "web", 0)}, setup: surger(nil),
 			want: "pod default/web: PodDisruptionBudget web-pdb allows no disruption"},

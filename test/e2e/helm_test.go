@@ -168,12 +168,14 @@ func TestHelmChartRendersTheKustomizeManifests(t *testing.T) {
 	// values reach the objects
 	custom, err := run(t, nil, helm, "template", "x", chart, "--namespace", "autoscaling", "--set", "settings.clusterName=prod",
 		"--set", "serviceAccount.roleArn=arn:aws:iam::111122223333:role/stevedore", "--set", "replicas=3",
-		"--set", "settings.batchMaxDuration=20s", "--set", "settings.spotToSpotConsolidation=true")
+		"--set", "settings.batchMaxDuration=20s", "--set", "settings.spotToSpotConsolidation=true",
+		"--set", "extraArgs={--logging-format=json,--feature-gates=GenericWorkload=true}")
 	if err != nil {
 		t.Fatalf("helm template with values: %v\n%s", err, custom)
 	}
 	for _, want := range []string{"value: \"prod\"", "arn:aws:iam::111122223333:role/stevedore", "replicas: 3", "name: STEVEDORE_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}",
-		"namespace: autoscaling", "batchMaxDuration: 20s", "spotToSpotConsolidation: true", "batchIdleDuration: 1s"} {
+		"namespace: autoscaling", "batchMaxDuration: 20s", "spotToSpotConsolidation: true", "batchIdleDuration: 1s",
+		"- -v=2\n            - \"--logging-format=json\"\n            - \"--feature-gates=GenericWorkload=true\""} {
 		if !strings.Contains(custom, want) {
 			t.Errorf("helm template with values lacks %q", want)
 		}
@@ -283,8 +285,17 @@ func TestEveryChartValueReachesItsObject(t *testing.T) {
 	if role := asJSON(get("ClusterRole//stevedore")); !strings.Contains(role, `"resources":["widgets"]`) {
 		t.Errorf("additionalClusterRoleRules do not reach the ClusterRole: %s", role)
 	}
-	for _, role := range []string{"ClusterRole//stevedore-view", "ClusterRole//stevedore-edit"} {
-		get(role)
+	// what EC2 launches (NodePools, EC2NodeClasses, NodeOverlays) is admin's to change, not edit's
+	for _, key := range []string{"ClusterRole//stevedore-view", "ClusterRole//stevedore-edit", "ClusterRole//stevedore-admin"} {
+		role := get(key)
+		labels, _ := role["metadata"].(map[string]any)["labels"].(map[string]any)
+		writes := writesLaunchers(role)
+		switch {
+		case labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true" && writes:
+			t.Errorf("%s aggregates into edit and changes what EC2 launches: %s", key, asJSON(role))
+		case key == "ClusterRole//stevedore-admin" && (!writes || labels["rbac.authorization.k8s.io/aggregate-to-admin"] != "true"):
+			t.Errorf("%s does not give admin the changes to NodePools, EC2NodeClasses and NodeOverlays: %s", key, asJSON(role))
+		}
 	}
 	if pdb := asJSON(get("PodDisruptionBudget/autoscaling/stevedore-pdb")); !strings.Contains(pdb, `"maxUnavailable":1`) || strings.Contains(pdb, "minAvailable") {
 		t.Errorf("podDisruptionBudget does not reach the PodDisruptionBudget: %s", pdb)
@@ -305,7 +316,8 @@ func TestEveryChartValueReachesItsObject(t *testing.T) {
 	if _, ok := off["Deployment/stevedore/stevedore"]; !ok {
 		t.Fatalf("no Deployment rendered:\n%s", out)
 	}
-	for _, key := range []string{"ServiceAccount/stevedore/stevedore", "PodDisruptionBudget/stevedore/stevedore", "ClusterRole//stevedore-view", "ClusterRole//stevedore-edit"} {
+	for _, key := range []string{"ServiceAccount/stevedore/stevedore", "PodDisruptionBudget/stevedore/stevedore", "ClusterRole//stevedore-view", "ClusterRole//stevedore-edit",
+		"ClusterRole//stevedore-admin"} {
 		if _, ok := off[key]; ok {
 			t.Errorf("%s rendered though its value turns it off", key)
 		}
@@ -375,4 +387,26 @@ func TestTheCRDChartRendersTheCRDs(t *testing.T) {
 			t.Errorf("%s differs between the CRD chart and manifests/crds", key)
 		}
 	}
+}
+
+// writesLaunchers reports whether a rendered ClusterRole lets its holder create, change or delete NodePools,
+// EC2NodeClasses or NodeOverlays.
+func writesLaunchers(role map[string]any) bool {
+	rules, _ := role["rules"].([]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		resources, _ := rule["resources"].([]any)
+		verbs, _ := rule["verbs"].([]any)
+		launches, writes := false, false
+		for _, res := range resources {
+			launches = launches || res == "nodepools" || res == "ec2nodeclasses" || res == "nodeoverlays"
+		}
+		for _, v := range verbs {
+			writes = writes || v == "create" || v == "update" || v == "patch" || v == "delete"
+		}
+		if launches && writes {
+			return true
+		}
+	}
+	return false
 }

@@ -33,7 +33,8 @@ func apart(pod *corev1.PodSpec, key, value string) {
 }
 
 // TestConsolidationSurgesSingleReplicaDeploymentsWithNoMomentAtZeroReady runs three single-replica Deployments
-// whose pods take 3 s to become Ready (one under an HPA, one under a minAvailable=1 PodDisruptionBudget), one per
+// whose pods take 3 s to become Ready (one under an HPA, one under a minAvailable=1 PodDisruptionBudget whose pod asks
+// to move make-before-break past it, stevedore.dev/replacement: Surge), one per
 // node beside a 3-CPU filler; once the filler is gone, consolidation replaces every node by a cheaper one. A
 // watch on each Deployment's pods records every readiness change: none of them is ever without a Ready pod, every
 // pod moved, and the Deployments end with one replica and no surge left under way.
@@ -145,6 +146,9 @@ func nodePoolOfSolos(t *testing.T, pool string, replacement stevedorev1.Replacem
 	})
 }
 
+// surgesPastBudget is the solo whose pods ask to surge even when a PodDisruptionBudget allows no disruption.
+const surgesPastBudget = "budgeted"
+
 // fillerAndSolos runs, on the NodePool, a filler of one 3-CPU pod per node for each solo, then the solos: single-
 // replica Deployments of 250m whose pods take 3 s to become Ready and keep apart, so each lands beside a filler pod.
 func fillerAndSolos(t *testing.T, ns, pool string, solos []string) {
@@ -156,6 +160,9 @@ func fillerAndSolos(t *testing.T, ns, pool string, solos []string) {
 		d := harness.Deployment(ns, name, 1, "250m", "128Mi")
 		d.Spec.Template.Labels["group"] = "solo"
 		d.Spec.Template.Annotations = map[string]string{sandbox.AnnotationReadyAfter: "3s"}
+		if name == surgesPastBudget {
+			d.Spec.Template.Annotations[stevedorev1.AnnotationReplacement] = string(stevedorev1.ReplacementSurge)
+		}
 		apart(&d.Spec.Template.Spec, "group", "solo")
 		harness.IsolatedDeployment(t, sb, d, pool)
 	}
@@ -204,5 +211,51 @@ func TestConsolidationWithEvictLeavesASingleReplicaDeploymentWithNoReadyPod(t *t
 	waitSolosMoved(t, ns, "evict", solos, before, nodes)
 	if got := lowest(); got != 0 {
 		t.Errorf("with Evict, the Deployment had at least %d Ready pod throughout; the successor of an evicted pod cannot be Ready before it goes", got)
+	}
+}
+
+// TestConsolidationLeavesThePodsOfABudgetAllowingNoDisruption follows Karpenter's "can delete nodes, considers PDB"
+// with Surge, the default: two single-replica Deployments, one per node beside a 3-CPU filler, one of them under a
+// PodDisruptionBudget with maxUnavailable 0. Once the filler is gone, consolidation replaces the other's node by a
+// cheaper one, and leaves the guarded pod where it runs, with a DisruptionBlocked event that names the budget: a
+// budget that allows no disruption keeps its pods unless they ask to surge past it.
+func TestConsolidationLeavesThePodsOfABudgetAllowingNoDisruption(t *testing.T) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	nodePoolOfSolos(t, "guard", stevedorev1.ReplacementSurge)
+	fillerAndSolos(t, ns, "guard", []string{"plain", "guarded"})
+	zero := intstr.FromInt32(0)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns}, Spec: policyv1.PodDisruptionBudgetSpec{
+		MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}}
+	if _, err := sb.Kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := runningSolos(t, ns, []string{"plain", "guarded"})
+	harness.Eventually(t, "the PodDisruptionBudget to allow no disruption", func(ctx context.Context) (bool, error) {
+		cur, err := sb.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "guarded", metav1.GetOptions{})
+		return err == nil && cur.Status.ObservedGeneration == cur.Generation && cur.Status.CurrentHealthy == 1 && cur.Status.DisruptionsAllowed == 0, err
+	})
+	guardedNode := before["guarded"].Spec.NodeName
+	harness.Scale(t, sb, ns, "filler", 0)
+	waitSolosMoved(t, ns, "guard", []string{"plain"}, before, map[string]bool{before["plain"].Spec.NodeName: true})
+	harness.EventuallyWithin(t, 2*time.Minute, "a DisruptionBlocked event on node "+guardedNode+" naming the budget", func(ctx context.Context) (bool, error) {
+		list, err := sb.Kube.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + guardedNode})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == disruption.ReasonDisruptionBlocked && strings.Contains(ev.Note, "PodDisruptionBudget guarded allows no disruption") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	node := harness.Node(t, sb, guardedNode)
+	if node.DeletionTimestamp != nil || hasTaint(node, stevedorev1.TaintDisrupted) {
+		t.Errorf("node %s, whose pod's budget allows no disruption, was disrupted", guardedNode)
+	}
+	pods, err := harness.RunningPods(ctx, sb, ns, "guarded")
+	if err != nil || len(pods) != 1 || pods[0].UID != before["guarded"].UID || pods[0].Spec.NodeName != guardedNode {
+		t.Errorf("the guarded pod moved or was restarted: %d running (%v)", len(pods), err)
 	}
 }
