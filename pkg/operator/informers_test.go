@@ -14,7 +14,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	"github.com/stevedore-dev/stevedore/pkg/client"
+	stevedorefake "github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned/fake"
+	"github.com/stevedore-dev/stevedore/pkg/generated/informers/externalversions"
 )
 
 // TestTheHostsInformersDropManagedFields: a node read through the nodes informer trimmed before it starts has no
@@ -44,5 +47,19 @@ func TestTheHostsInformersDropManagedFields(t *testing.T) {
 	// once started, an informer keeps its transform (and says so) rather than changing it midway
 	if err := nodes.Informer().SetTransform(client.TrimManagedFields); err == nil {
 		t.Error("SetTransform on a started informer succeeded; trimmed relies on it being refused")
+	}
+}
+
+// TestSurgeOffLeavesDisruptionWithoutASurger: with the surge argument off, disruption gets no surger, so every pod
+// of a disrupted node is evicted and no Deployment or ReplicaSet is written; on, it gets one.
+func TestSurgeOffLeavesDisruptionWithoutASurger(t *testing.T) {
+	kube := fake.NewClientset()
+	in := newInformers(informers.NewSharedInformerFactory(kube, time.Hour),
+		externalversions.NewSharedInformerFactory(stevedorefake.NewSimpleClientset(), time.Hour))
+	for _, on := range []bool{false, true} {
+		w := &wiring{args: config.ProvisionerArgs{Surge: &on}, kube: kube, in: in}
+		if got := w.surger(nil); (got != nil) != on {
+			t.Errorf("surge: %v gives a surger %v", on, got != nil)
+		}
 	}
 }

@@ -463,6 +463,16 @@ func (w *wiring) provisioningRequests(p *provision.Provisioner) (*provreq.Contro
 }
 
 // disruption builds the disruption controller, which prices candidates under the NodeOverlays in force.
+// surger moves disrupted pods make-before-break; nil when the surge argument is off: every pod is evicted.
+func (w *wiring) surger(nominations *surge.Nominations) *surge.Surger {
+	if !*w.args.Surge {
+		return nil
+	}
+	in := w.in
+	return surge.New(surge.Options{Kube: w.kube, Pods: in.pods.Lister(), ReplicaSets: in.replicaSets.Lister(),
+		Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister(), Nominations: nominations})
+}
+
 func (w *wiring) disruption(p *provision.Provisioner, nominations *surge.Nominations) (*disruption.Controller, error) {
 	sim, err := w.simulator()
 	if err != nil {
@@ -472,9 +482,7 @@ func (w *wiring) disruption(p *provision.Provisioner, nominations *surge.Nominat
 	d := disruption.New(disruption.Options{Args: w.args,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
-		Recorder: w.host.Recorder, Booked: w.booked(),
-		Surge: surge.New(surge.Options{Kube: w.kube, Pods: in.pods.Lister(), ReplicaSets: in.replicaSets.Lister(),
-			Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister(), Nominations: nominations}),
+		Recorder: w.host.Recorder, Booked: w.booked(), Surge: w.surger(nominations),
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {

@@ -316,6 +316,18 @@ func TestEveryChartValueReachesItsObject(t *testing.T) {
 	if _, ok := off["Deployment/stevedore/stevedore"]; !ok {
 		t.Fatalf("no Deployment rendered:\n%s", out)
 	}
+	// surge off: no write on Deployments or ReplicaSets
+	noSurge, err := run(t, nil, helm, "template", "x", chart, "-n", "stevedore", "--set", "settings.clusterName=x", "--set", "settings.surge=false")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, noSurge)
+	}
+	if role := asJSON(objects(t, noSurge)["ClusterRole//stevedore"]); strings.Contains(role, "deployments/scale") || strings.Contains(role, `"verbs":["patch"]`) ||
+		!strings.Contains(role, "pods/eviction") || !strings.Contains(noSurge, "surge: false") {
+		t.Errorf("settings.surge=false does not reach the configuration or leaves the Deployment writes in the ClusterRole: %s", role)
+	}
+	if role := asJSON(get("ClusterRole//stevedore")); !strings.Contains(role, "deployments/scale") {
+		t.Errorf("the default ClusterRole lacks the surge's Deployment writes: %s", role)
+	}
 	for _, key := range []string{"ServiceAccount/stevedore/stevedore", "PodDisruptionBudget/stevedore/stevedore", "ClusterRole//stevedore-view", "ClusterRole//stevedore-edit",
 		"ClusterRole//stevedore-admin"} {
 		if _, ok := off[key]; ok {

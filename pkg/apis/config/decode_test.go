@@ -99,6 +99,15 @@ func TestDecode(t *testing.T) {
 				t.Errorf("podDeletionCost: false gives %v (err %v)", *off.PodDeletionCost, err)
 			}
 		}},
+		{name: "surge on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
+			if !*a.Surge {
+				t.Error("surge is off by default")
+			}
+			off, err := Decode(&runtime.Unknown{Raw: []byte(`{"clusterName": "c", "surge": false}`)}, nil)
+			if err != nil || *off.Surge {
+				t.Errorf("surge: false gives %v (err %v)", *off.Surge, err)
+			}
+		}},
 		{name: "shared capacity buffers and quotas on by default, off on request", raw: `{"clusterName": "c"}`, check: func(t *testing.T, a ProvisionerArgs) {
 			if !*a.SharedCapacityBuffers || !*a.SharedCapacityQuotas {
 				t.Error("autoscaling.x-k8s.io CapacityBuffers or CapacityQuotas are not served by default")

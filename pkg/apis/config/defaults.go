@@ -122,6 +122,10 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 		on := true
 		a.PodDeletionCost = &on
 	}
+	if a.Surge == nil {
+		on := true
+		a.Surge = &on
+	}
 	if a.SharedCapacityBuffers == nil {
 		on := true
 		a.SharedCapacityBuffers = &on

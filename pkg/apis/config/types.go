@@ -111,6 +111,11 @@ type ProvisionerArgs struct {
 	// lowest on the nodes consolidation would remove first, so that a Deployment's scale-in empties nodes instead
 	// of leaving consolidation pods to evict. Pods whose cost the user set are left alone. Default true.
 	PodDeletionCost *bool `json:"podDeletionCost,omitempty"`
+	// Surge lets a disrupted node's Deployment and ReplicaSet pods move make-before-break (their owner scaled up
+	// until the successor is Ready, then back) where their NodePool's replacement or their own annotation says
+	// Surge. False evicts every pod whatever those say, and Stevedore then writes no Deployment or ReplicaSet (the
+	// chart drops those rights). Default true.
+	Surge *bool `json:"surge,omitempty"`
 	// SharedCapacityBuffers serves the CapacityBuffers of SIG Autoscaling's API group (autoscaling.x-k8s.io), the
 	// ones Cluster Autoscaler and Karpenter read, as well as Stevedore's own (stevedore.dev), where their CRD is
 	// installed. Turn it off where another autoscaler serves them in the same cluster. Default true.
