@@ -149,6 +149,7 @@ func TestTheCreateRequestsCarryTheTagsThePolicyRequires(t *testing.T) {
 	if _, err := f.provider.Create(testCtx(t), claim("nc-1", in("node.kubernetes.io/instance-type", "m5.large"))); err != nil {
 		t.Fatal(err)
 	}
+	var templateTags map[string]string
 	for _, tc := range []struct{ action, resourceType, resource string }{
 		{"CreateLaunchTemplate", "launch-template", "launch-template/*"},
 		{"CreateFleet", "fleet", "fleet/*"},
@@ -178,15 +179,38 @@ func TestTheCreateRequestsCarryTheTagsThePolicyRequires(t *testing.T) {
 		if !satisfied {
 			t.Errorf("%s of a %s carries tags %v, which satisfy none of the statements allowing it (%v)", tc.action, tc.resourceType, tags, tried)
 		}
+		if tc.resourceType == "launch-template" {
+			templateTags = tags
+		}
+	}
+	// a fleet launches only from the cluster's own launch templates: every statement letting CreateFleet or
+	// RunInstances use one requires the cluster's tag on it, which the templates Stevedore creates carry
+	for _, st := range policy.Statement {
+		if !slices.ContainsFunc(st.Resource, func(r string) bool { return strings.HasSuffix(r, ":launch-template/*") }) ||
+			(!slices.Contains(st.Action, "ec2:CreateFleet") && !slices.Contains(st.Action, "ec2:RunInstances")) {
+			continue
+		}
+		if _, scoped := st.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${CLUSTER_NAME}"]; !scoped {
+			t.Errorf("statement %s lets a launch use any launch template in the region, not only the cluster's", st.Sid)
+		}
+		if !tagsSatisfy(st.Condition, "aws:ResourceTag/", templateTags) {
+			t.Errorf("statement %s refuses the launch template Stevedore created (tags %v)", st.Sid, templateTags)
+		}
 	}
 }
 
 // requestTagsSatisfy evaluates the aws:RequestTag conditions of a statement (StringEquals, and StringLike with
 // "*" as "present") on a request's tags; the policy's ${CLUSTER_NAME} is the test cluster's.
 func requestTagsSatisfy(conditions map[string]map[string]any, tags map[string]string) bool {
+	return tagsSatisfy(conditions, "aws:RequestTag/", tags)
+}
+
+// tagsSatisfy evaluates a statement's conditions on the tag keys under prefix (aws:RequestTag/ or
+// aws:ResourceTag/) against tags.
+func tagsSatisfy(conditions map[string]map[string]any, prefix string, tags map[string]string) bool {
 	for op, keys := range conditions {
 		for key, want := range keys {
-			tag, ok := strings.CutPrefix(key, "aws:RequestTag/")
+			tag, ok := strings.CutPrefix(key, prefix)
 			if !ok {
 				continue
 			}
