@@ -65,6 +65,8 @@ func checks() []check {
 			Says: "the scheduler starts, with the features the API server has no API for turned off"},
 		{Name: "consolidation", Run: checkConsolidation, Says: "an underused node is consolidated away"},
 		{Name: "interruption", Run: checkInterruption, Says: "a spot interruption moves the pods to a replacement"},
+		{Name: "down", Smoke: true, Run: checkDown, OwnSandbox: true,
+			Says: "with Stevedore stopped, pods of an opted-in namespace are still created: where a MutatingAdmissionPolicy opts them in they wait Pending for Stevedore, where its admission webhook would they go to the default scheduler"},
 		{Name: "gangs", Smoke: true, Run: checkGangs, Only: func(m minor) bool { return m.Gangs }, OwnSandbox: true,
 			Says: "a Workload API PodGroup's pods wait until the gang is complete, are planned whole (nothing is launched while only part of the gang fits), then launch and bind together"},
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
+	"github.com/stevedore-dev/stevedore/pkg/test"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -149,6 +150,13 @@ func TestGangsWaitOnEveryMinorThatServesTheWorkloadAPI(t *testing.T) {
 				"--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true")
 			checkGangs(t, sb, m)
 		})
+	}
+}
+
+// TestPodCreationGoesOnWhileStevedoreIsDown runs the down check on a sandbox of each minor.
+func TestPodCreationGoesOnWhileStevedoreIsDown(t *testing.T) {
+	for _, m := range matrix() {
+		t.Run(m.Version, func(t *testing.T) { checkDown(t, start(t, m, nil), m) })
 	}
 }
 
@@ -372,4 +380,52 @@ func TestNewNodesFollowAnUpgradedControlPlane(t *testing.T) {
 	})
 	harness.WaitRunning(t, sb, ns, "before", 2)
 	harness.WaitRunning(t, sb, ns, "after", 1)
+}
+
+// checkDown stops Stevedore and creates a pod that names no scheduler in an opted-in namespace: the API server
+// takes it whatever admits it. Under the MutatingAdmissionPolicy (evaluated by the API server) it still names
+// stevedore and waits; under Stevedore's webhook, which no replica answers, it is created as written, for the
+// default scheduler.
+func checkDown(t *testing.T, sb *sandbox.Sandbox, m minor) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	namespace, err := sb.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespace.Labels["stevedore.dev/scheduling"] = "enabled"
+	if _, err := sb.Kube.CoreV1().Namespaces().Update(ctx, namespace, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// a pod as a workload writes it: no scheduler named
+	plain := func(name string) *corev1.Pod {
+		pod := test.Pod(name).Namespace(ns).Req("cpu", "100m").Obj()
+		pod.UID, pod.Spec.SchedulerName, pod.Status = "", "", corev1.PodStatus{}
+		return pod
+	}
+	// opted in while Stevedore runs: a first pod gets its scheduler
+	harness.Eventually(t, "a pod of the opted-in namespace to name stevedore", func(ctx context.Context) (bool, error) {
+		pod, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, plain("up"), metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		if pod.Spec.SchedulerName == harness.StevedoreSchedulerName {
+			return true, nil
+		}
+		return false, sb.Kube.CoreV1().Pods(ns).Delete(ctx, "up", metav1.DeleteOptions{})
+	})
+	if err := sb.StopScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, plain("down"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("with Stevedore down, creating a pod in an opted-in namespace is refused: %v", err)
+	}
+	want := harness.StevedoreSchedulerName
+	if m.Admission == sandbox.AdmissionWebhook {
+		want = corev1.DefaultSchedulerName
+	}
+	if pod.Spec.SchedulerName != want {
+		t.Errorf("with Stevedore down, a pod of an opted-in namespace names %q, want %q", pod.Spec.SchedulerName, want)
+	}
 }
