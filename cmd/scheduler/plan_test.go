@@ -124,15 +124,16 @@ status: {disruptionsAllowed: 0, currentHealthy: 2, desiredHealthy: 2, expectedPo
 `
 
 // TestPlanDisruptPreviewsSurge: with the web pods' Deployment and ReplicaSet in the dump, plan --disrupt says their
-// pods would surge (make-before-break), so a PodDisruptionBudget at its limit does not keep their nodes, as in the
-// live loop; without the owners it previews every pod as evicted, keeps those nodes for the budget, and says why.
+// pods would surge (make-before-break); a PodDisruptionBudget at its limit keeps their nodes, as in the live loop,
+// and says the pods could surge past it if they asked; without the owners it previews every pod as evicted, keeps
+// those nodes for the budget, and says why.
 func TestPlanDisruptPreviewsSurge(t *testing.T) {
 	owners, pdb := "testdata/disrupt-owners.yaml", filepath.Join(t.TempDir(), "pdb.yaml")
 	if err := os.WriteFile(pdb, []byte(webPDB), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	out, stderr, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-f", pdb, "-o", "json")
+	out, stderr, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +147,28 @@ func TestPlanDisruptPreviewsSurge(t *testing.T) {
 	if strings.Contains(stderr, "no ReplicaSets") {
 		t.Errorf("warns of missing owners that are there:\n%s", stderr)
 	}
-	table, _, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-f", pdb)
+	table, _, err := run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners)
 	if err != nil || !strings.Contains(table, "2 pods move; surge shop/web-7d9f-1, shop/web-7d9f-2\n") {
 		t.Errorf("the table does not name the surging pods (%v):\n%s", err, table)
+	}
+
+	out, _, err = run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", owners, "-f", pdb, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = disruptOutput{}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Command != nil {
+		t.Errorf("with the owners and a budget allowing no disruption: command %+v, want none", doc.Command)
+	}
+	for _, n := range doc.Nodes {
+		if n.Name != "ip-10-0-1-13.ec2.internal" && (n.Action != "keep" || n.Reason != "PodDisruptionBudget" ||
+			!strings.Contains(n.Message, "stevedore.dev/replacement: Surge")) {
+			t.Errorf("with the owners and the budget, node %s: %s (%s: %s), want kept for the budget, saying the pod could surge",
+				n.Name, n.Action, n.Reason, n.Message)
+		}
 	}
 
 	out, stderr, err = run(t, newPlanCommand(), "--disrupt", "-f", "testdata/disrupt-cluster.yaml", "-f", pdb, "-o", "json")
