@@ -26,7 +26,6 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
-	"github.com/stevedore-dev/stevedore/pkg/test"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -388,36 +387,13 @@ func TestNewNodesFollowAnUpgradedControlPlane(t *testing.T) {
 // default scheduler.
 func checkDown(t *testing.T, sb *sandbox.Sandbox, m minor) {
 	ctx := context.Background()
-	ns := harness.Namespace(t, sb)
-	namespace, err := sb.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	namespace.Labels["stevedore.dev/scheduling"] = "enabled"
-	if _, err := sb.Kube.CoreV1().Namespaces().Update(ctx, namespace, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// a pod as a workload writes it: no scheduler named
-	plain := func(name string) *corev1.Pod {
-		pod := test.Pod(name).Namespace(ns).Req("cpu", "100m").Obj()
-		pod.UID, pod.Spec.SchedulerName, pod.Status = "", "", corev1.PodStatus{}
-		return pod
-	}
-	// opted in while Stevedore runs: a first pod gets its scheduler
-	harness.Eventually(t, "a pod of the opted-in namespace to name stevedore", func(ctx context.Context) (bool, error) {
-		pod, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, plain("up"), metav1.CreateOptions{})
-		if err != nil {
-			return false, err
-		}
-		if pod.Spec.SchedulerName == harness.StevedoreSchedulerName {
-			return true, nil
-		}
-		return false, sb.Kube.CoreV1().Pods(ns).Delete(ctx, "up", metav1.DeleteOptions{})
-	})
+	ns := harness.OptedInNamespace(t, sb)
 	if err := sb.StopScheduler(); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, plain("down"), metav1.CreateOptions{})
+	down := harness.Pod(ns, "down", "100m", "64Mi")
+	down.Spec.SchedulerName = "" // as a workload writes it
+	pod, err := sb.Kube.CoreV1().Pods(ns).Create(ctx, down, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("with Stevedore down, creating a pod in an opted-in namespace is refused: %v", err)
 	}

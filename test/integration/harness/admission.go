@@ -29,7 +29,7 @@ func CheckAdmission(t *testing.T, sb *sandbox.Sandbox) string {
 	t.Helper()
 	ctx := context.Background()
 	plain := Namespace(t, sb)
-	optedIn := optedInNamespace(t, sb)
+	optedIn := OptedInNamespace(t, sb)
 	const stevedore, defaultScheduler = StevedoreSchedulerName, corev1.DefaultSchedulerName
 	term := func(key, value string) corev1.NodeSelectorTerm {
 		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}
@@ -103,9 +103,9 @@ func CheckAdmission(t *testing.T, sb *sandbox.Sandbox) string {
 	return optedIn
 }
 
-// optedInNamespace creates a namespace labelled stevedore.dev/scheduling=enabled, and waits until admission sees
+// OptedInNamespace creates a namespace labelled stevedore.dev/scheduling=enabled, and waits until admission sees
 // the label (the policy's admission plugin and Stevedore's webhook read namespaces from informers).
-func optedInNamespace(t *testing.T, sb *sandbox.Sandbox) string {
+func OptedInNamespace(t *testing.T, sb *sandbox.Sandbox) string {
 	t.Helper()
 	ctx := context.Background()
 	name := Namespace(t, sb)
