@@ -21,6 +21,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/surge"
 )
 
 // Candidate is a node Stevedore launched that disruption may remove or replace.
@@ -42,6 +43,9 @@ type Candidate struct {
 	// other pod would be evicted. Both are empty without a Surger.
 	Surging map[string]bool
 	Evicted map[string]string
+	// gitOps are the owners of the node's pods that would surge but whose replica count a GitOps controller owns,
+	// with the pods evicted instead ("namespace/name"), in the order of the pods.
+	gitOps []gitOpsOwned
 	// evictionBlocked says why evicting the node's pods would be refused now, where surging them is not (a
 	// PodDisruptionBudget at its limit): a command that evicts (interruption, repair) sees the node blocked.
 	evictionBlocked string
@@ -283,10 +287,13 @@ func (c *Controller) planMoves(cand *Candidate) {
 	if c.opts.Surge == nil {
 		return
 	}
-	cand.Surging, cand.Evicted = map[string]bool{}, map[string]string{}
+	cand.Surging, cand.Evicted, cand.gitOps = map[string]bool{}, map[string]string{}, nil
 	surged := map[string]int32{}
 	for _, pod := range cand.Pods {
-		if _, why, wait := c.opts.Surge.Check(pod, cand.NodePool.Spec.Disruption.Replacement, surged[ownerKey(pod)]); why != "" {
+		if owner, why, wait := c.opts.Surge.Check(pod, cand.NodePool.Spec.Disruption.Replacement, surged[ownerKey(pod)]); why != "" {
+			if owner.GitOps != "" {
+				cand.gitOps = addGitOpsOwned(cand.gitOps, owner, podutil.Key(pod))
+			}
 			if wait && cand.surgeBusy == "" {
 				cand.surgeBusy = fmt.Sprintf("pod %s/%s waits to surge: %s", pod.Namespace, pod.Name, why)
 			}
@@ -296,6 +303,24 @@ func (c *Controller) planMoves(cand *Candidate) {
 		surged[ownerKey(pod)]++
 		cand.Surging[podutil.Key(pod)] = true
 	}
+}
+
+// gitOpsOwned is an owner whose pods do not surge because a GitOps controller owns its replica count, and its pods
+// of a node.
+type gitOpsOwned struct {
+	owner surge.Owner
+	pods  []string
+}
+
+// addGitOpsOwned adds a pod to its owner's entry, or the owner.
+func addGitOpsOwned(owned []gitOpsOwned, owner surge.Owner, pod string) []gitOpsOwned {
+	for i := range owned {
+		if owned[i].owner.UID == owner.UID {
+			owned[i].pods = append(owned[i].pods, pod)
+			return owned
+		}
+	}
+	return append(owned, gitOpsOwned{owner: owner, pods: []string{pod}})
 }
 
 // ownerKey identifies a pod's controller.

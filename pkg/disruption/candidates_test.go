@@ -579,11 +579,11 @@ func TestVerdictsAreReportedOncePerChange(t *testing.T) {
 
 // surgerOf is a Surger whose cache holds one bare ReplicaSet, default/rs-web of one replica (pod web's), with
 // annotations.
-func surgerOf(t *testing.T, annotations map[string]string) *surge.Surger {
+func surgerOf(t *testing.T, annotations map[string]string, managedFields ...metav1.ManagedFieldsEntry) *surge.Surger {
 	t.Helper()
 	one := int32(1)
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs-web", Namespace: "default", UID: "ReplicaSet-rs-web", Annotations: annotations},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &one}, Status: appsv1.ReplicaSetStatus{Replicas: 1}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs-web", Namespace: "default", UID: "ReplicaSet-rs-web", Annotations: annotations,
+		ManagedFields: managedFields}, Spec: appsv1.ReplicaSetSpec{Replicas: &one}, Status: appsv1.ReplicaSetStatus{Replicas: 1}}
 	indexer := func(objs ...any) cache.Indexer {
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		for _, o := range objs {
@@ -593,5 +593,6 @@ func surgerOf(t *testing.T, annotations map[string]string) *surge.Surger {
 		}
 		return idx
 	}
-	return surge.New(surge.Options{ReplicaSets: appslisters.NewReplicaSetLister(indexer(rs)), Deployments: appslisters.NewDeploymentLister(indexer())})
+	return surge.New(surge.Options{ReplicaSets: appslisters.NewReplicaSetLister(indexer(rs)), Deployments: appslisters.NewDeploymentLister(indexer()),
+		GitOpsManagers: []string{"kustomize-controller"}})
 }

@@ -130,6 +130,9 @@ func (c *Controller) begin(ctx context.Context, cmd *Command) (*startedCommand, 
 		}
 		c.w.event(cand, corev1.EventTypeNormal, ReasonDisrupting, note)
 	}
+	if !cmd.Evict && c.opts.Surge != nil {
+		c.gitOpsEvents(cmd)
+	}
 	s := &startedCommand{cmd: cmd, surge: c.opts.Surge != nil && !cmd.Evict && anySurging(cmd)}
 	if len(cmd.Replacements) == 0 {
 		return s, nil
@@ -303,6 +306,22 @@ func (c *Controller) reportSurge(cand *Candidate, res surge.Result, pdbs *pdbInd
 		c.w.event(cand, corev1.EventTypeWarning, ReasonSurgeFailed, "did not surge, evicted instead: "+listSome(failed, 5))
 	}
 	return refused
+}
+
+// gitOpsEvents records, on each owner whose pods the command evicts rather than surges because a GitOps controller
+// owns its replica count, an event that says so: the team that owns the workload reads it there.
+func (c *Controller) gitOpsEvents(cmd *Command) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	for _, cand := range cmd.Candidates {
+		for _, g := range cand.gitOps {
+			ref := &corev1.ObjectReference{APIVersion: "apps/v1", Kind: g.owner.Kind, Namespace: g.owner.Namespace, Name: g.owner.Name, UID: g.owner.UID}
+			c.opts.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonSurgeSkippedForGitOps, "Evict",
+				"pods %s on node %s are evicted, not surged: spec.replicas is owned by %s, which would undo a surge", listSome(g.pods, 5),
+				cand.Node.Name, g.owner.GitOps)
+		}
+	}
 }
 
 // anySurging reports whether a pod of the command's nodes would surge.

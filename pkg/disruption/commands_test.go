@@ -293,6 +293,36 @@ func TestASurgeWaitsForAnOwnerThatStartedMoving(t *testing.T) {
 	}
 }
 
+// TestAPodWhoseReplicasAGitOpsControllerOwnsIsEvicted: the pod of a ReplicaSet whose spec.replicas Flux's
+// kustomize-controller owns is planned to be evicted, not surged, and the command that starts says so on the
+// ReplicaSet, with the controller's name.
+func TestAPodWhoseReplicasAGitOpsControllerOwnsIsEvicted(t *testing.T) {
+	h := newHarness(t, harnessConfig{}, objects(pool(), node("a", "m5.large"), pod("web", "a", "100m", "64Mi"))...)
+	h.c.opts.Surge = surgerOf(t, nil, metav1.ManagedFieldsEntry{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply,
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)})
+	cand := h.view().candidate("a")
+	h.c.planMoves(cand)
+	if why := cand.Evicted["default/web"]; cand.Surging["default/web"] || !strings.Contains(why, "owned by kustomize-controller") {
+		t.Fatalf("pod web: surging %v, evicted because %q; want it evicted because kustomize-controller owns its replicas",
+			cand.Surging["default/web"], why)
+	}
+	for len(h.Recorder.Events) > 0 {
+		<-h.Recorder.Events
+	}
+	cmd := &Command{Method: MethodSingleNode, Reason: stevedorev1.DisruptionReasonUnderutilized, Candidates: []*Candidate{cand}}
+	if _, err := h.c.begin(h.Ctx, cmd); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for len(h.Recorder.Events) > 0 {
+		events = append(events, <-h.Recorder.Events)
+	}
+	want := ReasonSurgeSkippedForGitOps + " pods default/web on node a are evicted, not surged: spec.replicas is owned by kustomize-controller"
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, want) }) {
+		t.Errorf("events %q, want one containing %q", events, want)
+	}
+}
+
 // TestSurgeTargetsAreThePlannedNodes: a surged pod's successor is nominated to the existing node the command
 // planned for the pod, or to the node of the replacement created for it; none when that replacement has no node
 // yet, when fewer replacements were created than planned (which is whose is no longer known), or when the pod was

@@ -41,6 +41,9 @@ const (
 	ReasonSurged = "Surged"
 	// ReasonSurgeFailed: pods of the node did not surge and are evicted instead.
 	ReasonSurgeFailed = "SurgeFailed"
+	// ReasonSurgeSkippedForGitOps, on a Deployment or ReplicaSet: its pods on a disrupted node are evicted, not
+	// surged, because a GitOps controller owns its spec.replicas and would undo the surge.
+	ReasonSurgeSkippedForGitOps = "SurgeSkippedForGitOps"
 )
 
 // Event reasons of repair.

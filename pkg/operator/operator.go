@@ -200,7 +200,11 @@ func newInformers(kf informers.SharedInformerFactory, sf externalversions.Shared
 	// asking for an informer registers it on its factory; those of the host's factory are trimmed as the
 	// scheduler's own pods informer is (the scheduler's nodes informer among them)
 	in.deployments, in.replicaSets, in.hpas = kf.Apps().V1().Deployments(), kf.Apps().V1().ReplicaSets(), kf.Autoscaling().V2().HorizontalPodAutoscalers()
-	trimmed(in.nodes.Informer(), in.daemonSets.Informer(), in.deployments.Informer(), in.replicaSets.Informer(), in.hpas.Informer(), in.pdbs.Informer())
+	trimmed(in.nodes.Informer(), in.daemonSets.Informer(), in.hpas.Informer(), in.pdbs.Informer())
+	// the owners a surge scales keep who owns their replica count (a GitOps controller's is left alone)
+	for _, inf := range []cache.SharedIndexInformer{in.deployments.Informer(), in.replicaSets.Informer()} {
+		_ = inf.SetTransform(surge.KeepReplicasOwners) // refused only once started
+	}
 	in.pods.Informer()
 	in.claims.Informer()
 	in.pools.Informer()
@@ -470,7 +474,7 @@ func (w *wiring) surger(nominations *surge.Nominations) *surge.Surger {
 	}
 	in := w.in
 	return surge.New(surge.Options{Kube: w.kube, Pods: in.pods.Lister(), ReplicaSets: in.replicaSets.Lister(),
-		Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister(), Nominations: nominations})
+		Deployments: in.deployments.Lister(), HPAs: in.hpas.Lister(), GitOpsManagers: w.args.GitOpsFieldManagers, Nominations: nominations})
 }
 
 func (w *wiring) disruption(p *provision.Provisioner, nominations *surge.Nominations) (*disruption.Controller, error) {

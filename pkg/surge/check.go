@@ -18,7 +18,8 @@ import (
 )
 
 // Check says how a pod on a node of a NodePool whose replacement is mode would move: by surging its owner (the
-// owner is returned), or else why not. wait says the reason passes (the owner is rolling out, scaling or surging
+// owner is returned), or else why not (the owner is returned with that too when a GitOps controller owns its
+// replica count). wait says the reason passes (the owner is rolling out, scaling or surging
 // already): the pod had better wait for it than be evicted. extra is how many of the owner's pods the same move
 // surges already (the HPA's maxReplicas must leave room for one more).
 func (s *Surger) Check(pod *corev1.Pod, mode stevedorev1.Replacement, extra int32) (owner Owner, why string, wait bool) {
@@ -33,7 +34,7 @@ func (s *Surger) Check(pod *corev1.Pod, mode stevedorev1.Replacement, extra int3
 	if rs.DeletionTimestamp != nil {
 		return Owner{}, fmt.Sprintf("its ReplicaSet %s is being deleted", rs.Name), false
 	}
-	owner = Owner{Kind: kindReplicaSet, Namespace: rs.Namespace, Name: rs.Name, ReplicaSet: rs}
+	owner = Owner{Kind: kindReplicaSet, Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID, ReplicaSet: rs}
 	replicas := ptrValue(rs.Spec.Replicas)
 	if dref := metav1.GetControllerOf(rs); dref != nil {
 		if dref.Kind != kindDeployment {
@@ -43,23 +44,45 @@ func (s *Surger) Check(pod *corev1.Pod, mode stevedorev1.Replacement, extra int3
 		if err != nil || d.UID != dref.UID {
 			return Owner{}, fmt.Sprintf("its Deployment %s is not found", dref.Name), false
 		}
+		owner = Owner{Kind: kindDeployment, Namespace: d.Namespace, Name: d.Name, UID: d.UID, ReplicaSet: rs}
+		if manager := s.gitOpsOwner(&d.ObjectMeta); manager != "" {
+			return gitOpsOwned(owner, manager)
+		}
 		if why, wait := s.rollingOut(d, rs); why != "" {
 			return Owner{}, why, wait
 		}
-		owner = Owner{Kind: kindDeployment, Namespace: d.Namespace, Name: d.Name, ReplicaSet: rs}
 		replicas = ptrValue(d.Spec.Replicas)
 	} else {
-		switch {
-		case rs.Annotations[stevedorev1.AnnotationSurge] != "":
-			return Owner{}, fmt.Sprintf("its ReplicaSet %s is surging already", rs.Name), true
-		case rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas != replicas:
-			return Owner{}, fmt.Sprintf("its ReplicaSet %s is scaling", rs.Name), true
+		if manager := s.gitOpsOwner(&rs.ObjectMeta); manager != "" {
+			return gitOpsOwned(owner, manager)
+		}
+		if why := replicaSetBusy(rs); why != "" {
+			return Owner{}, why, true
 		}
 	}
 	if why := s.hpaRoom(owner, replicas+extra+1); why != "" {
 		return Owner{}, why, false
 	}
 	return owner, "", false
+}
+
+// replicaSetBusy says why a ReplicaSet of its own cannot surge now, which passes: it is surging or scaling.
+func replicaSetBusy(rs *appsv1.ReplicaSet) string {
+	switch {
+	case rs.Annotations[stevedorev1.AnnotationSurge] != "":
+		return fmt.Sprintf("its ReplicaSet %s is surging already", rs.Name)
+	case rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas != ptrValue(rs.Spec.Replicas):
+		return fmt.Sprintf("its ReplicaSet %s is scaling", rs.Name)
+	}
+	return ""
+}
+
+// gitOpsOwned is Check's answer for an owner whose spec.replicas a GitOps controller owns: a surge would change a
+// field that controller puts back, so the pod is evicted instead. The owner is returned, with GitOps set, for the
+// event that says so.
+func gitOpsOwned(owner Owner, manager string) (Owner, string, bool) {
+	owner.GitOps = manager
+	return owner, fmt.Sprintf("its %s %s has spec.replicas owned by %s, which would undo a surge", owner.Kind, owner.Name, manager), false
 }
 
 // evicts says why a pod is evicted whatever its owner's state: its replacement (the pod's annotation, else mode) is

@@ -41,6 +41,9 @@ type Options struct {
 	HPAs autoscalinglisters.HorizontalPodAutoscalerLister
 	// Interval is how often a surge looks at its successors (default 1s).
 	Interval time.Duration
+	// GitOpsManagers are the field managers that undo a change to a field they own (GitOps controllers with
+	// self-heal): a pod whose owner's spec.replicas one of them owns is evicted, not surged.
+	GitOpsManagers []string
 	// Nominations steer the successors to the nodes planned for the pods they replace; nil: the scheduler places
 	// them as it would any pod.
 	Nominations *Nominations
@@ -100,6 +103,10 @@ type Owner struct {
 	Kind      string
 	Namespace string
 	Name      string
+	UID       types.UID
+	// GitOps names the GitOps controller that owns the owner's spec.replicas, when that is why its pods do not
+	// surge.
+	GitOps string
 	// ReplicaSet is the ReplicaSet that owns the pods (the Deployment's only active one).
 	ReplicaSet *appsv1.ReplicaSet
 }

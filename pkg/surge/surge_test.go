@@ -61,7 +61,7 @@ func (w *world) surger(t *testing.T) *Surger {
 		add(hpas, w.hpa)
 	}
 	return New(Options{Deployments: appslisters.NewDeploymentLister(ds), ReplicaSets: appslisters.NewReplicaSetLister(rss),
-		HPAs: autoscalinglisters.NewHorizontalPodAutoscalerLister(hpas)})
+		HPAs: autoscalinglisters.NewHorizontalPodAutoscalerLister(hpas), GitOpsManagers: []string{"argocd-controller", "kustomize-controller"}})
 }
 
 func podOf(owner *metav1.OwnerReference, annotations map[string]string) *corev1.Pod {
@@ -84,6 +84,8 @@ func TestCheckSaysWhichPodsSurge(t *testing.T) {
 		wantOwner string
 		wantWhy   string
 		wantWait  bool
+		// wantGitOps is the GitOps controller the refused owner names
+		wantGitOps string
 	}{
 		{name: "a Deployment's pod surges by its Deployment", pod: podOf(&rsRef, nil), mode: stevedorev1.ReplacementSurge,
 			wantOwner: "Deployment"},
@@ -117,6 +119,31 @@ func TestCheckSaysWhichPodsSurge(t *testing.T) {
 		{name: "a paused Deployment", pod: podOf(&rsRef, nil), world: func(w *world) { w.deployment.Spec.Paused = true }, wantWhy: "paused"},
 		{name: "an HPA with room", pod: podOf(&rsRef, nil), world: func(w *world) { w.hpa = hpa(3) }, wantOwner: "Deployment"},
 		{name: "an HPA at its maximum", pod: podOf(&rsRef, nil), world: func(w *world) { w.hpa = hpa(2) }, wantWhy: "at its maxReplicas 2"},
+		{name: "a Deployment whose replicas a GitOps controller owns is evicted", pod: podOf(&rsRef, nil),
+			world: func(w *world) {
+				w.deployment.ManagedFields = []metav1.ManagedFieldsEntry{owning("kustomize-controller", replicasOwned)}
+			},
+			wantWhy: "its Deployment web has spec.replicas owned by kustomize-controller", wantGitOps: "kustomize-controller"},
+		{name: "a GitOps controller that owns other fields only", pod: podOf(&rsRef, nil),
+			world: func(w *world) {
+				w.deployment.ManagedFields = []metav1.ManagedFieldsEntry{owning("argocd-controller", imageOwned)}
+			},
+			wantOwner: "Deployment"},
+		{name: "replicas owned by a manager not in the list", pod: podOf(&rsRef, nil),
+			world: func(w *world) {
+				w.deployment.ManagedFields = []metav1.ManagedFieldsEntry{owning("kubectl", replicasOwned)}
+			},
+			wantOwner: "Deployment"},
+		{name: "replicas applied by Argo CD's client-side apply", pod: podOf(&rsRef, nil),
+			world:   func(w *world) { w.deployment.Annotations = argoCDApplied(`{"spec":{"replicas":2}}`) },
+			wantWhy: "owned by Argo CD (client-side apply)", wantGitOps: "Argo CD (client-side apply)"},
+		{name: "Argo CD's client-side apply leaving replicas out", pod: podOf(&rsRef, nil),
+			world: func(w *world) { w.deployment.Annotations = argoCDApplied(`{"spec":{"template":{}}}`) }, wantOwner: "Deployment"},
+		{name: "a ReplicaSet of its own whose replicas a GitOps controller owns", pod: podOf(&rsRef, nil),
+			world: func(w *world) {
+				w.replicaSet.OwnerReferences = nil
+				w.replicaSet.ManagedFields = []metav1.ManagedFieldsEntry{owning("argocd-controller", replicasOwned)}
+			}, wantWhy: "its ReplicaSet web-abc has spec.replicas owned by argocd-controller", wantGitOps: "argocd-controller"},
 		{name: "an HPA with room for one surge but not two", pod: podOf(&rsRef, nil), extra: 1, world: func(w *world) { w.hpa = hpa(3) },
 			wantWhy: "at its maxReplicas 3"},
 	}
@@ -139,7 +166,48 @@ func TestCheckSaysWhichPodsSurge(t *testing.T) {
 			if wait != tc.wantWait {
 				t.Errorf("wait = %v, want %v (%s)", wait, tc.wantWait, why)
 			}
+			if owner.GitOps != tc.wantGitOps {
+				t.Errorf("the owner names GitOps controller %q, want %q", owner.GitOps, tc.wantGitOps)
+			}
 		})
+	}
+}
+
+// Field sets of managed-fields entries.
+const (
+	replicasOwned = `{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:replicas":{},"f:template":{}}}`
+	imageOwned    = `{"f:spec":{"f:template":{"f:spec":{"f:containers":{}}}}}`
+)
+
+func owning(manager, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1",
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
+}
+
+func argoCDApplied(lastApplied string) map[string]string {
+	return map[string]string{annotationArgoCDTracking: "app:apps/Deployment:ns/web", annotationLastApplied: lastApplied}
+}
+
+// KeepReplicasOwners leaves of a Deployment's managed fields the entries that own spec.replicas, reduced to that
+// field, and the surge check reads the same owner from what it leaves.
+func TestKeepReplicasOwnersLeavesWhoOwnsTheReplicaCount(t *testing.T) {
+	w := newWorld()
+	w.deployment.ManagedFields = []metav1.ManagedFieldsEntry{owning("kube-controller-manager", imageOwned),
+		owning("kustomize-controller", replicasOwned), owning("kubectl", `{"f:metadata":{}}`), owning("broken", `{`)}
+	obj, err := KeepReplicasOwners(w.deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := obj.(*appsv1.Deployment).ManagedFields
+	if len(kept) != 1 || kept[0].Manager != "kustomize-controller" || string(kept[0].FieldsV1.GetRawBytes()) != replicasFields {
+		t.Fatalf("kept %+v, want the kustomize-controller entry reduced to spec.replicas", kept)
+	}
+	rsRef := controllerRef("ReplicaSet", "web-abc", "rs-uid")
+	if owner, why, _ := w.surger(t).Check(podOf(&rsRef, nil), stevedorev1.ReplacementSurge, 0); owner.GitOps != "kustomize-controller" {
+		t.Errorf("after the transform Check = %+v, %q; want the kustomize-controller named", owner, why)
+	}
+	if obj, _ := KeepReplicasOwners(&corev1.Pod{}); obj == nil {
+		t.Error("an object of another kind is dropped")
 	}
 }
 

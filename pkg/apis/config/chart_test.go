@@ -96,6 +96,7 @@ func TestTheChartSchemaRefusesWhatValidationRefuses(t *testing.T) {
 		{"registrationTimeout", `"15m"`}, {"registrationTimeout", `"1d"`},
 		{"nodeRepair", `{"maxUnhealthyPercent": 100}`}, {"nodeRepair", `{"maxUnhealthyPercent": 101}`},
 		{"nodeRepair", `{"maxUnhealthyPercent": -5}`},
+		{"gitOpsFieldManagers", `["argocd-controller"]`}, {"gitOpsFieldManagers", `[""]`}, {"gitOpsFieldManagers", `"argocd-controller"`},
 		{"admissionWebhook", `{"port": 9443}`}, {"admissionWebhook", `{"port": 65536}`}, {"admissionWebhook", `{"port": -1}`},
 	}
 	for _, p := range probes {

@@ -126,6 +126,9 @@ func (a ProvisionerArgs) Defaults(env func(string) string) ProvisionerArgs {
 		on := true
 		a.Surge = &on
 	}
+	if len(a.GitOpsFieldManagers) == 0 {
+		a.GitOpsFieldManagers = DefaultGitOpsFieldManagers()
+	}
 	if a.SharedCapacityBuffers == nil {
 		on := true
 		a.SharedCapacityBuffers = &on
@@ -192,4 +195,11 @@ func (r *NodeRepairArgs) defaults() *NodeRepairArgs {
 		out.RebootWait.Duration = DefaultRebootWait
 	}
 	return &out
+}
+
+// DefaultGitOpsFieldManagers are the field managers of the GitOps controllers that put a field they own back when
+// someone else changes it: Argo CD's server-side apply (argocd-controller) and Flux's kustomize-controller and
+// helm-controller.
+func DefaultGitOpsFieldManagers() []string {
+	return []string{"argocd-controller", "kustomize-controller", "helm-controller"}
 }

@@ -116,6 +116,12 @@ type ProvisionerArgs struct {
 	// Surge. False evicts every pod whatever those say, and Stevedore then writes no Deployment or ReplicaSet (the
 	// chart drops those rights). Default true.
 	Surge *bool `json:"surge,omitempty"`
+	// GitOpsFieldManagers are the field managers of GitOps controllers that put back a field they own when someone
+	// else changes it (Argo CD and Flux with self-heal): the pods of a Deployment or ReplicaSet whose spec.replicas
+	// one of them owns are evicted, not surged, with a SurgeSkippedForGitOps event on the owner. Argo CD's client-side
+	// apply, which has no field manager of its own, is recognised by its tracking annotation. Default
+	// argocd-controller, kustomize-controller, helm-controller; a list given replaces it.
+	GitOpsFieldManagers []string `json:"gitOpsFieldManagers,omitempty"`
 	// SharedCapacityBuffers serves the CapacityBuffers of SIG Autoscaling's API group (autoscaling.x-k8s.io), the
 	// ones Cluster Autoscaler and Karpenter read, as well as Stevedore's own (stevedore.dev), where their CRD is
 	// installed. Turn it off where another autoscaler serves them in the same cluster. Default true.

@@ -81,6 +81,11 @@ func (a ProvisionerArgs) Validate() field.ErrorList {
 	errs = append(errs, a.validateChoices()...)
 	errs = append(errs, a.NodeRepair.validate(field.NewPath("nodeRepair"))...)
 	errs = append(errs, a.AdmissionWebhook.validate(field.NewPath("admissionWebhook"))...)
+	for i, m := range a.GitOpsFieldManagers {
+		if m == "" || len(m) > 128 {
+			errs = append(errs, field.Invalid(field.NewPath("gitOpsFieldManagers").Index(i), m, "must be a field manager's name, 1 to 128 characters"))
+		}
+	}
 	return errs
 }
 

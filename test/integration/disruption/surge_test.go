@@ -8,14 +8,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -257,5 +260,75 @@ func TestConsolidationLeavesThePodsOfABudgetAllowingNoDisruption(t *testing.T) {
 	pods, err := harness.RunningPods(ctx, sb, ns, "guarded")
 	if err != nil || len(pods) != 1 || pods[0].UID != before["guarded"].UID || pods[0].Spec.NodeName != guardedNode {
 		t.Errorf("the guarded pod moved or was restarted: %d running (%v)", len(pods), err)
+	}
+}
+
+// TestConsolidationEvictsWhereAGitOpsControllerOwnsTheReplicaCount: a single-replica Deployment whose
+// spec.replicas Flux's kustomize-controller owns (applied server-side under that field manager), with a stand-in for
+// its self-heal that applies replicas: 1 again whenever the Deployment says otherwise. Once the filler is gone,
+// consolidation moves the pod by eviction: Stevedore never changes the replica count, so the stand-in never has
+// anything to put back, and the Deployment carries a SurgeSkippedForGitOps event naming the controller.
+func TestConsolidationEvictsWhereAGitOpsControllerOwnsTheReplicaCount(t *testing.T) {
+	ctx := harness.Context(t)
+	ns := harness.Namespace(t, sb)
+	const manager = "kustomize-controller"
+	nodePoolOfSolos(t, "gitops", stevedorev1.ReplacementSurge)
+	fillerAndSolos(t, ns, "gitops", []string{"managed"})
+	apply := func(ctx context.Context) error {
+		_, err := sb.Kube.AppsV1().Deployments(ns).Apply(ctx, appsv1ac.Deployment("managed", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(1)),
+			metav1.ApplyOptions{FieldManager: manager, Force: true})
+		return err
+	}
+	if err := apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reverts := selfHeal(t, ns, "managed", apply)
+	before, nodes := runningSolos(t, ns, []string{"managed"})
+	harness.Scale(t, sb, ns, "filler", 0)
+	waitSolosMoved(t, ns, "gitops", []string{"managed"}, before, nodes)
+	if n := reverts(); n > 0 {
+		t.Errorf("the GitOps stand-in put spec.replicas back %d times: something changed the replica count it owns", n)
+	}
+	harness.Eventually(t, "a "+disruption.ReasonSurgeSkippedForGitOps+" event on Deployment managed naming "+manager, func(ctx context.Context) (bool, error) {
+		list, err := sb.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=managed"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == disruption.ReasonSurgeSkippedForGitOps && strings.Contains(ev.Note, "owned by "+manager) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// selfHeal stands in for a GitOps controller's self-heal: it watches the Deployment and, whenever its spec.replicas
+// is not 1, applies it again. It returns how many times it had to.
+func selfHeal(t *testing.T, ns, name string, apply func(context.Context) error) func() int {
+	ctx := harness.Context(t)
+	w, err := sb.Kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	reverts := 0
+	go func() {
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || ptr.Deref(d.Spec.Replicas, 1) == 1 {
+				continue
+			}
+			mu.Lock()
+			reverts++
+			mu.Unlock()
+			_ = apply(ctx)
+		}
+	}()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return reverts
 	}
 }
