@@ -30,3 +30,9 @@ var SchedulingPolicy []byte
 //
 //go:embed admission-webhook/webhook.yaml
 var SchedulingWebhook []byte
+
+// FlowControl is deploy/flowcontrol.yaml: the FlowSchemas and PriorityLevelConfiguration that serve Stevedore's
+// ServiceAccount at kube-scheduler's API priority.
+//
+//go:embed deploy/flowcontrol.yaml
+var FlowControl []byte
