@@ -227,3 +227,55 @@ func tagsSatisfy(conditions map[string]map[string]any, prefix string, tags map[s
 	}
 	return true
 }
+
+// TestThePolicysConditionKeysApplyToTheirActions: every condition key of every conditional statement of the
+// controller policy is one the AWS Service Authorization Reference lists for each action of the statement (on the
+// action's row or one of its resource types' rows, testdata/condition-keys.json), or a global key. AWS ignores a
+// condition on a key its action does not support, and a statement then allows more (or, for a Deny, less) than
+// it says; no emulator evaluates conditions, so this is checked against the reference.
+func TestThePolicysConditionKeysApplyToTheirActions(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct{ Statement []policyStatement }
+	if err := json.Unmarshal(raw, &policy); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = os.ReadFile(filepath.Join("testdata", "condition-keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reference struct {
+		Global  []string
+		Actions map[string][]string
+	}
+	if err := json.Unmarshal(raw, &reference); err != nil {
+		t.Fatal(err)
+	}
+	// a tag key in a condition key stands for the reference's ${TagKey}
+	tagged := regexp.MustCompile(`^((aws|ec2|iam):(RequestTag|ResourceTag))/.+$`)
+	checked := 0
+	for _, st := range policy.Statement {
+		for _, keys := range st.Condition {
+			for key := range keys {
+				generic := tagged.ReplaceAllString(key, "$1/$${TagKey}")
+				for _, action := range st.Action {
+					supported, known := reference.Actions[action]
+					switch {
+					case !known:
+						t.Errorf("statement %s: action %s has conditions, but testdata/condition-keys.json has no entry for it: add the keys the reference lists",
+							st.Sid, action)
+					case !slices.Contains(supported, generic) && !slices.Contains(reference.Global, generic):
+						t.Errorf("statement %s: condition key %s does not apply to %s (the reference lists %v)", st.Sid, key, action, supported)
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d action and key pairs; the policy's conditions were not read", checked)
+	}
+	t.Logf("%d action and condition key pairs, each supported by its action", checked)
+}

@@ -410,9 +410,12 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 		MetadataOptions:     metadataOptions(nc),
 		BlockDeviceMappings: blockDevices(nc),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(nc.Spec.DetailedMonitoring != nil && *nc.Spec.DetailedMonitoring)},
+		// the network interfaces a launch creates carry the cluster's tags too: the controller policy allows
+		// ec2:RunInstances on a network interface only with them (CreateOnlyResourcesTaggedForTheCluster)
 		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: toEC2Tags(p.commonTags(claim, nc))},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: toEC2Tags(p.commonTags(claim, nc))},
+			{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: toEC2Tags(p.commonTags(claim, nc))},
 		},
 	}
 	if ni := primaryInterface(nc, res.SecurityGroupIDs); ni != nil {

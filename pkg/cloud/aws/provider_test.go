@@ -160,8 +160,10 @@ func TestCreateLaunchesTheCheapestOfferingAndTagsTheInstance(t *testing.T) {
 	if len(lt.BlockDevices) != 1 || lt.BlockDevices[0].VolumeSize != 20 || lt.BlockDevices[0].VolumeType != "gp3" || !lt.BlockDevices[0].Encrypted {
 		t.Errorf("block devices %+v, want one encrypted gp3 20GiB root volume", lt.BlockDevices)
 	}
-	if lt.Tags["volume"][OwnershipTag(testCluster)] != "owned" {
-		t.Errorf("volumes are not tagged with the ownership tag: %v", lt.Tags)
+	for _, kind := range []string{"volume", "network-interface"} {
+		if lt.Tags[kind][OwnershipTag(testCluster)] != "owned" {
+			t.Errorf("the launch template does not tag each %s with the ownership tag: %v", kind, lt.Tags)
+		}
 	}
 	fleet := f.emu.EC2.LastRequest("CreateFleet")
 	if fleet.Get("OnDemandOptions.AllocationStrategy") != "lowest-price" || fleet.Get("Type") != "instant" {
