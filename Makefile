@@ -38,6 +38,12 @@ $(BIN)/deadcode: hack/lint/go.mod
 $(BIN)/helm: hack/helm/go.mod
 	cd hack/helm && $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
+# cosign (signs a release) and cyclonedx-gomod (its SBOMs), pinned in hack/signing/go.mod
+$(BIN)/cosign: hack/signing/go.mod
+	cd hack/signing && $(GO) build -o $(BIN)/cosign github.com/sigstore/cosign/v2/cmd/cosign
+$(BIN)/cyclonedx-gomod: hack/signing/go.mod
+	cd hack/signing && $(GO) build -o $(BIN)/cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+
 # Kueue's controller manager and its CRDs (a test runs them against a sandbox), pinned in hack/kueue/go.mod
 $(BIN)/kueue: hack/kueue/go.mod
 	cd hack/kueue && $(GO) build -o $(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
@@ -55,9 +61,9 @@ $(BIN)/karpenter-kwok-crds: hack/karpenter/go.mod
 
 ## test: unit tests (race detector on) and integration/e2e tests against in-process sandboxes, then the hunt for
 ## pods deleted on their way to a new node, repeated
-test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds $(BIN)/karpenter-kwok $(BIN)/karpenter-kwok-crds kube-binaries
+test: build $(BIN)/kubectl $(BIN)/helm $(BIN)/cosign $(BIN)/cyclonedx-gomod $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds $(BIN)/karpenter-kwok $(BIN)/karpenter-kwok-crds kube-binaries
 	set -o pipefail; $(GO) test -json -race $(TEST_FLAGS) $(UNIT_PKGS) 2>&1 | $(SUMMARY)
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm COSIGN=$(BIN)/cosign REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
 	  STEVEDORE_KARPENTER_BIN=$(BIN)/karpenter-kwok STEVEDORE_KARPENTER_CRDS=$(BIN)/karpenter-kwok-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
@@ -80,7 +86,7 @@ unit:
 
 ## integration: integration and e2e tests only
 integration: build $(BIN)/kubectl $(BIN)/helm $(BIN)/registry $(BIN)/kueue $(BIN)/kueue-crds $(BIN)/karpenter-kwok $(BIN)/karpenter-kwok-crds kube-binaries
-	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
+	set -o pipefail; STEVEDORE_BIN=$(BIN)/scheduler KUBECTL=$(BIN)/kubectl HELM=$(BIN)/helm COSIGN=$(BIN)/cosign REGISTRY_BIN=$(BIN)/registry STEVEDORE_KUBE_BINARIES=$(BIN)/kube \
 	  STEVEDORE_KUEUE_BIN=$(BIN)/kueue STEVEDORE_KUEUE_CRDS=$(BIN)/kueue-crds \
 	  STEVEDORE_KARPENTER_BIN=$(BIN)/karpenter-kwok STEVEDORE_KARPENTER_CRDS=$(BIN)/karpenter-kwok-crds \
 	  CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 60m $(TEST_FLAGS) ./test/... 2>&1 | $(SUMMARY)
@@ -182,14 +188,16 @@ image-binary:
 	  -o $(IMAGE_BINARY) ./cmd/scheduler
 
 ## release: VERSION=vX.Y.Z: the image archive, the chart, the CRDs, the kustomize base and the Terraform example,
-## all naming that version, with release notes from CHANGELOG.md and checksums, in dist/<version> (hack/release.sh)
-release: $(BIN)/helm
+## all naming that version, with release notes from CHANGELOG.md, SBOMs and checksums signed with COSIGN_KEY, in
+## dist/<version> (hack/release.sh)
+release: $(BIN)/helm $(BIN)/cosign $(BIN)/cyclonedx-gomod
 	BIN=$(BIN) VERSION=$(VERSION) hack/release.sh
 
 ## publish: REGISTRY=<registry>/<path> VERSION=vX.Y.Z: the release, pushed: the image index (amd64, arm64) as
 ## <REGISTRY>/scheduler:<version>, the charts as oci://<REGISTRY>/stevedore and oci://<REGISTRY>/stevedore-crd
-## (hack/publish.sh; log in first with `helm registry login`)
-publish: $(BIN)/helm
+## (hack/publish.sh; log in first with `helm registry login`), each signed with COSIGN_KEY and the image with its
+## SBOMs attested
+publish: $(BIN)/helm $(BIN)/cosign $(BIN)/cyclonedx-gomod
 	BIN=$(BIN) VERSION=$(VERSION) REGISTRY=$(REGISTRY) hack/publish.sh
 
 ## registry: an in-memory OCI registry (go-containerregistry's) for the tests that publish a release

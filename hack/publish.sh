@@ -6,7 +6,9 @@
 #   oci://<registry>/<path>/stevedore-crd       the CRD chart, version X.Y.Z (helm push)
 # Log in once with `helm registry login <registry>`: the image push reads the same credentials when there is no
 # Docker configuration (DOCKER_CONFIG, ~/.docker/config.json). PLAIN_HTTP=1 speaks HTTP to the registry (a local
-# test registry). RELEASE_DIR, RELEASE_ALLOW_DIRTY and IMAGE_ARCHS pass through to hack/release.sh.
+# test registry). RELEASE_DIR, RELEASE_ALLOW_DIRTY and IMAGE_ARCHS pass through to hack/release.sh, and so do
+# COSIGN_KEY and COSIGN_TLOG, with which the image, its SBOMs (as CycloneDX attestations) and both charts are
+# signed in the registry (cosign sign, cosign attest), by digest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "publish: $*" >&2; exit 1; }
@@ -30,11 +32,36 @@ fi
 plain=()
 [[ ${PLAIN_HTTP:-} == 1 ]] && plain=(--plain-http)
 
+cosign=()
+if [[ -n ${COSIGN_KEY:-} ]]; then
+  cosign=("$bin/cosign")
+  [[ ${PLAIN_HTTP:-} == 1 ]] && cosign_registry=(--allow-http-registry --allow-insecure-registry) || cosign_registry=()
+fi
+# sign signs an artifact in the registry by digest (no-op for an unsigned release)
+sign() {
+  [[ ${#cosign[@]} -gt 0 ]] || return 0
+  "${cosign[@]}" sign --yes --key "$COSIGN_KEY" --tlog-upload="${COSIGN_TLOG:-true}" "${cosign_registry[@]}" "$1" >/dev/null
+}
+
 echo "--- push ${registry}/scheduler:${version}"
 archive=$(cd "$out" && pwd)/stevedore-image-${version}.tar
-(cd hack/image && go run . push --archive "$archive" --to "${registry}/scheduler:${version}")
+pushed=$(cd hack/image && go run . push --archive "$archive" --to "${registry}/scheduler:${version}")
+echo "$pushed"
+image="${pushed#pushed }"
+image="${registry}/scheduler@${image##*@}"
+sign "$image"
+if [[ ${#cosign[@]} -gt 0 ]]; then
+  for sbom in "$out"/stevedore-sbom-"${version}"-linux-*.cdx.json; do
+    "${cosign[@]}" attest --yes --key "$COSIGN_KEY" --tlog-upload="${COSIGN_TLOG:-true}" "${cosign_registry[@]}" \
+      --type cyclonedx --predicate "$sbom" "$image" >/dev/null
+  done
+fi
 for chart in stevedore stevedore-crd; do
   echo "--- push oci://${registry}/${chart} ${semver}"
-  "$bin/helm" push "$out/${chart}-${semver}.tgz" "oci://${registry}" "${plain[@]}"
+  pushed=$("$bin/helm" push "$out/${chart}-${semver}.tgz" "oci://${registry}" "${plain[@]}" 2>&1)
+  echo "$pushed"
+  digest=$(sed -n 's/^Digest: //p' <<<"$pushed")
+  [[ -n $digest ]] || die "helm push printed no digest for ${chart}"
+  sign "${registry}/${chart}@${digest}"
 done
 echo "published ${version} to ${registry}"

@@ -7,8 +7,15 @@
 #   stevedore-crds-<version>.yaml        the CRDs
 #   stevedore-manifests-<version>.tar.gz the kustomize base (manifests/), its image pinned to <version>
 #   stevedore-terraform-<version>.tar.gz the Terraform example with the chart and IAM policy it uses, pinned
+#   stevedore-sbom-<version>-linux-<arch>.cdx.json  the CycloneDX SBOM of each architecture's binary: every Go
+#                                        module linked in, with its version (cyclonedx-gomod, from the binary's build info)
 #   RELEASE_NOTES.md                     the CHANGELOG.md section of the version
 #   SHA256SUMS                           checksums of all of the above
+#   SHA256SUMS.sig, cosign.pub           the checksums' signature (cosign sign-blob) and the key that verifies it
+# COSIGN_KEY is the signing key, any key reference cosign takes (a cosign.key file with COSIGN_PASSWORD, or a KMS
+# key: awskms:///alias/<name>); a release is not built without one unless RELEASE_UNSIGNED=1. COSIGN_TLOG=false
+# keeps the signature out of Sigstore's public transparency log (Rekor), for a registry or machine that cannot
+# reach it.
 # IMAGE_REPOSITORY (default public.ecr.aws/stevedore/scheduler) is the repository the image is pushed to and the
 # artifacts name. RELEASE_ALLOW_DIRTY=1 skips the clean-tree check (the release test runs on a work tree).
 set -euo pipefail
@@ -23,6 +30,9 @@ if [[ ${RELEASE_ALLOW_DIRTY:-} != 1 && -n $(git status --porcelain 2>/dev/null) 
   die "the work tree has uncommitted changes: a release is built from a commit"
 fi
 grep -q "^## \[${semver}\]" CHANGELOG.md || die "CHANGELOG.md has no section '## [${semver}]'"
+if [[ -z ${COSIGN_KEY:-} && ${RELEASE_UNSIGNED:-} != 1 ]]; then
+  die "COSIGN_KEY names no signing key (a cosign.key file or a KMS key such as awskms:///alias/stevedore-release); RELEASE_UNSIGNED=1 builds an unsigned release"
+fi
 repository=${IMAGE_REPOSITORY:-public.ecr.aws/stevedore/scheduler}
 image="${repository}:${version}"
 bin=${BIN:-$PWD/bin}
@@ -69,6 +79,18 @@ awk -v v="$semver" '
   on && /^## \[/ {exit}
   on {print}' CHANGELOG.md > "$out/RELEASE_NOTES.md"
 
+echo "--- SBOMs"
+for arch in ${IMAGE_ARCHS:-amd64 arm64}; do
+  "$bin/cyclonedx-gomod" bin -json -version "$version" -output "$out/stevedore-sbom-${version}-linux-${arch}.cdx.json" \
+    "$bin/linux-${arch}/scheduler"
+done
+
 (cd "$out" && sha256sum -- * > SHA256SUMS)
+if [[ -n ${COSIGN_KEY:-} ]]; then
+  echo "--- signature of SHA256SUMS"
+  "$bin/cosign" sign-blob --yes --key "$COSIGN_KEY" --tlog-upload="${COSIGN_TLOG:-true}" \
+    --output-signature "$out/SHA256SUMS.sig" "$out/SHA256SUMS" >/dev/null
+  "$bin/cosign" public-key --key "$COSIGN_KEY" > "$out/cosign.pub"
+fi
 echo "release ${version}: $out"
 ls -l "$out"

@@ -157,21 +157,26 @@ func (r *registry) publishedScheduler(repository, tag, dir string) string {
 // machine, checks the image index holds both architectures, then installs it on a sandbox that never saw Stevedore
 // with the commands docs/installation.md gives (CRD chart, then chart, from the registry), and runs the
 // published binary (this machine's architecture, taken from the registry) as the installed Deployment would
-// through a scale-up. Uninstalling keeps the CRDs and with them the user's objects.
+// through a scale-up. Uninstalling keeps the CRDs and with them the user's objects. The release is signed with a
+// key of the test's own: cosign verifies the image, its SBOM attestations and both charts in the registry with the
+// release's public key, and refuses them with another key.
 func TestAPublishedReleaseInstallsFromItsRegistry(t *testing.T) {
 	reg := startRegistry(t)
 	helm := helmBinary(t)
 	dir := t.TempDir()
 	root := repoRoot(t)
 	prefix := reg.host + "/stevedore"
+	key := cosignKey(t, "release")
 
 	publish := exec.Command("make", "--no-print-directory", "publish", "REGISTRY="+prefix, "VERSION="+releaseVersion)
 	publish.Dir = root
 	publish.Env = append(os.Environ(), "PLAIN_HTTP=1", "RELEASE_ALLOW_DIRTY=1", "RELEASE_DIR="+filepath.Join(dir, "dist"),
-		"HELM_REGISTRY_CONFIG="+filepath.Join(dir, "helm-registry.json"), "DOCKER_CONFIG="+filepath.Join(dir, "docker"))
+		"HELM_REGISTRY_CONFIG="+filepath.Join(dir, "helm-registry.json"), "DOCKER_CONFIG="+filepath.Join(dir, "docker"),
+		"COSIGN_KEY="+key, "COSIGN_PASSWORD=", "COSIGN_TLOG=false")
 	if out, err := publish.CombinedOutput(); err != nil {
 		t.Fatalf("make publish: %v\n%s", err, lastLines(string(out), 30))
 	}
+	checkSignatures(t, prefix, filepath.Join(dir, "dist", "cosign.pub"), strings.TrimSuffix(cosignKey(t, "other"), ".key")+".pub")
 	checkReleaseFromOutside(t, helm, prefix, releaseVersion, filepath.Join(dir, "dist"))
 	scheduler := reg.publishedScheduler("stevedore/scheduler", releaseVersion, dir)
 	if out, err := run(t, nil, scheduler, "version"); err != nil || !strings.Contains(out, releaseVersion) {
@@ -218,4 +223,56 @@ func TestAPublishedReleaseInstallsFromItsRegistry(t *testing.T) {
 	h("uninstall", "stevedore-crd", "-n", "stevedore", "--wait")
 	in.k("get", "crd", "nodepools.stevedore.dev", "nodeclaims.stevedore.dev") // helm.sh/resource-policy: keep
 	in.checkNothingRefused()
+}
+
+// checkSignatures verifies with cosign, against the registry, the signatures of the published image and charts and
+// the image's CycloneDX SBOM attestations with the release's public key, and checks that another key verifies none
+// of them.
+func checkSignatures(t *testing.T, prefix, pub, otherPub string) {
+	t.Helper()
+	insecure := []string{"--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry"}
+	semver := strings.TrimPrefix(releaseVersion, "v")
+	refs := []string{prefix + "/scheduler:" + releaseVersion, prefix + "/stevedore:" + semver, prefix + "/stevedore-crd:" + semver}
+	for _, ref := range refs {
+		if out, err := run(t, nil, cosignBinary(t), append([]string{"verify", "--key", pub}, append(insecure, ref)...)...); err != nil {
+			t.Errorf("cosign verify %s: %v\n%s", ref, err, lastLines(out, 10))
+		}
+		if _, err := run(t, nil, cosignBinary(t), append([]string{"verify", "--key", otherPub}, append(insecure, ref)...)...); err == nil {
+			t.Errorf("cosign verified %s with a key that did not sign it", ref)
+		}
+	}
+	out, err := run(t, nil, cosignBinary(t), append([]string{"verify-attestation", "--key", pub, "--type", "cyclonedx"}, append(insecure, refs[0])...)...)
+	if err != nil {
+		t.Fatalf("cosign verify-attestation %s: %v\n%s", refs[0], err, lastLines(out, 10))
+	}
+	// one attestation per architecture, each a base64 DSSE payload whose predicate is the binary's SBOM
+	if n := strings.Count(out, `"payloadType":"application/vnd.in-toto+json"`); n != 2 {
+		t.Errorf("%d SBOM attestations on %s, want one for each of amd64 and arm64:\n%s", n, refs[0], lastLines(out, 5))
+	}
+}
+
+// cosignKey generates a cosign key pair (no password) named name in a directory of the test's and returns the
+// private key's path; the public key is beside it (.pub).
+func cosignKey(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(cosignBinary(t), "generate-key-pair", "--output-key-prefix", filepath.Join(dir, name)) //nolint:gosec // G204: the test's own directory
+	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, name+".key")
+}
+
+// cosignBinary is $COSIGN (make test sets it), else bin/cosign (make bin/cosign builds it).
+func cosignBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("COSIGN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(repoRoot(t), "bin", "cosign")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no cosign: set COSIGN or run make bin/cosign (%v)", err)
+	}
+	return bin
 }
