@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
@@ -40,6 +41,30 @@ type kubeletConfig struct {
 	kubeReserved   map[string]string
 	systemReserved map[string]string
 	evictionHard   map[string]string
+}
+
+// addDevices adds what the NVIDIA, Neuron and EFA device plugins advertise to a node's capacity: the type's GPUs
+// and Neuron devices, and the EFA interfaces attached at launch (not those the type could take).
+func addDevices(capacity corev1.ResourceList, inst *awsemu.Instance, it catalog.InstanceType) {
+	for name, q := range cloud.AcceleratorCapacity(it) {
+		if name != stevedorev1.ResourceEFA {
+			capacity[name] = q
+		}
+	}
+	if efa := efaInterfaces(inst); efa > 0 {
+		capacity[stevedorev1.ResourceEFA] = *resource.NewQuantity(int64(efa), resource.DecimalSI)
+	}
+}
+
+// efaInterfaces counts the EFA interfaces the instance was launched with.
+func efaInterfaces(inst *awsemu.Instance) int {
+	n := 0
+	for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
+		if ni.InterfaceType == "efa" {
+			n++
+		}
+	}
+	return n
 }
 
 // nodeForInstance builds the Node a kubelet on the instance registers, as the EKS AMIs do: the bootstrap user data
@@ -61,9 +86,7 @@ func nodeForInstance(inst *awsemu.Instance, it catalog.InstanceType, region stri
 		corev1.ResourcePods:             *resource.NewQuantity(cfg.maxPods, resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
 	}
-	for name, q := range cloud.AcceleratorCapacity(it) { // as the NVIDIA, Neuron and EFA device plugins advertise them
-		capacity[name] = q
-	}
+	addDevices(capacity, inst, it)
 	if bd := inst.LaunchTemplate.BlockDevices; len(bd) > 0 && bd[0].VolumeSize > 0 {
 		capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(bd[0].VolumeSize)<<30, resource.BinarySI)
 	}

@@ -39,15 +39,22 @@ type override struct {
 	// prioritized: the fleet tries the overrides in the order given (the NodeClaim's, priced by NodeOverlays),
 	// not by EC2's prices
 	prioritized bool
+	// efa is how many EFA interfaces the launch template attaches: the type's maximum when the NodeClaim's pods
+	// request vpc.amazonaws.com/efa, else none
+	efa int32
 }
 
-// templateKey is the launch template an override needs: one per image and, for reserved offerings, per
-// reservation (the template targets it).
+// templateKey is the launch template an override needs: one per image, per EFA interface count and, for reserved
+// offerings, per reservation (the template targets it).
 func (o override) templateKey() string {
-	if o.reservation == "" {
-		return o.image
+	key := o.image
+	if o.efa > 0 {
+		key += fmt.Sprintf("|efa=%d", o.efa)
 	}
-	return o.image + "|" + o.reservation + "|" + o.reservationType
+	if o.reservation != "" {
+		key += "|" + o.reservation + "|" + o.reservationType
+	}
+	return key
 }
 
 // Create launches an instance for the NodeClaim with CreateFleet (type instant). Before launching it looks for an
@@ -167,7 +174,7 @@ func (p *Provider) overrides(ctx context.Context, claim *stevedorev1.NodeClaim, 
 		}
 		typed := reqs.Clone()
 		typed.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, ct))
-		out := p.offeringOverrides(order, byName, typed, res)
+		out := p.offeringOverrides(order, byName, typed, res, requestsEFA(claim))
 		if len(out) == 0 {
 			continue
 		}
@@ -215,9 +222,23 @@ func (p *Provider) launchableTypes(ctx context.Context, claim *stevedorev1.NodeC
 	return order, byName, nil
 }
 
+// requestsEFA reports whether the NodeClaim's pods request EFA interfaces (vpc.amazonaws.com/efa).
+func requestsEFA(claim *stevedorev1.NodeClaim) bool {
+	q, ok := claim.Spec.Resources.Requests[stevedorev1.ResourceEFA]
+	return ok && q.Sign() > 0
+}
+
+// efaInterfaces is how many EFA interfaces an instance of the type attaches when its pods request EFA: all it can
+// take, so that the node's EFA device plugin advertises the capacity the plan counted for the type.
+func efaInterfaces(it *cloud.InstanceType) int32 {
+	q := it.Capacity[stevedorev1.ResourceEFA]
+	return clampInt32(q.Value())
+}
+
 // offeringOverrides lists, type by type in order, the offerings typed allows in a zone the node class has a subnet
-// in, up to MaxInstanceTypes types.
-func (p *Provider) offeringOverrides(order []string, byName map[string]*cloud.InstanceType, typed scheduling.Requirements, res *Resolved) []override {
+// in, up to MaxInstanceTypes types; with efa, each with the type's EFA interfaces.
+func (p *Provider) offeringOverrides(order []string, byName map[string]*cloud.InstanceType, typed scheduling.Requirements, res *Resolved,
+	efa bool) []override {
 	var out []override
 	types := 0
 	for _, name := range order {
@@ -232,8 +253,12 @@ func (p *Provider) offeringOverrides(order []string, byName map[string]*cloud.In
 				continue
 			}
 			arch := it.Requirements.Get(corev1.LabelArchStable).Any()
-			out = append(out, override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price,
-				reservation: o.ReservationID, reservationType: o.ReservationType})
+			ov := override{instanceType: it.Name, image: imageKey(arch, it.ImageVariant()), zone: o.Zone, subnetID: subnet.ID, price: o.Price,
+				reservation: o.ReservationID, reservationType: o.ReservationType}
+			if efa {
+				ov.efa = efaInterfaces(it)
+			}
+			out = append(out, ov)
 			added = true
 		}
 		if added {
@@ -418,7 +443,9 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *stevedorev1.
 			{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: toEC2Tags(p.commonTags(claim, nc))},
 		},
 	}
-	if ni := primaryInterface(nc, res.SecurityGroupIDs); ni != nil {
+	if o.efa > 0 {
+		data.NetworkInterfaces = efaNetworkInterfaces(nc, res.SecurityGroupIDs, o.efa)
+	} else if ni := primaryInterface(nc, res.SecurityGroupIDs); ni != nil {
 		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{*ni}
 	} else {
 		data.SecurityGroupIds = res.SecurityGroupIDs
@@ -479,6 +506,27 @@ func primaryInterface(nc *stevedorev1.EC2NodeClass, securityGroups []string) *ec
 			TcpEstablishedTimeout: ct.TCPEstablishedTimeout, UdpStreamTimeout: ct.UDPStreamTimeout, UdpTimeout: ct.UDPTimeout}
 	}
 	return ni
+}
+
+// efaNetworkInterfaces are a node's network interfaces when its pods use EFA: count EFA interfaces, one on each
+// network card from the first, the first of them the primary interface (device 0, with the node class's public
+// address and connection tracking settings), the others device 1 of their cards. Each holds the security groups;
+// the fleet's override puts them in the subnet chosen.
+func efaNetworkInterfaces(nc *stevedorev1.EC2NodeClass, securityGroups []string, count int32) []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+	out := make([]ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, 0, count)
+	for card := range count {
+		ni := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{DeviceIndex: aws.Int32(1), Groups: securityGroups}
+		if card == 0 {
+			if primary := primaryInterface(nc, securityGroups); primary != nil {
+				ni = *primary
+			}
+			ni.DeviceIndex = aws.Int32(0)
+		}
+		ni.NetworkCardIndex = aws.Int32(card)
+		ni.InterfaceType = aws.String(string(ec2types.NetworkInterfaceTypeEfa))
+		out = append(out, ni)
+	}
+	return out
 }
 
 // bootstrap is what a node of the NodeClaim's NodePool needs to join: the NodePool's labels and taints (those

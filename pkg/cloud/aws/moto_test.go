@@ -221,14 +221,29 @@ func TestTheControllerPolicyJudgedByMoto(t *testing.T) {
 	if state, err := admin.instanceState(ctx, inst.ID); err != nil || (state != "shutting-down" && state != "terminated") {
 		t.Fatalf("instance %s is %q (%v) after Delete, want shutting-down or terminated", inst.ID, state, err)
 	}
-	// Launch template garbage collection: DescribeLaunchTemplates, and once the template has been idle for
+	// EFA: a NodeClaim whose pods request vpc.amazonaws.com/efa launches from a launch template whose network
+	// interfaces are the type's EFA interfaces (p4d.24xlarge: four, one per network card).
+	efaClaim := test.NodeClaim("moto-efa", "default").Require(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "p4d.24xlarge").
+		Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeOnDemand).
+		Requests(stevedorev1.ResourceEFA, "4", "nvidia.com/gpu", "8").Obj()
+	efaInst, err := p.Create(ctx, efaClaim)
+	if err != nil {
+		t.Fatalf("launching a NodeClaim whose pods request EFA through moto: %v", err)
+	}
+	if got := calls.efaInterfacesRequested(users["stevedore"].id); got != 4 {
+		t.Errorf("the launch template of the EFA launch asked moto for %d EFA interfaces, want 4", got)
+	}
+	if err := p.Delete(ctx, efaInst.ID); err != nil {
+		t.Fatalf("terminating %s: %v", efaInst.ID, err)
+	}
+	// Launch template garbage collection: DescribeLaunchTemplates, and once the templates have been idle for
 	// LaunchTemplateIdle, DeleteLaunchTemplate.
 	if n, err := p.CollectLaunchTemplates(ctx); err != nil || n != 0 {
 		t.Fatalf("collecting launch templates right after the launch deleted %d (%v), want none", n, err)
 	}
 	clk.Step(LaunchTemplateIdle)
-	if n, err := p.CollectLaunchTemplates(ctx); err != nil || n != 1 {
-		t.Fatalf("collecting launch templates idle for %s deleted %d (%v), want the one of the launch", LaunchTemplateIdle, n, err)
+	if n, err := p.CollectLaunchTemplates(ctx); err != nil || n != 2 {
+		t.Fatalf("collecting launch templates idle for %s deleted %d (%v), want the two of the launches", LaunchTemplateIdle, n, err)
 	}
 	// The node classes' deletion: GetInstanceProfile, RemoveRoleFromInstanceProfile, DeleteInstanceProfile.
 	for _, name := range []string{"default", "adopted"} {
@@ -664,6 +679,8 @@ type motoCall struct {
 	code string
 	// abandoned: the client gave up before the answer (a long poll cancelled)
 	abandoned bool
+	// form is the request's parameters, for the Query protocol (EC2, IAM)
+	form url.Values
 }
 
 // refused reports whether moto's IAM check refused the call: EC2 and IAM answer AccessDenied, the JSON services
@@ -744,13 +761,32 @@ func startMotoProxy(t *testing.T, target string) *motoCallLog {
 			_, op, _ := strings.Cut(target, ".")
 			call.action = service + ":" + op
 		} else if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Action") != "" { // Query: EC2, IAM
-			call.action = service + ":" + form.Get("Action")
+			call.action, call.form = service+":"+form.Get("Action"), form
 		}
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), motoRequestKey{}, call)))
 	}))
 	t.Cleanup(server.Close)
 	log.url = server.URL
 	return log
+}
+
+// efaInterfacesRequested counts the EFA interfaces (InterfaceType efa) in the launch templates the principal
+// created.
+func (l *motoCallLog) efaInterfacesRequested(principal string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.calls {
+		if c.principal != principal || c.action != "ec2:CreateLaunchTemplate" {
+			continue
+		}
+		for key, values := range c.form {
+			if strings.HasPrefix(key, "LaunchTemplateData.NetworkInterface.") && strings.HasSuffix(key, ".InterfaceType") && slices.Contains(values, "efa") {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (l *motoCallLog) record(c motoCall) {

@@ -23,6 +23,9 @@ import (
 // codeInvalidParameterValue is the error code of a request with a value the API (or the emulator) does not take.
 const codeInvalidParameterValue = "InvalidParameterValue"
 
+// interfaceTypeEFA is the InterfaceType of an Elastic Fabric Adapter interface.
+const interfaceTypeEFA = "efa"
+
 // codeInsufficientCapacity is EC2's error code for a pool out of capacity.
 const codeInsufficientCapacity = "InsufficientInstanceCapacity"
 
@@ -275,11 +278,14 @@ func describeAccelerators(info *xmlInstanceTypeInfo, it catalog.InstanceType) {
 		info.NetworkInfo.EFASupported = true
 		info.NetworkInfo.EFAInfo = &xmlEFAInfo{MaximumEFAInterfaces: it.EFA}
 	}
-	card := xmlNetworkCard{MaximumNetworkInterfaces: info.NetworkInfo.MaximumNetworkInterfaces}
-	if it.NetworkBandwidthMbps > 0 {
-		card.BaselineBandwidthInGbps = float64(it.NetworkBandwidthMbps) / 1000
+	info.NetworkInfo.NetworkCards = nil
+	for i := range networkCards(it.EFA) {
+		card := xmlNetworkCard{NetworkCardIndex: i, MaximumNetworkInterfaces: info.NetworkInfo.MaximumNetworkInterfaces}
+		if it.NetworkBandwidthMbps > 0 {
+			card.BaselineBandwidthInGbps = float64(it.NetworkBandwidthMbps) / 1000
+		}
+		info.NetworkInfo.NetworkCards = append(info.NetworkInfo.NetworkCards, card)
 	}
-	info.NetworkInfo.NetworkCards = []xmlNetworkCard{card}
 	if it.LocalNVMeGB > 0 {
 		info.InstanceStorageSupported = true
 		info.InstanceStorageInfo = &xmlInstanceStorage{TotalSizeInGB: it.LocalNVMeGB, NVMeSupport: "required"}

@@ -60,6 +60,7 @@ func (e *EC2) xmlInstance(inst *Instance) xmlInstance {
 	x.MetadataOptions.HTTPTokens = inst.LaunchTemplate.HTTPTokens
 	x.MetadataOptions.HTTPPutResponseHopLimit = inst.LaunchTemplate.HTTPPutResponseHopLimit
 	x.MetadataOptions.HTTPEndpoint = "enabled"
+	x.NetworkInterfaces = instanceInterfaces(inst)
 	if inst.StateReason != "" {
 		x.StateReason = &struct {
 			Code    string `xml:"code"`
@@ -67,6 +68,26 @@ func (e *EC2) xmlInstance(inst *Instance) xmlInstance {
 		}{Code: inst.StateReason, Message: inst.StateReason}
 	}
 	return x
+}
+
+// instanceInterfaces are an instance's network interfaces as DescribeInstances gives them: those of its launch
+// template, or one ENA interface, all in the instance's subnet.
+func instanceInterfaces(inst *Instance) []xmlInstanceNetworkInterface {
+	specs := inst.LaunchTemplate.NetworkInterfaces
+	if len(specs) == 0 {
+		specs = []NetworkInterface{{}}
+	}
+	out := make([]xmlInstanceNetworkInterface, 0, len(specs))
+	for i, ni := range specs {
+		x := xmlInstanceNetworkInterface{NetworkInterfaceID: fmt.Sprintf("eni-%s%02d", strings.TrimPrefix(inst.ID, "i-"), i), SubnetID: inst.SubnetID,
+			InterfaceType: ni.InterfaceType}
+		if x.InterfaceType == "" {
+			x.InterfaceType = "interface"
+		}
+		x.Attachment.DeviceIndex, x.Attachment.NetworkCardIndex = ni.DeviceIndex, ni.NetworkCardIndex
+		out = append(out, x)
+	}
+	return out
 }
 
 func (e *EC2) terminateInstances(q *query) (any, *apiError) {

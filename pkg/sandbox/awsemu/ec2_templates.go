@@ -76,10 +76,15 @@ func (data *LaunchTemplateData) readDevices(d *query) *apiError {
 	}
 	for _, ni := range d.List("NetworkInterface") {
 		data.NetworkInterfaces = append(data.NetworkInterfaces, NetworkInterface{DeviceIndex: ni.Int("DeviceIndex", 0),
-			SecurityGroups: ni.Strings("SecurityGroupId"), AssociatePublicIP: ni.Str("AssociatePublicIpAddress"),
+			NetworkCardIndex: ni.Int("NetworkCardIndex", 0), InterfaceType: ni.Str("InterfaceType"), SecurityGroups: ni.Strings("SecurityGroupId"), AssociatePublicIP: ni.Str("AssociatePublicIpAddress"),
 			TCPEstablishedTimeout: ni.Int("ConnectionTrackingSpecification.TcpEstablishedTimeout", 0),
 			UDPStreamTimeout:      ni.Int("ConnectionTrackingSpecification.UdpStreamTimeout", 0),
 			UDPTimeout:            ni.Int("ConnectionTrackingSpecification.UdpTimeout", 0)})
+	}
+	for _, ni := range data.NetworkInterfaces {
+		if ni.InterfaceType != "" && ni.InterfaceType != interfaceTypeEFA && ni.InterfaceType != "interface" {
+			return invalid(codeInvalidParameterValue, "InterfaceType %q must be interface or efa", ni.InterfaceType)
+		}
 	}
 	if len(data.NetworkInterfaces) > 0 && len(data.SecurityGroupIDs) > 0 {
 		return invalid("InvalidParameterCombination", "Network interfaces and instance-level security groups may not be specified on the same request")

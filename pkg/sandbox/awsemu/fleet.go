@@ -118,11 +118,14 @@ func (e *EC2) launchOne(f *fleetLaunch) bool {
 		if f.failed[failedKey] {
 			continue
 		}
-		var code, msg string
 		var cr *CapacityReservation
-		if o.reservation != "" {
+		// the interfaces are refused before any capacity is looked at, as EC2 validates the request first
+		code, msg := e.interfacesError(o)
+		switch {
+		case code != "":
+		case o.reservation != "":
 			cr, code, msg = e.reservationFor(o.reservation, o.instanceType, o.zone, o.marketType)
-		} else {
+		default:
 			code, msg = e.poolError(o, f.capacityType)
 		}
 		if code != "" {
@@ -161,6 +164,38 @@ func (e *EC2) launchOverride(o fleetOverride, capacityType string, instTags map[
 	e.startRunning(inst.ID)
 	return inst
 }
+
+// interfacesError says why the override's type cannot take its launch template's network interfaces: EFA
+// interfaces on a type without EFA, more of them than the type takes, or one on a network card it does not have
+// (the emulator gives a type with EFA one network card per EFA interface, one card otherwise). Caller holds e.mu.
+func (e *EC2) interfacesError(o fleetOverride) (string, string) {
+	lt, ok := e.templates[o.ltName]
+	it, known := e.catalog[o.instanceType]
+	if !ok || !known {
+		return "", ""
+	}
+	efa := 0
+	for _, ni := range lt.Data.NetworkInterfaces {
+		if ni.InterfaceType == interfaceTypeEFA {
+			efa++
+		}
+	}
+	switch {
+	case efa > 0 && it.EFA == 0:
+		return "InvalidParameterCombination", fmt.Sprintf("EFA interfaces are not supported on %s", o.instanceType)
+	case efa > it.EFA:
+		return "InvalidParameterCombination", fmt.Sprintf("%s supports at most %d EFA interfaces, %d were requested", o.instanceType, it.EFA, efa)
+	}
+	for _, ni := range lt.Data.NetworkInterfaces {
+		if ni.NetworkCardIndex >= networkCards(it.EFA) {
+			return codeInvalidParameterValue, fmt.Sprintf("Network card index %d is not valid for instance type %s", ni.NetworkCardIndex, o.instanceType)
+		}
+	}
+	return "", ""
+}
+
+// networkCards is how many network cards the emulator gives a type that takes efa EFA interfaces.
+func networkCards(efa int) int { return max(1, efa) }
 
 // poolError says why a pool cannot launch now: unknown type, not offered in the zone, or out of capacity.
 // Caller holds e.mu.

@@ -98,7 +98,10 @@ type BlockDevice struct {
 
 // NetworkInterface is a network interface of a launch template.
 type NetworkInterface struct {
-	DeviceIndex    int
+	DeviceIndex      int
+	NetworkCardIndex int
+	// InterfaceType is "efa", or "" for an ENA interface.
+	InterfaceType  string
 	SecurityGroups []string
 	// AssociatePublicIP is "true", "false", or "" when the subnet decides.
 	AssociatePublicIP string

@@ -60,6 +60,18 @@ type xmlInstance struct {
 		HTTPPutResponseHopLimit int    `xml:"httpPutResponseHopLimit"`
 		HTTPEndpoint            string `xml:"httpEndpoint"`
 	} `xml:"metadataOptions"`
+	NetworkInterfaces []xmlInstanceNetworkInterface `xml:"networkInterfaceSet>item"`
+}
+
+// xmlInstanceNetworkInterface is a network interface of an instance in DescribeInstances.
+type xmlInstanceNetworkInterface struct {
+	NetworkInterfaceID string `xml:"networkInterfaceId"`
+	SubnetID           string `xml:"subnetId"`
+	InterfaceType      string `xml:"interfaceType"`
+	Attachment         struct {
+		DeviceIndex      int `xml:"deviceIndex"`
+		NetworkCardIndex int `xml:"networkCardIndex"`
+	} `xml:"attachment"`
 }
 
 type xmlReservation struct {

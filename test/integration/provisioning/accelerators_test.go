@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -217,4 +219,83 @@ func printedColumn(t *testing.T, name, column string) string {
 	}
 	t.Fatalf("the NodeClaim table has no column %s: %+v", column, table.ColumnDefinitions)
 	return ""
+}
+
+// TestAPodRequestingEFAGetsANodeWithTheEFAInterfacesAttached: a pod requesting eight NVIDIA GPUs and four EFA
+// interfaces gets the cheapest type with both, launched with every EFA interface the type takes (the sandbox's
+// kubelet, as the EFA device plugin, advertises the interfaces attached, not those the type could take), and binds.
+// DescribeInstances, through the AWS CLI where it is installed, shows the interfaces.
+func TestAPodRequestingEFAGetsANodeWithTheEFAInterfacesAttached(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "efa-training", "efa-training")
+	pods, names := harness.Pods(ns, "efa-training", "trainer", 1, "4", "16Gi", requesting(stevedorev1.ResourceNVIDIAGPU, 8),
+		requesting(stevedorev1.ResourceEFA, 4))
+	harness.CreatePods(t, sb, pods...)
+	bound := harness.WaitBound(t, sb, ns, names)
+	node := harness.Node(t, sb, bound[names[0]].Spec.NodeName)
+	want := cheapestWith(t, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"),
+		stevedorev1.ResourceNVIDIAGPU: resource.MustParse("8"), stevedorev1.ResourceEFA: resource.MustParse("4")})
+	typ := node.Labels[corev1.LabelInstanceTypeStable]
+	if typ != want {
+		t.Errorf("the pod runs on %s, want the cheapest type with eight GPUs and four EFA interfaces, %s", typ, want)
+	}
+	var maxEFA int
+	for _, it := range catalog.Default().InstanceTypes {
+		if it.Name == typ {
+			maxEFA = it.EFA
+		}
+	}
+	if q := node.Status.Allocatable[stevedorev1.ResourceEFA]; q.Value() != int64(maxEFA) {
+		t.Errorf("node %s (%s) advertises %s EFA interfaces, want the type's %d", node.Name, typ, q.String(), maxEFA)
+	}
+	inst := sb.AWS.EC2.InstanceByNodeName(node.Name)
+	if inst == nil {
+		t.Fatalf("no instance for node %s", node.Name)
+	}
+	types := interfaceTypes(t, inst.ID)
+	efa := 0
+	for _, it := range types {
+		if it == "efa" {
+			efa++
+		}
+	}
+	if efa != maxEFA {
+		t.Errorf("instance %s has interfaces %v, want %d of type efa", inst.ID, types, maxEFA)
+	}
+	t.Logf("the pod runs on a %s launched with interfaces %v", typ, types)
+}
+
+// interfaceTypes reads an instance's network interface types with `aws ec2 describe-instances` against the
+// sandbox's EC2, or from the emulator where the AWS CLI is not installed (unless STEVEDORE_REQUIRE_AWSCLI says it
+// must be).
+func interfaceTypes(t *testing.T, id string) []string {
+	t.Helper()
+	cli, err := exec.LookPath("aws")
+	if err != nil {
+		if os.Getenv("STEVEDORE_REQUIRE_AWSCLI") != "" {
+			t.Fatal("the AWS CLI is not installed, and STEVEDORE_REQUIRE_AWSCLI says it must be")
+		}
+		var out []string
+		for _, ni := range sb.AWS.EC2.Instance(id).LaunchTemplate.NetworkInterfaces {
+			out = append(out, ni.InterfaceType)
+		}
+		return out
+	}
+	env := sb.Env()
+	cmd := exec.Command(cli, "ec2", "describe-instances", "--instance-ids", id, "--output", "json", //nolint:gosec // G204: the test's own arguments
+		"--endpoint-url", env["AWS_ENDPOINT_URL_EC2"], "--region", env["AWS_REGION"],
+		"--query", "Reservations[0].Instances[0].NetworkInterfaces[].InterfaceType")
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=SECRET", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("aws ec2 describe-instances %s: %v\n%s", id, err, stderr.String())
+	}
+	var types []string
+	if err := json.Unmarshal(out, &types); err != nil {
+		t.Fatalf("aws ec2 describe-instances printed %q: %v", out, err)
+	}
+	return types
 }
