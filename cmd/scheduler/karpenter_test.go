@@ -195,7 +195,8 @@ func TestConvertCarriesTheSeedSetupsOver(t *testing.T) {
 }
 
 // TestConvertSaysWhatItLeavesOut: a Karpenter field Stevedore does not read, or a requirement it refuses, is an
-// error naming the object; with --drop-unsupported the manifests are written without them, each listed.
+// error naming the object; with --drop-unsupported the manifests are written without them, each listed, and with
+// the fields Stevedore reads (placementGroupSelector among them).
 func TestConvertSaysWhatItLeavesOut(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "karpenter.yaml")
 	if err := os.WriteFile(in, []byte(`apiVersion: karpenter.k8s.aws/v1
@@ -206,6 +207,7 @@ spec:
   amiSelectorTerms: [{alias: al2023@latest}]
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
   placementGroupSelector: {name: training}
+  networkInterfaces: [{networkCardIndex: 0, deviceIndex: 0, interfaceType: efa-only}]
 ---
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -221,7 +223,7 @@ spec:
 		t.Fatal(err)
 	}
 	_, _, err := run(t, newConvertCommand(), "-f", in)
-	for _, want := range []string{"EC2NodeClass/training (karpenter.k8s.aws/v1): spec.placementGroupSelector",
+	for _, want := range []string{"EC2NodeClass/training (karpenter.k8s.aws/v1): spec.networkInterfaces",
 		"NodePool/training: spec.template.spec.requirements[1]: karpenter.k8s.aws/capacity-reservation-type"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one saying %q", err, want)
@@ -231,8 +233,8 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(stdout, "placementGroupSelector") || strings.Contains(stdout, "capacity-reservation-type") ||
-		!strings.Contains(stdout, "instance-family") {
+	if strings.Contains(stdout, "networkInterfaces") || strings.Contains(stdout, "capacity-reservation-type") ||
+		!strings.Contains(stdout, "instance-family") || !strings.Contains(stdout, "placementGroupSelector") {
 		t.Errorf("written:\n%s", stdout)
 	}
 	if strings.Count(stderr, "left out:") != 2 {

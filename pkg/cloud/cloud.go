@@ -48,6 +48,12 @@ type LaunchTemplateCollector interface {
 	CollectLaunchTemplates(ctx context.Context) (int, error)
 }
 
+// PlacementGroupCollector is a Provider that creates placement groups for gangs and deletes those no instance runs
+// in any more; the garbage collector calls it every run.
+type PlacementGroupCollector interface {
+	CollectPlacementGroups(ctx context.Context) (int, error)
+}
+
 // Instance is a launched instance.
 type Instance struct {
 	ID           string

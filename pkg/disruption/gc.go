@@ -66,6 +66,15 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 			return err
 		}
 	}
+	if pc, ok := c.opts.Cloud.(cloud.PlacementGroupCollector); ok {
+		n, err := pc.CollectPlacementGroups(ctx)
+		for range n {
+			c.opts.Metrics.garbageCollected("placementgroup")
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -103,6 +103,7 @@ spec:
   amiSelectorTerms: [{alias: al2023@v20251120}]
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
   placementGroupSelector: {name: training}
+  networkInterfaces: [{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}]
   ipPrefixCount: 1
 ---
 apiVersion: v1
@@ -131,7 +132,7 @@ items:
 		t.Errorf("object 0: %T %+v", objs[0], objs[0])
 	}
 	nc, ok := objs[1].(*stevedorev1.EC2NodeClass)
-	if !ok || nc.Spec.AMISelectorTerms[0].Alias != "al2023@v20251120" {
+	if !ok || nc.Spec.AMISelectorTerms[0].Alias != "al2023@v20251120" || nc.Spec.PlacementGroupSelector == nil || nc.Spec.PlacementGroupSelector.Name != "training" {
 		t.Errorf("object 1: %T %+v", objs[1], objs[1])
 	}
 	if c, ok := objs[2].(*stevedorev1.NodeClaim); !ok || !IsKarpenter(c) || c.Status.NodeName != "ip-10-0-1-1.ec2.internal" {
@@ -141,7 +142,7 @@ items:
 		t.Errorf("object 3: %T %+v", objs[3], objs[3])
 	}
 	want := []string{
-		"EC2NodeClass/default (karpenter.k8s.aws/v1): spec.placementGroupSelector is not a field Stevedore reads",
+		"EC2NodeClass/default (karpenter.k8s.aws/v1): spec.networkInterfaces is not a field Stevedore reads",
 		"EC2NodeClass/default (karpenter.k8s.aws/v1): spec.ipPrefixCount is not a field Stevedore reads",
 	}
 	got := d.Ignored()

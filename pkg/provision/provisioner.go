@@ -341,6 +341,9 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 			for i, group := range launchGroups(nodes, p.opts.Clock.Now(), memberOf) {
 				if group != "" {
 					out[i] = map[string]string{stevedorev1.AnnotationLaunchGroup: group}
+					if key, ok := memberOf.sole(nodes[i].Pods); ok {
+						out[i][stevedorev1.AnnotationGang] = key.String()
+					}
 				}
 			}
 			return out

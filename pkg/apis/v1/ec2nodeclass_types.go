@@ -47,6 +47,7 @@ const (
 // +kubebuilder:validation:XValidation:message="spec.amiSelectorTerms: amiFamily Custom needs amiSelectorTerms (images by id, name, tags or ssmParameter, or an alias; the user data is used as is)",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || has(self.amiSelectorTerms)"
 // +kubebuilder:validation:XValidation:message="spec.amiFamily: with an alias term, amiFamily is the alias's family or Custom",rule="!has(self.amiFamily) || self.amiFamily == 'Custom' || !has(self.amiSelectorTerms) || self.amiSelectorTerms.all(t, !has(t.alias) || t.alias.startsWith(self.amiFamily.lowerAscii() + '@'))"
 // +kubebuilder:validation:XValidation:message="spec.userData: amiFamily Custom needs userData to join the cluster",rule="!has(self.amiFamily) || self.amiFamily != 'Custom' || has(self.userData)"
+// +kubebuilder:validation:XValidation:message="spec: placementGroupSelector and gangPlacementGroup cannot both be set (a gang's group replaces the selected one)",rule="!(has(self.placementGroupSelector) && has(self.gangPlacementGroup))"
 type EC2NodeClassSpec struct {
 	// AMIFamily selects the bootstrap format of the user data: AL2023 (nodeadm), Bottlerocket (TOML) or Custom
 	// (user data passed as given). Default AL2023, or the family of an amiSelectorTerms alias.
@@ -79,6 +80,21 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:MaxItems=30
 	// +optional
 	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+
+	// PlacementGroupSelector selects an existing placement group, by name, id or tags (exactly one group must
+	// match), that every instance of the node class launches into; its strategy (cluster, partition or spread) is
+	// the group's. A cluster group keeps its instances in one Availability Zone: give the NodePools of such a node
+	// class one zone. status.placementGroup names the group resolved.
+	// +optional
+	PlacementGroupSelector *PlacementGroupSelector `json:"placementGroupSelector,omitempty"`
+
+	// GangPlacementGroup Cluster gives each gang launched from the node class (the NodeClaims of a PodGroup's
+	// pods, launched all or nothing) a cluster placement group of its own: Stevedore creates it before the launch,
+	// tagged for the cluster and the gang, launches every node of the gang into it, and deletes it once no instance
+	// runs in it.
+	// +kubebuilder:validation:Enum=Cluster
+	// +optional
+	GangPlacementGroup string `json:"gangPlacementGroup,omitempty"`
 
 	// Role is the IAM role of the nodes, by name or ARN. Stevedore creates an instance profile for it, named
 	// <cluster>_<hash of cluster, region and EC2NodeClass> under the path /stevedore/<region>/<cluster>/ and
@@ -189,6 +205,32 @@ type SubnetSelectorTerm struct {
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 }
+
+// PlacementGroupSelector selects one placement group by name, id or tags.
+// +kubebuilder:validation:XValidation:message="placementGroupSelector: set exactly one of name, id and tags",rule="[has(self.name), has(self.id), has(self.tags)].filter(x, x).size() == 1"
+type PlacementGroupSelector struct {
+	// Name of the placement group.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Name string `json:"name,omitempty"`
+	// ID of the placement group.
+	// +kubebuilder:validation:Pattern=`^pg-[0-9a-z]+$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Tags the placement group carries (exactly one group may match).
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=20
+	// +kubebuilder:validation:XValidation:message="placementGroupSelector.tags: empty keys or values are not allowed",rule="self.all(k, k != '' && self[k] != '')"
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// Gang placement group strategies.
+const (
+	// GangPlacementGroupCluster gives each gang a cluster placement group of its own.
+	GangPlacementGroupCluster = "Cluster"
+)
 
 // CapacityReservationSelectorTerm selects capacity reservations by id, or by tags, owner and instance match criteria
 // (ANDed).
@@ -386,11 +428,26 @@ type EC2NodeClassStatus struct {
 	// CapacityReservations resolved from capacityReservationSelectorTerms: active ones in the node class's zones.
 	// +optional
 	CapacityReservations []CapacityReservationStatus `json:"capacityReservations,omitempty"`
-	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, Ready.
+	// PlacementGroup resolved from placementGroupSelector.
+	// +optional
+	PlacementGroup *PlacementGroupStatus `json:"placementGroup,omitempty"`
+	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, PlacementGroupReady (with a
+	// placementGroupSelector), Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PlacementGroupStatus is a resolved placement group.
+type PlacementGroupStatus struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Strategy is cluster, partition or spread.
+	Strategy string `json:"strategy"`
+	// PartitionCount of a partition group.
+	// +optional
+	PartitionCount int32 `json:"partitionCount,omitempty"`
 }
 
 // SubnetStatus is a resolved subnet.

@@ -129,6 +129,9 @@ const (
 	// gives one to the NodeClaims of a gang that have the same shape, and the cloud provider launches the group's
 	// NodeClaims in one all-or-nothing CreateFleet (MinTargetCapacity = size, one instance type, one zone).
 	AnnotationLaunchGroup = "stevedore.dev/launch-group"
+	// AnnotationGang on a NodeClaim launched for a gang's pods names the gang ("<namespace>/<PodGroup>"); a gang's
+	// placement group is tagged with it.
+	AnnotationGang = "stevedore.dev/gang"
 	// AnnotationProvisioningRequest on a NodeClaim names the ProvisioningRequest ("namespace/name") it was launched
 	// for: disruption leaves its node alone while the request's booking holds.
 	AnnotationProvisioningRequest = "stevedore.dev/provisioning-request"

@@ -44,6 +44,8 @@ type Resolved struct {
 	InstanceProfileProblem string
 	// Reservations are the active capacity reservations the terms select in the subnets' zones.
 	Reservations []Reservation
+	// PlacementGroup is the group placementGroupSelector selects (nil without one, or when it selects none).
+	PlacementGroup *PlacementGroup
 	// Problems say what did not resolve (empty when the node class is usable).
 	Problems []string
 }
@@ -203,6 +205,15 @@ func (d *discovery) resolveNow(ctx context.Context, nc *stevedorev1.EC2NodeClass
 	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
 		if res.Reservations, err = d.reservations(ctx, nc.Spec.CapacityReservationSelectorTerms, res.Zones()); err != nil {
 			return nil, fmt.Errorf("capacity reservations: %w", err)
+		}
+	}
+	if sel := nc.Spec.PlacementGroupSelector; sel != nil {
+		var problem string
+		if res.PlacementGroup, problem, err = d.placementGroup(ctx, sel); err != nil {
+			return nil, fmt.Errorf("placement group: %w", err)
+		}
+		if problem != "" {
+			res.Problems = append(res.Problems, problem)
 		}
 	}
 	res.InstanceProfile, err = d.profiles.resolve(ctx, nc)

@@ -121,7 +121,11 @@ func (p *Provider) launchFleet(ctx context.Context, claim *stevedorev1.NodeClaim
 		}
 		templates[o.templateKey()] = name
 	}
-	req := p.fleetRequest(claim, nc, overrides, templates, capacityType)
+	placement, err := p.placementFor(ctx, claim, nc, res)
+	if err != nil {
+		return fleetResult{}, err
+	}
+	req := p.fleetRequest(claim, nc, overrides, templates, capacityType, placement)
 	if id, size, ok := claim.LaunchGroup(); ok && size > 1 && (capacityType == stevedorev1.CapacityTypeOnDemand || capacityType == stevedorev1.CapacityTypeSpot) {
 		// a gang's NodeClaims of one shape: one all-or-nothing fleet (reserved capacity is counted per
 		// reservation, and launches alone; the provisioner rolls a short gang back)
@@ -317,7 +321,8 @@ func reservationKey(capacityType string, overrides []override, e fleetError) str
 
 // fleetRequest builds the CreateFleet input. The tags common to every instance of the NodePool are set here; the
 // NodeClaim's own tag is added after launch, so identical requests can share one call.
-func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, overrides []override, templates map[string]string, capacityType string) fleetRequest {
+func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC2NodeClass, overrides []override, templates map[string]string,
+	capacityType, placementGroup string) fleetRequest {
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, key := range sortedKeysOf(templates) {
 		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
@@ -326,6 +331,9 @@ func (p *Provider) fleetRequest(claim *stevedorev1.NodeClaim, nc *stevedorev1.EC
 			if o.templateKey() == key {
 				ov := ec2types.FleetLaunchTemplateOverridesRequest{
 					InstanceType: ec2types.InstanceType(o.instanceType), SubnetId: aws.String(o.subnetID), AvailabilityZone: aws.String(o.zone)}
+				if placementGroup != "" {
+					ov.Placement = &ec2types.Placement{GroupName: aws.String(placementGroup)}
+				}
 				if o.prioritized {
 					ov.Priority = aws.Float64(float64(i)) // the order of the overrides, across launch templates
 				}

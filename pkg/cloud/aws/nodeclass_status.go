@@ -40,6 +40,9 @@ const (
 	// ConditionInstanceProfileReady says whether the instance profile exists and holds a role (for a role, the
 	// one Stevedore created for it).
 	ConditionInstanceProfileReady = "InstanceProfileReady"
+	// ConditionPlacementGroupReady says whether placementGroupSelector selects one available placement group (only
+	// with a selector).
+	ConditionPlacementGroupReady = "PlacementGroupReady"
 	// ConditionInstanceCatalogReady says whether the instance types and prices in use are the region's, read
 	// from AWS by the last read (every EC2NodeClass shows it: the catalog serves them all).
 	ConditionInstanceCatalogReady = "InstanceCatalogReady"
@@ -185,6 +188,7 @@ func (c *NodeClassStatus) writeStatus(ctx context.Context, name string, res *Res
 			conds.set(stevedorev1.ConditionReady, false, "ResolutionFailed", StableMessage(resolveErr))
 		} else {
 			writeResolution(conds, res, catalog, now)
+			writePlacementGroup(conds, cur.Spec.PlacementGroupSelector != nil, res.PlacementGroup)
 		}
 		if equalStatus(&cur.Status, status) {
 			return nil
@@ -281,6 +285,21 @@ func writeResolution(conds conditions, res *Resolved, catalog catalogState, now 
 		conds.set(stevedorev1.ConditionReady, true, "Ready", "subnets, security groups, AMIs and instance profile resolved")
 	default:
 		conds.set(stevedorev1.ConditionReady, false, "NotResolved", strings.Join(res.Problems, "; "))
+	}
+}
+
+// writePlacementGroup writes the placement group a node class's selector resolved to, and PlacementGroupReady;
+// without a selector, neither.
+func writePlacementGroup(conds conditions, selected bool, pg *PlacementGroup) {
+	conds.status.PlacementGroup = nil
+	switch {
+	case !selected:
+		meta.RemoveStatusCondition(&conds.status.Conditions, ConditionPlacementGroupReady)
+	case pg == nil:
+		conds.set(ConditionPlacementGroupReady, false, "NoPlacementGroupMatches", "placementGroupSelector selects no single available placement group")
+	default:
+		conds.status.PlacementGroup = &stevedorev1.PlacementGroupStatus{ID: pg.ID, Name: pg.Name, Strategy: pg.Strategy, PartitionCount: pg.Partitions}
+		conds.set(ConditionPlacementGroupReady, true, "PlacementGroupFound", fmt.Sprintf("placement group %s (%s, %s)", pg.Name, pg.ID, pg.Strategy))
 	}
 }
 

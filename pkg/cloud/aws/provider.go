@@ -112,6 +112,8 @@ type Provider struct {
 	templates map[string]string // launch template name -> id
 	// templateUsed is when this process last launched with (or first saw) each of the cluster's launch templates
 	templateUsed map[string]time.Time
+	// groupUsed is the same for the placement groups of gangs
+	groupUsed map[string]time.Time
 }
 
 var _ cloud.Provider = &Provider{}
@@ -183,7 +185,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			useFallback: opts.EmbeddedCatalog, partition: catalog.PartitionOf(cfg.Region), currency: catalog.CurrencyOf(cfg.Region)},
 		unavailable:  cloud.NewUnavailableOfferings(opts.Clock),
 		templates:    map[string]string{},
-		templateUsed: map[string]time.Time{},
+		templateUsed: map[string]time.Time{}, groupUsed: map[string]time.Time{},
 	}
 	if opts.FleetBatchWindow == 0 {
 		opts.FleetBatchWindow = defaultFleetBatchWindow
@@ -445,12 +447,18 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (*cloud.Instance,
 	return nil, fmt.Errorf("%s: %w", instanceID, cloud.ErrNotFound)
 }
 
+// liveStates are the instance states of an instance not terminated.
+func liveStates() []string {
+	return []string{string(ec2types.InstanceStateNamePending), string(ec2types.InstanceStateNameRunning), string(ec2types.InstanceStateNameStopping),
+		string(ec2types.InstanceStateNameStopped), string(ec2types.InstanceStateNameShuttingDown)}
+}
+
 // List returns the cluster's live instances launched by Stevedore.
 func (p *Provider) List(ctx context.Context) ([]*cloud.Instance, error) {
 	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + OwnershipTag(p.opts.ClusterName)), Values: []string{ownedTagValue}},
 		{Name: aws.String("tag-key"), Values: []string{TagNodePool}},
-		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
+		{Name: aws.String("instance-state-name"), Values: liveStates()},
 	}}
 	var out []*cloud.Instance
 	pg := ec2.NewDescribeInstancesPaginator(p.ec2, in)

@@ -41,3 +41,20 @@ func (p *Provider) InstanceTypes(ctx context.Context, np *stevedorev1.NodePool) 
 	}
 	return NewSet(list).Apply(np, its), nil
 }
+
+// CollectLaunchTemplates is the wrapped provider's, when it keeps launch templates (the garbage collector finds it
+// through the wrapper).
+func (p *Provider) CollectLaunchTemplates(ctx context.Context) (int, error) {
+	if lc, ok := p.Provider.(cloud.LaunchTemplateCollector); ok {
+		return lc.CollectLaunchTemplates(ctx)
+	}
+	return 0, nil
+}
+
+// CollectPlacementGroups is the wrapped provider's, when it creates placement groups.
+func (p *Provider) CollectPlacementGroups(ctx context.Context) (int, error) {
+	if pc, ok := p.Provider.(cloud.PlacementGroupCollector); ok {
+		return pc.CollectPlacementGroups(ctx)
+	}
+	return 0, nil
+}

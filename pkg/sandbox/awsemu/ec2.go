@@ -57,20 +57,21 @@ type EC2 struct {
 	// iam answers whether a launch template's instance profile exists
 	iam *IAM
 
-	mu             sync.Mutex
-	catalog        catalogIndex
-	instanceTypes  []catalog.InstanceType
-	subnets        []*Subnet
-	securityGroups []*SecurityGroup
-	images         []*Image
-	templates      map[string]*LaunchTemplate // by name
-	instances      map[string]*Instance
-	order          []string                        // instance ids, launch order
-	fleets         map[string]*createFleetResponse // by client token
-	capacity       map[string]int                  // remaining instances per pool; absent = unlimited
-	reservations   map[string]*CapacityReservation // by id
-	nextID         int
-	hooks          InstanceHooks
+	mu              sync.Mutex
+	catalog         catalogIndex
+	instanceTypes   []catalog.InstanceType
+	subnets         []*Subnet
+	securityGroups  []*SecurityGroup
+	images          []*Image
+	templates       map[string]*LaunchTemplate // by name
+	instances       map[string]*Instance
+	order           []string                        // instance ids, launch order
+	fleets          map[string]*createFleetResponse // by client token
+	capacity        map[string]int                  // remaining instances per pool; absent = unlimited
+	reservations    map[string]*CapacityReservation // by id
+	placementGroups map[string]*PlacementGroup      // by name
+	nextID          int
+	hooks           InstanceHooks
 	// PendingDuration and ShuttingDownDuration are how long instances stay pending and shutting-down.
 	pendingDuration, shuttingDownDuration time.Duration
 	calls                                 map[string]int
@@ -84,6 +85,7 @@ func newEC2(region, accountID string, cat *catalog.File, clk clock.WithDelayedEx
 		templates: map[string]*LaunchTemplate{}, instances: map[string]*Instance{},
 		fleets: map[string]*createFleetResponse{}, capacity: map[string]int{}, calls: map[string]int{},
 		reservations:    map[string]*CapacityReservation{},
+		placementGroups: map[string]*PlacementGroup{},
 		lastRequests:    map[string]url.Values{},
 		pendingDuration: 50 * time.Millisecond, shuttingDownDuration: 50 * time.Millisecond,
 	}
@@ -165,6 +167,12 @@ func (e *EC2) handle(w http.ResponseWriter, q *query, form url.Values) {
 		resp, err = e.createCapacityReservation(q)
 	case "DescribeCapacityReservations":
 		resp, err = e.describeCapacityReservations(q)
+	case "CreatePlacementGroup":
+		resp, err = e.createPlacementGroup(q)
+	case "DescribePlacementGroups":
+		resp, err = e.describePlacementGroups(q)
+	case "DeletePlacementGroup":
+		resp, err = e.deletePlacementGroup(q)
 	default:
 		err = &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("the action %s is not valid for this web service", action)}
 	}

@@ -27,7 +27,7 @@ func (e *EC2) describeInstances(q *query) (any, *apiError) {
 		if len(ids) > 0 && !matchValue(ids, inst.ID) {
 			continue
 		}
-		if !matchFilters(q.Filters(), inst.Tags, map[string]string{filterInstanceID: inst.ID, "instance-state-name": inst.State,
+		if !matchFilters(q.Filters(), inst.Tags, map[string]string{filterInstanceID: inst.ID, "instance-state-name": inst.State, "placement-group-name": inst.PlacementGroup,
 			filterInstanceType: inst.Type, filterAvailabilityZone: inst.Zone, "private-dns-name": inst.PrivateDNSName,
 			"instance-lifecycle": lifecycle(inst.CapacityType), "subnet-id": inst.SubnetID}) {
 			continue
@@ -56,7 +56,7 @@ func (e *EC2) xmlInstance(inst *Instance) xmlInstance {
 		SubnetID: inst.SubnetID, VpcID: e.vpcID, PrivateIPAddress: inst.PrivateIP, Architecture: ec2Arch(inst.Architecture),
 		InstanceLifecycle: lifecycle(inst.CapacityType), ClientToken: inst.ClientToken, Tags: tagSet(inst.Tags),
 		CapacityReservationID: inst.CapacityReservationID}
-	x.Placement.AvailabilityZone = inst.Zone
+	x.Placement.AvailabilityZone, x.Placement.GroupName = inst.Zone, inst.PlacementGroup
 	x.MetadataOptions.HTTPTokens = inst.LaunchTemplate.HTTPTokens
 	x.MetadataOptions.HTTPPutResponseHopLimit = inst.LaunchTemplate.HTTPPutResponseHopLimit
 	x.MetadataOptions.HTTPEndpoint = "enabled"

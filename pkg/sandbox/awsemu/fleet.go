@@ -21,6 +21,8 @@ type fleetOverride struct {
 	ltName, ltID, ltVersion string
 	// reservation the override's template targets, and its market type ("capacity-block" for a Capacity Block)
 	reservation, marketType string
+	// placementGroup the override launches into ("" for none)
+	placementGroup string
 }
 
 // createFleet serves CreateFleet of type instant: it launches up to TotalTargetCapacity instances of the default
@@ -121,6 +123,9 @@ func (e *EC2) launchOne(f *fleetLaunch) bool {
 		var cr *CapacityReservation
 		// the interfaces are refused before any capacity is looked at, as EC2 validates the request first
 		code, msg := e.interfacesError(o)
+		if code == "" {
+			code, msg = e.placementError(o)
+		}
 		switch {
 		case code != "":
 		case o.reservation != "":
@@ -158,6 +163,7 @@ func (e *EC2) launchOverride(o fleetOverride, capacityType string, instTags map[
 	}
 	inst := e.newInstance(o.instanceType, o.zone, capacityType, o.subnetID, tags, lt, token)
 	inst.CapacityReservationID = o.reservation
+	inst.PlacementGroup = o.placementGroup
 	if o.reservation != "" {
 		inst.Price = o.price
 	}
@@ -258,7 +264,8 @@ func (e *EC2) fleetOverrides(q *query, capacityType string) ([]fleetOverride, *a
 		}
 		for _, o := range cfg.List("Overrides") {
 			fo := fleetOverride{instanceType: o.Str("InstanceType"), subnetID: o.Str("SubnetId"), zone: o.Str("AvailabilityZone"),
-				imageID: o.Str("ImageId"), ltName: lt.Name, ltID: lt.ID, ltVersion: spec.Str("Version"), priority: math.MaxFloat64}
+				imageID: o.Str("ImageId"), ltName: lt.Name, ltID: lt.ID, ltVersion: spec.Str("Version"), priority: math.MaxFloat64,
+				placementGroup: o.Str("Placement.GroupName")}
 			if v, err := strconv.ParseFloat(o.Str("Priority"), 64); err == nil {
 				fo.priority = v
 			}

@@ -133,6 +133,8 @@ type Instance struct {
 	ClientToken    string
 	// CapacityReservationID is the reservation the instance runs in ("" for none).
 	CapacityReservationID string
+	// PlacementGroup is the name of the placement group the instance runs in ("" for none).
+	PlacementGroup string
 	// Reboots counts RebootInstances calls on the instance.
 	Reboots int
 }

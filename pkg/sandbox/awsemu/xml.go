@@ -41,6 +41,7 @@ type xmlInstance struct {
 	LaunchTime     string   `xml:"launchTime"`
 	Placement      struct {
 		AvailabilityZone string `xml:"availabilityZone"`
+		GroupName        string `xml:"groupName,omitempty"`
 	} `xml:"placement"`
 	SubnetID          string `xml:"subnetId"`
 	VpcID             string `xml:"vpcId"`

@@ -100,3 +100,63 @@ func assertNothingLaunchedOrBound(ctx context.Context, t *testing.T, ns string, 
 	}
 	harness.CheckUnbound(ctx, t, sb, ns, names)
 }
+
+// TestAGangRequestingEFALaunchesWholeIntoAClusterPlacementGroupOfItsOwn: a PodGroup of sixteen workers, each asking
+// for eight GPUs and four EFA interfaces, on a NodePool of p4d.24xlarge whose EC2NodeClass gives each gang a cluster
+// placement group: the sixteen nodes launch in one fleet into one placement group created for the gang (cluster
+// strategy, tagged for the cluster and the gang), in one zone, each with its four EFA interfaces, and the gang binds
+// whole.
+func TestAGangRequestingEFALaunchesWholeIntoAClusterPlacementGroupOfItsOwn(t *testing.T) {
+	ctx := harness.Context(t)
+	ns := harness.Namespace(t, sb)
+	nc := harness.NewNodeClass()
+	nc.Name, nc.Spec.GangPlacementGroup = "training", stevedorev1.GangPlacementGroupCluster
+	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, nc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sb.Stevedore.StevedoreV1().EC2NodeClasses().Delete(context.Background(), "training", metav1.DeleteOptions{})
+	})
+	harness.NodePool(t, sb, "train-efa", "train-efa", harness.WithRequirements(harness.Req(corev1.LabelInstanceTypeStable, "In", "p4d.24xlarge")),
+		func(np *stevedorev1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = "training" })
+	const size = 16
+	if _, err := sb.Stevedore.CoschedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns}, Spec: schedv1alpha1.PodGroupSpec{MinMember: size},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	workers, names := harness.Pods(ns, "train-efa", "worker", size, "4", "16Gi", requesting(stevedorev1.ResourceNVIDIAGPU, 8),
+		requesting(stevedorev1.ResourceEFA, 4), func(p *corev1.Pod) { p.Labels[schedv1alpha1.PodGroupLabel] = "train" })
+	harness.CreatePods(t, sb, workers...)
+	bound := harness.WaitBound(t, sb, ns, names)
+
+	groups, zones, nodes := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, p := range bound {
+		nodes[p.Spec.NodeName] = true
+		inst := sb.AWS.EC2.InstanceByNodeName(p.Spec.NodeName)
+		if inst == nil {
+			t.Fatalf("no instance for node %s", p.Spec.NodeName)
+		}
+		groups[inst.PlacementGroup], zones[inst.Zone] = true, true
+		efa := 0
+		for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
+			if ni.InterfaceType == "efa" {
+				efa++
+			}
+		}
+		if efa != 4 {
+			t.Errorf("instance %s of worker %s has %d EFA interfaces, want 4", inst.ID, p.Name, efa)
+		}
+	}
+	if len(nodes) != size || len(zones) != 1 || len(groups) != 1 || groups[""] {
+		t.Fatalf("the gang runs on %d nodes in zones %v and placement groups %v; want %d nodes in one zone and one placement group",
+			len(nodes), zones, groups, size)
+	}
+	for name := range groups {
+		g := sb.AWS.EC2.PlacementGroups()[name]
+		if g.Strategy != "cluster" || g.Tags["stevedore.dev/gang"] != ns+"/train" {
+			t.Errorf("placement group %s: strategy %q, tags %v; want a cluster group tagged with the gang %s/train", name, g.Strategy, g.Tags, ns)
+		}
+		t.Logf("the %d workers run on p4d.24xlarge nodes in %v, placement group %s (%s)", size, zones, name, g.Strategy)
+	}
+}
