@@ -77,17 +77,7 @@ func calledActions(t *testing.T) map[string]bool {
 // deploy/iam/stevedore-controller-policy.json, nothing else is, no wildcard action is granted, and every
 // statement that creates, tags, terminates or passes a role is narrowed by resource or condition.
 func TestControllerPolicyAllowsExactlyWhatTheCodeCalls(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy struct {
-		Version   string
-		Statement []policyStatement
-	}
-	if err := json.Unmarshal(raw, &policy); err != nil {
-		t.Fatalf("the policy is not valid JSON: %v", err)
-	}
+	policy := readPolicy(t)
 	called := calledActions(t)
 	if len(called) < 15 {
 		t.Fatalf("found only %d actions in the code; the scan is broken: %v", len(called), called)
@@ -137,14 +127,7 @@ func TestControllerPolicyAllowsExactlyWhatTheCodeCalls(t *testing.T) {
 // (CreateLaunchTemplate, CreateFleet) against the aws:RequestTag conditions of the policy's statements that allow
 // it on the resource it creates: one statement must be satisfied, or AWS refuses the call.
 func TestTheCreateRequestsCarryTheTagsThePolicyRequires(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy struct{ Statement []policyStatement }
-	if err := json.Unmarshal(raw, &policy); err != nil {
-		t.Fatal(err)
-	}
+	policy := readPolicy(t)
 	f := newFixture(t, nil)
 	if _, err := f.provider.Create(testCtx(t), claim("nc-1", in("node.kubernetes.io/instance-type", "m5.large"))); err != nil {
 		t.Fatal(err)
@@ -234,15 +217,8 @@ func tagsSatisfy(conditions map[string]map[string]any, prefix string, tags map[s
 // condition on a key its action does not support, and a statement then allows more (or, for a Deny, less) than
 // it says; no emulator evaluates conditions, so this is checked against the reference.
 func TestThePolicysConditionKeysApplyToTheirActions(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy struct{ Statement []policyStatement }
-	if err := json.Unmarshal(raw, &policy); err != nil {
-		t.Fatal(err)
-	}
-	raw, err = os.ReadFile(filepath.Join("testdata", "condition-keys.json"))
+	policy := readPolicy(t)
+	raw, err := os.ReadFile(filepath.Join("testdata", "condition-keys.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +254,24 @@ func TestThePolicysConditionKeysApplyToTheirActions(t *testing.T) {
 		t.Fatalf("checked only %d action and key pairs; the policy's conditions were not read", checked)
 	}
 	t.Logf("%d action and condition key pairs, each supported by its action", checked)
+}
+
+// shippedPolicy is the controller policy as deploy/iam ships it.
+type shippedPolicy struct {
+	Version   string
+	Statement []policyStatement
+}
+
+// readPolicy reads deploy/iam/stevedore-controller-policy.json.
+func readPolicy(t *testing.T) shippedPolicy {
+	t.Helper()
+	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy shippedPolicy
+	if err := json.Unmarshal(raw, &policy); err != nil {
+		t.Fatalf("the policy is not valid JSON: %v", err)
+	}
+	return policy
 }

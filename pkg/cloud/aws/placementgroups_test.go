@@ -6,10 +6,8 @@ package aws
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -198,14 +196,7 @@ func TestAGangLaunchesIntoAClusterPlacementGroupOfItsOwn(t *testing.T) {
 // controller policy's statement for it requires.
 func checkPlacementGroupRequestAllowed(t *testing.T, f *fixture) {
 	t.Helper()
-	raw, err := os.ReadFile("../../../deploy/iam/stevedore-controller-policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy struct{ Statement []policyStatement }
-	if err := json.Unmarshal(raw, &policy); err != nil {
-		t.Fatal(err)
-	}
+	policy := readPolicy(t)
 	req := f.emu.EC2.LastRequest("CreatePlacementGroup")
 	tags := map[string]string{}
 	for j := 1; req.Get(fmt.Sprintf("TagSpecification.1.Tag.%d.Key", j)) != ""; j++ {
