@@ -108,6 +108,7 @@ type Provider struct {
 	fleets      *fleetBatcher
 	terminator  *terminateBatcher
 
+	// ltMu guards templates, templateUsed and groupUsed
 	ltMu      sync.Mutex
 	templates map[string]string // launch template name -> id
 	// templateUsed is when this process last launched with (or first saw) each of the cluster's launch templates

@@ -6,7 +6,6 @@ package awsemu
 
 import (
 	"encoding/xml"
-	"sort"
 
 	"github.com/google/uuid"
 )
@@ -89,7 +88,7 @@ func (e *EC2) describePlacementGroups(q *query) (any, *apiError) {
 			return nil, invalid("InvalidPlacementGroup.Unknown", "The Placement Group '%s' is unknown.", name)
 		}
 	}
-	for _, name := range sortedNames(e.placementGroups) {
+	for _, name := range sortedKeys(e.placementGroups) {
 		g := e.placementGroups[name]
 		if (len(names) > 0 && !matchValue(names, g.Name)) || (len(ids) > 0 && !matchValue(ids, g.ID)) {
 			continue
@@ -157,14 +156,5 @@ func (e *EC2) PlacementGroups() map[string]PlacementGroup {
 	for name, g := range e.placementGroups {
 		out[name] = *g
 	}
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
