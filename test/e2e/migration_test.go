@@ -35,9 +35,9 @@ var karpenterNodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Ver
 //   - step 1: Stevedore installed with installation.md's two Helm lines (the charts of this tree) and run as its
 //     Deployment would, under its ServiceAccount; the admission policy is there;
 //   - step 2: Stevedore's NodePool and EC2NodeClass applied;
-//   - step 3, the guide's commands as written: the namespace labelled and its Deployment restarted; the new pods
-//     name Stevedore, carry the term that keeps them off Karpenter's nodes, run on Stevedore's nodes, and Karpenter
-//     launches nothing for them;
+//   - step 3, the guide's commands as written: the namespace labelled, the policy seen to apply, its Deployment
+//     restarted; the new pods name Stevedore, carry the term that keeps them off Karpenter's nodes, run on
+//     Stevedore's nodes, and Karpenter launches nothing for them;
 //   - step 5: Karpenter's NodePool deleted, Karpenter removes its nodes, and is stopped;
 //   - step 6, the guide's commands as written: the release is forgotten, Karpenter's CRDs are gone, the buffer and
 //     its CRD stay.
@@ -161,12 +161,10 @@ spec:
       - {key: kubernetes.io/arch, operator: In, values: [amd64]}
 `)
 
-	// step 3, as the guide writes it
-	if out, err := k("label", "namespace", "shop", "stevedore.dev/scheduling=enabled"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if out, err := k("rollout", "restart", "deployment", "-n", "shop"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// step 3, as the guide writes it: the label, the wait for the policy, the restart
+	guide := newDocShell(t, in.scheduler, in.kubectl, in.kubeconfig)
+	if out, err := guide.run("docs/migration-from-karpenter.md", "3. **Move a namespace**"); err != nil {
+		t.Fatalf("the guide's move of a namespace, run as written: %v\n%s", err, out)
 	}
 	if out, err := runWithin(t, 5*time.Minute, nil, in.kubectl, "--kubeconfig", in.kubeconfig, "rollout", "status", "deployment/web", "-n", "shop", "--timeout=4m"); err != nil {
 		t.Fatalf("the restarted Deployment did not roll out: %v\n%s", err, out)
@@ -204,7 +202,7 @@ spec:
 	}
 
 	// step 6, as the guide writes it
-	out, err := newDocShell(t, in.scheduler, in.kubectl, in.kubeconfig).run("docs/migration-from-karpenter.md", "6. **Hand over the CRDs.**")
+	out, err := guide.run("docs/migration-from-karpenter.md", "6. **Hand over the CRDs.**")
 	if err != nil {
 		t.Fatalf("the guide's CRD hand-over, run as written: %v\n%s", err, out)
 	}
