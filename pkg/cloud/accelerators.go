@@ -79,9 +79,9 @@ func AcceleratorCapacity(it catalog.InstanceType) corev1.ResourceList {
 	return out
 }
 
-// acceleratorLabels are the labels of the type's accelerators, local NVMe storage and network bandwidth (only those
+// AcceleratorLabels are the labels of the type's accelerators, local NVMe storage and network bandwidth (only those
 // it has): GPUs as instance-gpu-*, Neuron devices as instance-accelerator-*, values in lower kebab case.
-func acceleratorLabels(it catalog.InstanceType) map[string]string {
+func AcceleratorLabels(it catalog.InstanceType) map[string]string {
 	out := map[string]string{}
 	if g := it.GPUs; g != nil {
 		out[stevedorev1.LabelInstanceGPUName] = labelValue(g.Name)

@@ -499,7 +499,7 @@ func instanceTypeRequirements(it catalog.InstanceType, offerings Offerings) sche
 	for k, v := range processorLabels(it) {
 		rs.Add(in(k, v))
 	}
-	for k, v := range acceleratorLabels(it) {
+	for k, v := range AcceleratorLabels(it) {
 		rs.Add(in(k, v))
 	}
 	for k, v := range it.Labels {

@@ -23,6 +23,7 @@ import (
 	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -178,7 +179,10 @@ type informerSet struct {
 	sharedBuffers autoscalingv1beta1informers.CapacityBufferInformer
 	quotas        autoscalingv1beta1informers.CapacityQuotaInformer
 	templates     coreinformers.PodTemplateInformer
-	nodePools     listers.NodePoolLister // in their canonical form, as every controller reads them
+	// resourceClaims and deviceClasses are what pods claiming devices ask for (kube-scheduler's own informers).
+	resourceClaims resourceinformers.ResourceClaimInformer
+	deviceClasses  resourceinformers.DeviceClassInformer
+	nodePools      listers.NodePoolLister // in their canonical form, as every controller reads them
 	// optional are the informers of the optional APIs registered (optionalAPIs).
 	optional []cache.SharedIndexInformer
 }
@@ -200,6 +204,7 @@ func newInformers(kf informers.SharedInformerFactory, sf externalversions.Shared
 	// asking for an informer registers it on its factory; those of the host's factory are trimmed as the
 	// scheduler's own pods informer is (the scheduler's nodes informer among them)
 	in.deployments, in.replicaSets, in.hpas = kf.Apps().V1().Deployments(), kf.Apps().V1().ReplicaSets(), kf.Autoscaling().V2().HorizontalPodAutoscalers()
+	in.resourceClaims, in.deviceClasses = kf.Resource().V1().ResourceClaims(), kf.Resource().V1().DeviceClasses()
 	trimmed(in.nodes.Informer(), in.daemonSets.Informer(), in.hpas.Informer(), in.pdbs.Informer())
 	// the owners a surge scales keep who owns their replica count (a GitOps controller's is left alone)
 	for _, inf := range []cache.SharedIndexInformer{in.deployments.Informer(), in.replicaSets.Informer()} {
@@ -210,6 +215,8 @@ func newInformers(kf informers.SharedInformerFactory, sf externalversions.Shared
 	in.pools.Informer()
 	in.classes.Informer()
 	in.overlays.Informer()
+	in.resourceClaims.Informer()
+	in.deviceClasses.Informer()
 	return in
 }
 
@@ -241,7 +248,8 @@ func (in *informerSet) workloads() gang.WorkloadGroups {
 func (in *informerSet) synced() []cache.InformerSynced {
 	synced := []cache.InformerSynced{in.claims.Informer().HasSynced, in.pools.Informer().HasSynced, in.classes.Informer().HasSynced,
 		in.nodes.Informer().HasSynced, in.pods.Informer().HasSynced, in.daemonSets.Informer().HasSynced, in.pdbs.Informer().HasSynced,
-		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced}
+		in.buffers.Informer().HasSynced, in.overlays.Informer().HasSynced, in.resourceClaims.Informer().HasSynced,
+		in.deviceClasses.Informer().HasSynced}
 	for _, inf := range in.optional {
 		synced = append(synced, inf.HasSynced)
 	}
@@ -389,6 +397,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Deployments: in.deployments.Lister(), ReplicaSets: in.replicaSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
 		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(), Quotas: in.quotaLister(),
+		Devices: provision.DeviceObjects{Claims: in.resourceClaims.Lister(), Classes: in.deviceClasses.Lister()},
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)

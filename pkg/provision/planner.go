@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -75,6 +76,8 @@ type planner struct {
 	simMu sync.Mutex // the simulator is not safe for concurrent use
 	// podInfos keeps the PodInfos of the pods the snapshots of the cluster hold, from one snapshot to the next.
 	podInfos *simulation.PodInfos
+	// devices keeps pods with ResourceClaims to the instance types whose devices satisfy them.
+	devices deviceTypes
 
 	mu sync.Mutex
 	// warm are the sources of warm pods (bookings, capacity buffers), in the order their pods take room.
@@ -139,13 +142,28 @@ func DryRun(ctx context.Context, req Request) (*Result, error) {
 
 // solve runs the solver on the request's simulator, or on the live path's own, one question at a time.
 func (p *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) {
+	in := req.Input
+	var refused map[types.UID]string
+	if p.base != nil {
+		var err error
+		if in.Pods, refused, err = p.devices.forSolver(ctx, p.opts.Devices, in.Pods, in.NodePools); err != nil {
+			return nil, fmt.Errorf("fitting the pods' ResourceClaims on instance types: %w", err)
+		}
+	}
 	sim := req.Simulator
 	if sim == nil {
 		p.simMu.Lock()
 		defer p.simMu.Unlock()
 		sim = p.sim
 	}
-	return solver.NewSolver(sim).Solve(ctx, req.Input)
+	plan, err := solver.NewSolver(sim).Solve(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	for uid, why := range refused {
+		plan.Unschedulable[uid] = why
+	}
+	return plan, nil
 }
 
 // CreateNodeClaims creates a NodeClaim for each planned node, in parallel (a burst plans hundreds and each create

@@ -68,7 +68,9 @@ type Options struct {
 	NodePools   listers.NodePoolLister
 	// Quotas lists the autoscaling.x-k8s.io CapacityQuotas every launch stays within; nil: none are read.
 	Quotas autoscalinglisters.CapacityQuotaLister
-	Cloud  cloud.Provider
+	// Devices lists the ResourceClaims and DeviceClasses of pods that claim devices (Dynamic Resource Allocation).
+	Devices DeviceObjects
+	Cloud   cloud.Provider
 	// NodeClassHash hashes a node class for drift detection (cloud specific); may be nil.
 	NodeClassHash func(ctx context.Context, ref *stevedorev1.NodeClassReference) string
 	Simulator     *simulation.Simulator

@@ -14,8 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/devices"
 	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 )
 
@@ -104,8 +107,24 @@ func (r *nodeRegistrar) register(inst *awsemu.Instance) {
 		logger.Error(err, "Emulated kubelet cannot start; no node registers")
 		return
 	}
-	if _, err := r.kube.CoreV1().Nodes().Create(r.ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		logger.Error(err, "Registering the emulated node failed", "node", node.Name)
+	created, err := r.kube.CoreV1().Nodes().Create(r.ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			logger.Error(err, "Registering the emulated node failed", "node", node.Name)
+		}
+		return
+	}
+	r.publishDevices(created, it)
+}
+
+// publishDevices publishes the ResourceSlices the DRA drivers of the node's devices would (NVIDIA's for its GPUs),
+// owned by the node as a driver's are, so that they go with it.
+func (r *nodeRegistrar) publishDevices(node *corev1.Node, it catalog.InstanceType) {
+	for _, slice := range devices.Slices(node.Name, cloud.AcceleratorLabels(it)) {
+		slice.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}}
+		if _, err := r.kube.ResourceV1().ResourceSlices().Create(r.ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			klog.FromContext(r.ctx).Error(err, "Publishing the emulated node's devices failed", "node", node.Name, "driver", slice.Spec.Driver)
+		}
 	}
 }
 

@@ -21,10 +21,11 @@ import (
 // sandboxControllers are the kube-controller-manager controllers a user of a real cluster relies on.
 // node-lifecycle removes the not-ready taint once kwok reports a node Ready; taint-eviction evicts pods from
 // NoExecute-tainted nodes; disruption keeps PodDisruptionBudget status for the Eviction API; the
-// HorizontalPodAutoscaler controller keeps replicas within an HPA's bounds (the sandbox serves no metrics).
+// HorizontalPodAutoscaler controller keeps replicas within an HPA's bounds (the sandbox serves no metrics); the
+// ResourceClaim controller creates pods' claims from their templates.
 const sandboxControllers = "deployment,replicaset,daemonset,statefulset,job,cronjob,garbagecollector," +
 	"nodelifecycle,taint-eviction-controller,podgc,disruption,namespace,serviceaccount,endpointslice," +
-	"ttl-after-finished,clusterrole-aggregation,horizontalpodautoscaling"
+	"ttl-after-finished,clusterrole-aggregation,horizontalpodautoscaling,resourceclaim-controller"
 
 // controllerManagerArgs are the flags of the sandbox's kube-controller-manager, of whichever minor; a node whose
 // simulated kubelet stops renewing its Lease is marked unreachable after nodeGrace (20 s by default, rather than

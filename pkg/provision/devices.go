@@ -1,0 +1,238 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/devices"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
+	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+)
+
+// DeviceObjects are the listers of the cluster's DRA objects the planner reads for pods with ResourceClaims; nil
+// listers where the cluster does not serve resource.k8s.io/v1.
+type DeviceObjects struct {
+	Claims  resourcelisters.ResourceClaimLister
+	Classes resourcelisters.DeviceClassLister
+}
+
+// deviceTypes decides which instance types can serve the ResourceClaims of pods: kube-scheduler's DynamicResources
+// plugin allocates each pod's claims on a node of each type, from the ResourceSlices its drivers would publish
+// (package devices). The solver then sees such a pod as it sees one using a device plugin: it may only go on a type
+// that satisfied its claims (a required node affinity on the instance type), and takes the GPUs its claims took
+// (nvidia.com/gpu), so that the pods a node is planned for never need more devices than it has.
+type deviceTypes struct {
+	mu     sync.Mutex // the fitter serves one pod at a time
+	fitter *simulation.DeviceFitter
+}
+
+// forSolver returns the pods as the solver sees them, and why each pod whose claims no instance type of the
+// NodePools can satisfy gets no node. A pod without ResourceClaims is returned as it is; one whose claim is not
+// created yet is left out.
+func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods []*corev1.Pod, pools []solver.NodePoolOption) ([]*corev1.Pod, map[types.UID]string, error) {
+	var out []*corev1.Pod
+	refused := map[types.UID]string{}
+	var types []*cloud.InstanceType
+	for i, pod := range pods {
+		if len(pod.Spec.ResourceClaims) == 0 {
+			if out != nil {
+				out = append(out, pod)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]*corev1.Pod, 0, len(pods)), pods[:i]...)
+		}
+		if types == nil {
+			types = modelledTypes(pools)
+		}
+		translated, why, err := d.translate(ctx, objects, pod, types)
+		if err != nil {
+			return nil, nil, err
+		}
+		if errors.Is(why, errClaimNotCreated) {
+			continue // kube-scheduler tries the pod again once kube-controller-manager has created its claim
+		}
+		if why != nil {
+			refused[pod.UID] = why.Error()
+			continue
+		}
+		out = append(out, translated)
+	}
+	if out == nil {
+		return pods, refused, nil
+	}
+	return out, refused, nil
+}
+
+// modelledTypes are the instance types of the NodePools whose devices package devices models, each once, by name.
+func modelledTypes(pools []solver.NodePoolOption) []*cloud.InstanceType {
+	seen := map[string]bool{}
+	var out []*cloud.InstanceType
+	for i := range pools {
+		for _, it := range pools[i].InstanceTypes {
+			if !seen[it.Name] && len(devices.Slices("model", it.Labels())) > 0 {
+				seen[it.Name] = true
+				out = append(out, it)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *cloud.InstanceType) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// translate fits a pod's claims on every modelled type; it returns the pod the solver places, or the refusal saying
+// why none fits (errClaimNotCreated while the pod waits for its claim).
+func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod *corev1.Pod, types []*cloud.InstanceType) (solverPod *corev1.Pod, refusal, err error) {
+	claims, why := podClaims(objects, pod)
+	if why != nil {
+		return nil, why, nil
+	}
+	var classes []*resourceapi.DeviceClass
+	if objects.Classes != nil {
+		list, err := objects.Classes.List(labels.Everything())
+		if err != nil {
+			return nil, nil, err
+		}
+		classes = list
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fitter == nil {
+		f, err := simulation.NewDeviceFitter(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.fitter = f
+	}
+	var fitting []string
+	gpus := 0
+	var lastRefusal error
+	for _, it := range types {
+		node := &corev1.Node{}
+		node.Name = "stevedore-device-model"
+		node.Labels = it.Labels()
+		fit, err := d.fitter.Fit(ctx, pod, node, devices.Slices(node.Name, node.Labels), simulation.DeviceObjects{Claims: claims, Classes: classes})
+		if err != nil {
+			lastRefusal = err
+			continue
+		}
+		fitting = append(fitting, it.Name)
+		gpus = max(gpus, fit.Count(devices.DriverNVIDIA))
+	}
+	if len(fitting) == 0 {
+		names := make([]string, 0, len(claims))
+		for _, c := range claims {
+			var requests []string
+			for _, r := range c.Spec.Devices.Requests {
+				requests = append(requests, r.Name)
+			}
+			names = append(names, fmt.Sprintf("ResourceClaim %s/%s (requests %s)", c.Namespace, c.Name, strings.Join(requests, ", ")))
+		}
+		why := fmt.Sprintf("%s: no instance type the NodePools may launch has devices that satisfy it", strings.Join(names, ", "))
+		if lastRefusal != nil {
+			why += " (" + lastRefusal.Error() + ")"
+		}
+		return nil, errors.New(why), nil
+	}
+	return onTypesWithGPUs(pod, fitting, gpus), nil, nil
+}
+
+// errClaimNotCreated says a pod's claim from a template does not exist yet.
+var errClaimNotCreated = errors.New("the pod's ResourceClaim is not created yet")
+
+// podClaims returns a pod's ResourceClaims (one from a template through the pod's status), or why it has none:
+// errClaimNotCreated while one is still to be created from its template. A claim made from a template for the pod
+// is returned unallocated: the pod placed anew gets a new one. A claim shared by name keeps its allocation, and
+// with it the node its devices are on.
+func podClaims(objects DeviceObjects, pod *corev1.Pod) ([]*resourceapi.ResourceClaim, error) {
+	if objects.Claims == nil {
+		return nil, errors.New("the pod claims devices, and Stevedore reads no ResourceClaims (resource.k8s.io/v1 is not served)")
+	}
+	var out []*resourceapi.ResourceClaim
+	for _, pc := range pod.Spec.ResourceClaims {
+		name := ""
+		switch {
+		case pc.ResourceClaimName != nil:
+			name = *pc.ResourceClaimName
+		case pc.ResourceClaimTemplateName != nil:
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name == pc.Name && st.ResourceClaimName != nil {
+					name = *st.ResourceClaimName
+				}
+			}
+			if name == "" {
+				return nil, errClaimNotCreated
+			}
+		default:
+			continue
+		}
+		claim, err := objects.Claims.ResourceClaims(pod.Namespace).Get(name)
+		if apierrors.IsNotFound(err) && pc.ResourceClaimTemplateName != nil {
+			return nil, errClaimNotCreated
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ResourceClaim %s/%s: %w", pod.Namespace, name, err)
+		}
+		if claim.Status.Allocation != nil && pc.ResourceClaimTemplateName != nil && metav1.IsControlledBy(claim, pod) {
+			// a pod moved (disruption's model) is a new pod, with a new claim from the template: this one's devices
+			// go with the pod it was made for
+			fresh := claim.DeepCopy()
+			fresh.Status = resourceapi.ResourceClaimStatus{}
+			claim = fresh
+		}
+		out = append(out, claim)
+	}
+	return out, nil
+}
+
+// onTypesWithGPUs is the pod the solver places: kept to the instance types named, and taking gpus NVIDIA GPUs.
+func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
+	out := pod.DeepCopy()
+	onTypes := corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types}
+	if out.Spec.Affinity == nil {
+		out.Spec.Affinity = &corev1.Affinity{}
+	}
+	if out.Spec.Affinity.NodeAffinity == nil {
+		out.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := out.Spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, onTypes)
+	}
+	if gpus > 0 && len(out.Spec.Containers) > 0 {
+		c := &out.Spec.Containers[0]
+		for _, rl := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
+			if *rl == nil {
+				*rl = corev1.ResourceList{}
+			}
+			q := (*rl)[stevedorev1.ResourceNVIDIAGPU]
+			q.Add(*resource.NewQuantity(int64(gpus), resource.DecimalSI))
+			(*rl)[stevedorev1.ResourceNVIDIAGPU] = q
+		}
+	}
+	return out
+}

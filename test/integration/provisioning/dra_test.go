@@ -1,0 +1,142 @@
+/*
+Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
+*/
+
+package provisioning
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/devices"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/test/integration/harness"
+)
+
+// nvidiaGPUClass creates the DeviceClass NVIDIA's DRA driver installs for whole GPUs (shared by the tests: created
+// once, left in place).
+func nvidiaGPUClass(t *testing.T) {
+	t.Helper()
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.nvidia.com"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: `device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"`}}}}}
+	if _, err := sb.Kube.ResourceV1().DeviceClasses().Create(context.Background(), class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// gpuClaimTemplate creates a ResourceClaimTemplate asking for count NVIDIA GPUs, each passing selector.
+func gpuClaimTemplate(t *testing.T, ns, name string, count int64, selector string) {
+	t.Helper()
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com",
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}}}}}}}}}
+	if _, err := sb.Kube.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimingFromTemplate has a pod's container use a claim made from the template.
+func claimingFromTemplate(template string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(template)}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
+	}
+}
+
+// cheapestWithGPUs is the cheapest catalog type with at least count NVIDIA GPUs of at least memoryMiB each,
+// worked out from the catalog alone.
+func cheapestWithGPUs(count int, memoryMiB int64) string {
+	best, price := "", math.Inf(1)
+	for _, it := range catalog.Default().InstanceTypes {
+		g := it.GPUs
+		if g == nil || g.Manufacturer != "NVIDIA" || g.Count < count || g.MemoryMiB < memoryMiB {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Price < price {
+				best, price = it.Name, o.Price
+			}
+		}
+	}
+	return best
+}
+
+// TestAPodClaimingTwoLargeGPUsGetsTheCheapestTypeThatHasThem: a pod whose ResourceClaimTemplate asks for two NVIDIA
+// GPUs of at least 40 GiB gets a node of the cheapest type with two such GPUs, and binds with its claim allocated
+// there by kube-scheduler's DynamicResources plugin from the devices the node's driver published.
+func TestAPodClaimingTwoLargeGPUsGetsTheCheapestTypeThatHasThem(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "dra", "dra")
+	nvidiaGPUClass(t)
+	gpuClaimTemplate(t, ns, "two-big-gpus", 2, `device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0`)
+	pods, names := harness.Pods(ns, "dra", "trainer", 1, "4", "16Gi", claimingFromTemplate("two-big-gpus"))
+	harness.CreatePods(t, sb, pods...)
+	bound := harness.WaitBound(t, sb, ns, names)
+	pod := bound[names[0]]
+	node := harness.Node(t, sb, pod.Spec.NodeName)
+	want := cheapestWithGPUs(2, 40*1024)
+	if typ := node.Labels[corev1.LabelInstanceTypeStable]; typ != want {
+		t.Errorf("the pod runs on %s, want the cheapest type with two NVIDIA GPUs of at least 40 GiB, %s", typ, want)
+	}
+	var claimName string
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.Name == "gpus" && st.ResourceClaimName != nil {
+			claimName = *st.ResourceClaimName
+		}
+	}
+	if claimName == "" {
+		t.Fatalf("pod %s has no claim made from its template: %+v", pod.Name, pod.Status.ResourceClaimStatuses)
+	}
+	claim, err := sb.Kube.ResourceV1().ResourceClaims(ns).Get(context.Background(), claimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Allocation == nil {
+		t.Fatalf("claim %s is not allocated", claimName)
+	}
+	var got []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		got = append(got, r.Driver+"/"+r.Pool+"/"+r.Device)
+		if r.Driver != devices.DriverNVIDIA || r.Pool != node.Name {
+			t.Errorf("claim %s was given %s/%s/%s, want a GPU of node %s", claimName, r.Driver, r.Pool, r.Device, node.Name)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("claim %s was given %v, want two GPUs", claimName, got)
+	}
+	if len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != pod.UID {
+		t.Errorf("claim %s is reserved for %+v, want pod %s", claimName, claim.Status.ReservedFor, pod.Name)
+	}
+	t.Logf("the pod runs on a %s with claim %s given %v", node.Labels[corev1.LabelInstanceTypeStable], claimName, got)
+}
+
+// TestAClaimNoTypeCanSatisfyIsRefusedNamingIt: a claim for more GPUs than any type has launches nothing, and the pod
+// gets a FailedProvision event naming the claim and its request.
+func TestAClaimNoTypeCanSatisfyIsRefusedNamingIt(t *testing.T) {
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "dra-refused", "dra-refused")
+	nvidiaGPUClass(t)
+	gpuClaimTemplate(t, ns, "sixteen-gpus", 16, `device.attributes["gpu.nvidia.com"].type == "gpu"`)
+	pods, names := harness.Pods(ns, "dra-refused", "trainer", 1, "1", "1Gi", claimingFromTemplate("sixteen-gpus"))
+	harness.CreatePods(t, sb, pods...)
+	note := harness.WaitEvent(t, sb, names[0], provision.ReasonFailedProvision)
+	if !strings.Contains(note, "ResourceClaim "+ns+"/"+names[0]+"-gpus-") || !strings.Contains(note, "(requests gpus)") {
+		t.Errorf("the event does not name the pod's claim and its request: %s", note)
+	}
+	t.Logf("the event: %s", note)
+	if claims := harness.NodeClaimsOf(t, sb, "dra-refused"); len(claims) != 0 {
+		t.Errorf("%d NodeClaims launched for a claim no type can satisfy", len(claims))
+	}
+}
