@@ -23,7 +23,9 @@ import (
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/devices"
 	"github.com/stevedore-dev/stevedore/pkg/karpenter"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
@@ -66,7 +68,17 @@ type planNode struct {
 	Price         float64 `json:"price"`
 	// Accelerators of the chosen type, as its extended resources ("nvidia.com/gpu": 4).
 	Accelerators map[string]int64 `json:"accelerators,omitempty"`
-	Pods         []string         `json:"pods"`
+	// Devices the chosen type's DRA drivers will publish, by driver and model.
+	Devices []planDevices `json:"devices,omitempty"`
+	Pods    []string      `json:"pods"`
+}
+
+// planDevices are identical devices of a node, as a DRA driver publishes them.
+type planDevices struct {
+	Driver  string `json:"driver"`
+	Count   int    `json:"count"`
+	Product string `json:"product,omitempty"`
+	Memory  string `json:"memory,omitempty"`
 }
 
 type planKarpenter struct {
@@ -337,7 +349,11 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	if err != nil {
 		return err
 	}
-	res, err := provision.DryRun(ctx, provision.Request{Input: problem.Input(set.budget), Simulator: sim})
+	devs, err := provision.DeviceObjectsOf(problem.ResourceClaims, problem.DeviceClasses)
+	if err != nil {
+		return err
+	}
+	res, err := provision.DryRun(ctx, provision.Request{Input: problem.Input(set.budget), Simulator: sim, Devices: &devs})
 	if err != nil {
 		return err
 	}
@@ -387,6 +403,7 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 				pn.Accelerators[name] = q.Value()
 			}
 		}
+		pn.Devices = nodeDevices(n.InstanceType)
 		for _, it := range n.InstanceTypes {
 			pn.InstanceTypes = append(pn.InstanceTypes, it.Name)
 		}
@@ -405,9 +422,32 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 	return out
 }
 
+// nodeDevices groups the devices a node of the type will publish by driver, product and memory.
+func nodeDevices(it *cloud.InstanceType) []planDevices {
+	var out []planDevices
+	for _, slice := range devices.Slices("plan", it.Labels()) {
+		for _, d := range slice.Spec.Devices {
+			pd := planDevices{Driver: slice.Spec.Driver}
+			if a, ok := d.Attributes["productName"]; ok && a.StringValue != nil {
+				pd.Product = *a.StringValue
+			}
+			if c, ok := d.Capacity["memory"]; ok {
+				pd.Memory = c.Value.String()
+			}
+			if i := len(out) - 1; i >= 0 && out[i].Driver == pd.Driver && out[i].Product == pd.Product && out[i].Memory == pd.Memory {
+				out[i].Count++
+				continue
+			}
+			pd.Count = 1
+			out = append(out, pd)
+		}
+	}
+	return out
+}
+
 func printPlanTable(w io.Writer, out planOutput) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tACCELERATORS\tPRICE/H\tPODS")
+	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tACCELERATORS\tDEVICES\tPRICE/H\tPODS")
 	for _, n := range out.Nodes {
 		pods := strings.Join(n.Pods, ",")
 		if len(n.Pods) > 4 {
@@ -426,8 +466,15 @@ func printPlanTable(w io.Writer, out planOutput) error {
 		if len(accelerators) == 0 {
 			accelerators = []string{"-"}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, capacity,
-			strings.Join(accelerators, ","), n.Price, pods)
+		devs := []string{}
+		for _, d := range n.Devices {
+			devs = append(devs, fmt.Sprintf("%d %s %s (%s)", d.Count, d.Product, d.Memory, d.Driver))
+		}
+		if len(devs) == 0 {
+			devs = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, capacity,
+			strings.Join(accelerators, ","), strings.Join(devs, ","), n.Price, pods)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -68,6 +68,83 @@ func TestPlanShowsAcceleratorsOfTheNodes(t *testing.T) {
 
 // TestPlanDisruptDryRun: plan --disrupt over a cluster dump prints the pass's command (two half-empty m5.xlarge
 // deleted, their pods moving onto the m5.large), the cost before and after, and why the third node stays.
+const draPlanInput = `apiVersion: stevedore.dev/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: stevedore.dev, kind: EC2NodeClass, name: default}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.nvidia.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: train-gpus, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        count: 2
+        selectors:
+        - cel: {expression: 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train, namespace: ml, uid: train}
+spec:
+  schedulerName: stevedore
+  resourceClaims: [{name: gpus, resourceClaimName: train-gpus}]
+  containers:
+  - name: c
+    image: trainer
+    resources:
+      requests: {cpu: "1", memory: 4Gi}
+      claims: [{name: gpus}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: orphan, namespace: ml, uid: orphan}
+spec:
+  schedulerName: stevedore
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+  containers:
+  - name: c
+    image: trainer
+    resources:
+      claims: [{name: gpus}]
+`
+
+// TestPlanProvisionsForResourceClaims: plan gives a pod claiming two GPUs of at least 40 GiB the cheapest type with
+// them and shows the node's devices; a pod whose claim is not in the input is reported, not dropped.
+func TestPlanProvisionsForResourceClaims(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dra.yaml")
+	if err := os.WriteFile(file, []byte(draPlanInput), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newPlanCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"-f", file, "--solve-timeout", "0s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	for _, want := range []string{"DEVICES", "g6e.12xlarge", "4 NVIDIA L40S 45776Mi (gpu.nvidia.com)", "ml/train",
+		"unschedulable ml/orphan: the pod's ResourceClaim is not created yet (from template two-gpus, for gpus)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, table)
+		}
+	}
+}
+
 func TestPlanDisruptDryRun(t *testing.T) {
 	run := func(output string) string {
 		cmd := newPlanCommand()

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,13 +64,14 @@ func karpenterKinds() map[schema.GroupVersionKind]runtime.Object {
 }
 
 // NewDecoder returns a Decoder that knows core/v1, apps/v1, batch/v1, node.k8s.io/v1, policy/v1, autoscaling/v2
-// (HorizontalPodAutoscalers, which plan --disrupt reads), stevedore.dev/v1,
+// (HorizontalPodAutoscalers, which plan --disrupt reads), resource.k8s.io/v1 (the claims and classes of pods that
+// claim devices), stevedore.dev/v1,
 // the autoscaling.x-k8s.io/v1beta1 CapacityBuffer, and Karpenter's karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and
 // karpenter.k8s.aws/v1 EC2NodeClass (read as Stevedore's kinds of the same name, which mirror them).
 func NewDecoder() *Decoder {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
-		nodev1.AddToScheme, policyv1.AddToScheme, stevedorev1.AddToScheme, autoscalingv1beta1.AddToScheme, autoscalingv2.AddToScheme} {
+		nodev1.AddToScheme, policyv1.AddToScheme, resourcev1.AddToScheme, stevedorev1.AddToScheme, autoscalingv1beta1.AddToScheme, autoscalingv2.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // only on a programming error: the schemes above are static
 		}

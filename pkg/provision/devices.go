@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
@@ -47,8 +48,9 @@ type deviceTypes struct {
 
 // forSolver returns the pods as the solver sees them, and why each pod whose claims no instance type of the
 // NodePools can satisfy gets no node. A pod without ResourceClaims is returned as it is; one whose claim is not
-// created yet is left out.
-func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods []*corev1.Pod, pools []solver.NodePoolOption) ([]*corev1.Pod, map[types.UID]string, error) {
+// created yet is left out when waitForClaims (kube-controller-manager creates it), refused otherwise.
+func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods []*corev1.Pod, pools []solver.NodePoolOption,
+	waitForClaims bool) ([]*corev1.Pod, map[types.UID]string, error) {
 	var out []*corev1.Pod
 	refused := map[types.UID]string{}
 	var types []*cloud.InstanceType
@@ -69,7 +71,7 @@ func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods
 		if err != nil {
 			return nil, nil, err
 		}
-		if errors.Is(why, errClaimNotCreated) {
+		if waitForClaims && errors.Is(why, errClaimNotCreated) {
 			continue // kube-scheduler tries the pod again once kube-controller-manager has created its claim
 		}
 		if why != nil {
@@ -181,14 +183,14 @@ func podClaims(objects DeviceObjects, pod *corev1.Pod) ([]*resourceapi.ResourceC
 				}
 			}
 			if name == "" {
-				return nil, errClaimNotCreated
+				return nil, fmt.Errorf("%w (from template %s, for %s)", errClaimNotCreated, *pc.ResourceClaimTemplateName, pc.Name)
 			}
 		default:
 			continue
 		}
 		claim, err := objects.Claims.ResourceClaims(pod.Namespace).Get(name)
 		if apierrors.IsNotFound(err) && pc.ResourceClaimTemplateName != nil {
-			return nil, errClaimNotCreated
+			return nil, fmt.Errorf("%w (%s/%s)", errClaimNotCreated, pod.Namespace, name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("ResourceClaim %s/%s: %w", pod.Namespace, name, err)
@@ -235,4 +237,21 @@ func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
 		}
 	}
 	return out
+}
+
+// DeviceObjectsOf serves the given claims and classes (an offline input's) as listers.
+func DeviceObjectsOf(claims []*resourceapi.ResourceClaim, classes []*resourceapi.DeviceClass) (DeviceObjects, error) {
+	claimIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, c := range claims {
+		if err := claimIndex.Add(c); err != nil {
+			return DeviceObjects{}, err
+		}
+	}
+	classIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, c := range classes {
+		if err := classIndex.Add(c); err != nil {
+			return DeviceObjects{}, err
+		}
+	}
+	return DeviceObjects{Claims: resourcelisters.NewResourceClaimLister(claimIndex), Classes: resourcelisters.NewDeviceClassLister(classIndex)}, nil
 }

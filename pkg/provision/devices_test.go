@@ -70,12 +70,12 @@ func TestPodsClaimingDevicesAreKeptToTheTypesThatSatisfyThem(t *testing.T) {
 
 	// no pod claims devices: the same pods, untouched
 	plain := []*corev1.Pod{web}
-	out, refused, err := d.forSolver(t.Context(), objects, plain, pools)
+	out, refused, err := d.forSolver(t.Context(), objects, plain, pools, true)
 	if err != nil || len(refused) != 0 || len(out) != 1 || out[0] != web {
 		t.Fatalf("pods without claims: got %v, %v, %v", out, refused, err)
 	}
 
-	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{web, big, many, waiting}, pools)
+	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{web, big, many, waiting}, pools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestPodsClaimingDevicesAreKeptToTheTypesThatSatisfyThem(t *testing.T) {
 	own.Spec.NodeName, shared.Spec.NodeName = "node-a", "node-a"
 	allocated("own-gpus", own)
 	allocated("shared-gpus", nil)
-	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{own, shared}, pools)
+	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{own, shared}, pools, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,9 @@ type Request struct {
 	WhatIf bool
 	// Launch creates NodeClaims for the plan's new nodes; nil plans only.
 	Launch *Launch
+	// Devices are the DRA objects of a dry run's input (nil: the cluster's). A dry run refuses a pod whose claim
+	// is not among them, where the live path waits for it to be created.
+	Devices *DeviceObjects
 }
 
 // Why NodeClaims are created, as the created-NodeClaims metric counts them.
@@ -144,9 +147,13 @@ func DryRun(ctx context.Context, req Request) (*Result, error) {
 func (p *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) {
 	in := req.Input
 	var refused map[types.UID]string
-	if p.base != nil {
+	objects, live := req.Devices, req.Devices == nil
+	if live && p.base != nil {
+		objects = &p.opts.Devices
+	}
+	if objects != nil {
 		var err error
-		if in.Pods, refused, err = p.devices.forSolver(ctx, p.opts.Devices, in.Pods, in.NodePools); err != nil {
+		if in.Pods, refused, err = p.devices.forSolver(ctx, *objects, in.Pods, in.NodePools, live); err != nil {
 			return nil, fmt.Errorf("fitting the pods' ResourceClaims on instance types: %w", err)
 		}
 	}

@@ -14,9 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	resourcedefaults "k8s.io/kubernetes/pkg/apis/resource/v1"
 
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -49,6 +51,9 @@ type OfflineProblem struct {
 	// DaemonSets are one pod per DaemonSet.
 	DaemonSets []*corev1.Pod
 	Region     string
+	// ResourceClaims and DeviceClasses are what the pods that claim devices ask for.
+	ResourceClaims []*resourceapi.ResourceClaim
+	DeviceClasses  []*resourceapi.DeviceClass
 }
 
 // NewOfflineProblem collects NodePools, EC2NodeClasses, Pods, workloads (expanded into their pods by
@@ -154,8 +159,15 @@ func (r *offlineObjects) collect(p *OfflineProblem, objs []runtime.Object) error
 			}
 			seen[o.UID] = true
 			p.addPod(o)
-		case *policyv1.PodDisruptionBudget:
-			// read so that a cluster dump can be given as is; budgets do not change where pods go
+		case *resourceapi.ResourceClaim:
+			claim := o.DeepCopy()
+			resourcedefaults.SetObjectDefaults_ResourceClaim(claim) // what the API server sets on create (allocationMode...)
+			p.ResourceClaims = append(p.ResourceClaims, claim)
+		case *resourceapi.DeviceClass:
+			p.DeviceClasses = append(p.DeviceClasses, o)
+		case *policyv1.PodDisruptionBudget, *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceSlice:
+			// read so that a cluster dump can be given as is: budgets do not change where pods go, a template's
+			// claims are in the dump, and new nodes' devices come from their instance types
 		default:
 			return fmt.Errorf("%s: scheduler plan does not read this kind", manifest.Name(obj))
 		}
