@@ -172,20 +172,11 @@ func podClaims(objects DeviceObjects, pod *corev1.Pod) ([]*resourceapi.ResourceC
 	}
 	var out []*resourceapi.ResourceClaim
 	for _, pc := range pod.Spec.ResourceClaims {
-		name := ""
-		switch {
-		case pc.ResourceClaimName != nil:
-			name = *pc.ResourceClaimName
-		case pc.ResourceClaimTemplateName != nil:
-			for _, st := range pod.Status.ResourceClaimStatuses {
-				if st.Name == pc.Name && st.ResourceClaimName != nil {
-					name = *st.ResourceClaimName
-				}
-			}
-			if name == "" {
+		name := claimName(pod, pc)
+		if name == "" {
+			if pc.ResourceClaimTemplateName != nil {
 				return nil, fmt.Errorf("%w (from template %s, for %s)", errClaimNotCreated, *pc.ResourceClaimTemplateName, pc.Name)
 			}
-		default:
 			continue
 		}
 		claim, err := objects.Claims.ResourceClaims(pod.Namespace).Get(name)
@@ -207,6 +198,20 @@ func podClaims(objects DeviceObjects, pod *corev1.Pod) ([]*resourceapi.ResourceC
 	return out, nil
 }
 
+// claimName is the name of the pod's claim pc: its own, or the one kube-controller-manager made from its template
+// and recorded in the pod's status ("" until then).
+func claimName(pod *corev1.Pod, pc corev1.PodResourceClaim) string {
+	if pc.ResourceClaimName != nil {
+		return *pc.ResourceClaimName
+	}
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.Name == pc.Name && st.ResourceClaimName != nil {
+			return *st.ResourceClaimName
+		}
+	}
+	return ""
+}
+
 // onTypesWithGPUs is the pod the solver places: kept to the instance types named, and taking gpus NVIDIA GPUs.
 func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
 	out := pod.DeepCopy()
@@ -225,17 +230,53 @@ func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
 	for i := range terms {
 		terms[i].MatchExpressions = append(terms[i].MatchExpressions, onTypes)
 	}
-	if gpus > 0 && len(out.Spec.Containers) > 0 {
-		c := &out.Spec.Containers[0]
-		for _, rl := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
-			if *rl == nil {
-				*rl = corev1.ResourceList{}
+	addGPUs(out, gpus)
+	return out
+}
+
+// addGPUs adds n NVIDIA GPUs to the requests and limits of the pod's first container.
+func addGPUs(pod *corev1.Pod, n int) {
+	if n <= 0 || len(pod.Spec.Containers) == 0 {
+		return
+	}
+	c := &pod.Spec.Containers[0]
+	for _, rl := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
+		if *rl == nil {
+			*rl = corev1.ResourceList{}
+		}
+		q := (*rl)[stevedorev1.ResourceNVIDIAGPU]
+		q.Add(*resource.NewQuantity(int64(n), resource.DecimalSI))
+		(*rl)[stevedorev1.ResourceNVIDIAGPU] = q
+	}
+}
+
+// withAllocatedGPUs is a pod on a node as the solver counts it there: taking the NVIDIA GPUs allocated to its claims
+// (a claim shared by several pods counted with the first it is reserved for), so that the room left on the node
+// for pods planned there is what its devices have left.
+func withAllocatedGPUs(objects DeviceObjects, pod *corev1.Pod) *corev1.Pod {
+	if len(pod.Spec.ResourceClaims) == 0 || objects.Claims == nil {
+		return pod
+	}
+	gpus := 0
+	for _, pc := range pod.Spec.ResourceClaims {
+		claim, err := objects.Claims.ResourceClaims(pod.Namespace).Get(claimName(pod, pc))
+		if err != nil || claim.Status.Allocation == nil {
+			continue
+		}
+		if len(claim.Status.ReservedFor) > 0 && claim.Status.ReservedFor[0].UID != pod.UID && !metav1.IsControlledBy(claim, pod) {
+			continue
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Driver == devices.DriverNVIDIA {
+				gpus++
 			}
-			q := (*rl)[stevedorev1.ResourceNVIDIAGPU]
-			q.Add(*resource.NewQuantity(int64(gpus), resource.DecimalSI))
-			(*rl)[stevedorev1.ResourceNVIDIAGPU] = q
 		}
 	}
+	if gpus == 0 {
+		return pod
+	}
+	out := pod.DeepCopy()
+	addGPUs(out, gpus)
 	return out
 }
 

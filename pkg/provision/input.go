@@ -126,6 +126,12 @@ func (p *planner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.Nod
 		return nil, nil, nil, err
 	}
 	byNode := p.podsByNode(pods)
+	for node, placed := range byNode {
+		for i, pod := range placed {
+			placed[i] = withAllocatedGPUs(p.opts.Devices, pod)
+		}
+		byNode[node] = placed
+	}
 	p.wakeups.adoptNominations(ctx, pods, claims)
 	type inflightNode struct {
 		claim *stevedorev1.NodeClaim

@@ -7,6 +7,7 @@ package provisioning
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/devices"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
@@ -120,6 +122,31 @@ func TestAPodClaimingTwoLargeGPUsGetsTheCheapestTypeThatHasThem(t *testing.T) {
 		t.Errorf("claim %s is reserved for %+v, want pod %s", claimName, claim.Status.ReservedFor, pod.Name)
 	}
 	t.Logf("the pod runs on a %s with claim %s given %v", node.Labels[corev1.LabelInstanceTypeStable], claimName, got)
+
+	// three more such pods: planned by the GPUs their claims take, two share a four-GPU node, and no node is
+	// given more pods than it has GPUs for
+	more, moreNames := harness.Pods(ns, "dra", "worker", 3, "4", "16Gi", claimingFromTemplate("two-big-gpus"))
+	harness.CreatePods(t, sb, more...)
+	perNode := map[string]int{}
+	for name, p := range harness.WaitBound(t, sb, ns, moreNames) {
+		if name != pod.Name {
+			perNode[p.Spec.NodeName]++
+		}
+	}
+	perNode[node.Name]++ // the first pod
+	shared := false
+	for name, pods := range perNode {
+		n := harness.Node(t, sb, name)
+		gpus, _ := strconv.Atoi(n.Labels[stevedorev1.LabelInstanceGPUCount])
+		if 2*pods > gpus {
+			t.Errorf("node %s (%s, %d GPUs) runs %d pods claiming two GPUs each", name, n.Labels[corev1.LabelInstanceTypeStable], gpus, pods)
+		}
+		shared = shared || pods > 1
+	}
+	if !shared {
+		t.Errorf("the pods are spread one per node (%v): two pods claiming two GPUs each fit a four-GPU node", perNode)
+	}
+	t.Logf("with three more, the pods per node: %v", perNode)
 }
 
 // TestAClaimNoTypeCanSatisfyIsRefusedNamingIt: a claim for more GPUs than any type has launches nothing, and the pod
