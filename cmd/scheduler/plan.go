@@ -70,7 +70,10 @@ type planNode struct {
 	Accelerators map[string]int64 `json:"accelerators,omitempty"`
 	// Devices the chosen type's DRA drivers will publish, by driver and model.
 	Devices []planDevices `json:"devices,omitempty"`
-	Pods    []string      `json:"pods"`
+	// PlacementGroup the node launches into, as its EC2NodeClass's placementGroupSelector selects it ("name
+	// training-pg", "id pg-0123", "tags team=ml").
+	PlacementGroup string   `json:"placementGroup,omitempty"`
+	Pods           []string `json:"pods"`
 }
 
 // planDevices are identical devices of a node, as a DRA driver publishes them.
@@ -362,7 +365,7 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the improvement phase reached --solve-timeout %s after %d moves, before its bound: "+
 			"this plan depends on the machine's speed (give a longer --solve-timeout)\n", set.budget, plan.Improvement.Moves)
 	}
-	out := renderPlan(plan, problem.Pods)
+	out := renderPlan(plan, problem.Pods, problem.NodeClasses)
 	out.Region, out.Currency = in.catalog.Region, currency(in.catalog)
 	if len(preview.Replaced) > 0 {
 		out.Karpenter = &planKarpenter{Nodes: len(preview.Replaced)}
@@ -377,7 +380,7 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	return writePlan(cmd.OutOrStdout(), out, set.output)
 }
 
-func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
+func renderPlan(plan *solver.Plan, pods []*corev1.Pod, classes map[string]*stevedorev1.EC2NodeClass) planOutput {
 	out := planOutput{Nodes: []planNode{}, Existing: []planExisting{}, Unschedulable: []planUnschedulable{}, SolveSeconds: plan.Duration.Seconds()}
 	var existing []string
 	for node := range plan.InFlight {
@@ -404,6 +407,9 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 			}
 		}
 		pn.Devices = nodeDevices(n.InstanceType)
+		if ref := n.NodePool.Spec.Template.Spec.NodeClassRef; ref != nil && classes[ref.Name] != nil {
+			pn.PlacementGroup = placementGroupOf(classes[ref.Name].Spec.PlacementGroupSelector)
+		}
 		for _, it := range n.InstanceTypes {
 			pn.InstanceTypes = append(pn.InstanceTypes, it.Name)
 		}
@@ -420,6 +426,23 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod) planOutput {
 		}
 	}
 	return out
+}
+
+// placementGroupOf says which placement group a selector selects ("" for none).
+func placementGroupOf(sel *stevedorev1.PlacementGroupSelector) string {
+	switch {
+	case sel == nil:
+		return ""
+	case sel.Name != "":
+		return "name " + sel.Name
+	case sel.ID != "":
+		return "id " + sel.ID
+	}
+	tags := make([]string, 0, len(sel.Tags))
+	for _, k := range slices.Sorted(maps.Keys(sel.Tags)) {
+		tags = append(tags, k+"="+sel.Tags[k])
+	}
+	return "tags " + strings.Join(tags, ",")
 }
 
 // nodeDevices groups the devices a node of the type will publish by driver, product and memory.
@@ -445,36 +468,41 @@ func nodeDevices(it *cloud.InstanceType) []planDevices {
 	return out
 }
 
+// planRow is a planned node's row of the table.
+func planRow(n planNode) string {
+	pods := strings.Join(n.Pods, ",")
+	if len(n.Pods) > 4 {
+		pods = strings.Join(n.Pods[:4], ",") + fmt.Sprintf(" and %d more", len(n.Pods)-4)
+	}
+	capacity := n.CapacityType
+	if n.ReservationID != "" {
+		capacity += " (" + n.ReservationID + ")"
+	}
+	var accelerators []string
+	for _, name := range stevedorev1.AcceleratorResources() {
+		if v, ok := n.Accelerators[name]; ok {
+			accelerators = append(accelerators, fmt.Sprintf("%d %s", v, name))
+		}
+	}
+	if len(accelerators) == 0 {
+		accelerators = []string{"-"}
+	}
+	devs := []string{}
+	for _, d := range n.Devices {
+		devs = append(devs, fmt.Sprintf("%d %s %s (%s)", d.Count, d.Product, d.Memory, d.Driver))
+	}
+	if len(devs) == 0 {
+		devs = []string{"-"}
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s", n.Name, n.NodePool, n.InstanceType, n.Zone, capacity,
+		strings.Join(accelerators, ","), strings.Join(devs, ","), n.Price, pods)
+}
+
 func printPlanTable(w io.Writer, out planOutput) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tNODEPOOL\tTYPE\tZONE\tCAPACITY\tACCELERATORS\tDEVICES\tPRICE/H\tPODS")
 	for _, n := range out.Nodes {
-		pods := strings.Join(n.Pods, ",")
-		if len(n.Pods) > 4 {
-			pods = strings.Join(n.Pods[:4], ",") + fmt.Sprintf(" and %d more", len(n.Pods)-4)
-		}
-		capacity := n.CapacityType
-		if n.ReservationID != "" {
-			capacity += " (" + n.ReservationID + ")"
-		}
-		var accelerators []string
-		for _, name := range stevedorev1.AcceleratorResources() {
-			if v, ok := n.Accelerators[name]; ok {
-				accelerators = append(accelerators, fmt.Sprintf("%d %s", v, name))
-			}
-		}
-		if len(accelerators) == 0 {
-			accelerators = []string{"-"}
-		}
-		devs := []string{}
-		for _, d := range n.Devices {
-			devs = append(devs, fmt.Sprintf("%d %s %s (%s)", d.Count, d.Product, d.Memory, d.Driver))
-		}
-		if len(devs) == 0 {
-			devs = []string{"-"}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.Zone, capacity,
-			strings.Join(accelerators, ","), strings.Join(devs, ","), n.Price, pods)
+		fmt.Fprintln(tw, planRow(n))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -488,6 +516,11 @@ func printPlanTable(w io.Writer, out planOutput) error {
 		fmt.Fprintln(w)
 		if len(k.Unpriced) > 0 {
 			fmt.Fprintf(w, "not priced (not in the catalog): %s\n", strings.Join(k.Unpriced, ", "))
+		}
+	}
+	for _, n := range out.Nodes {
+		if n.PlacementGroup != "" {
+			fmt.Fprintf(w, "%s launches into the placement group its EC2NodeClass selects: %s\n", n.Name, n.PlacementGroup)
 		}
 	}
 	for _, e := range out.Existing {

@@ -69,6 +69,15 @@ func TestPlanShowsAcceleratorsOfTheNodes(t *testing.T) {
 // TestPlanDisruptDryRun: plan --disrupt over a cluster dump prints the pass's command (two half-empty m5.xlarge
 // deleted, their pods moving onto the m5.large), the cost before and after, and why the third node stays.
 const draPlanInput = `apiVersion: stevedore.dev/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-my-cluster
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
+  placementGroupSelector: {name: training-pg}
+---
+apiVersion: stevedore.dev/v1
 kind: NodePool
 metadata: {name: gpu}
 spec:
@@ -123,7 +132,8 @@ spec:
 `
 
 // TestPlanProvisionsForResourceClaims: plan gives a pod claiming two GPUs of at least 40 GiB the cheapest type with
-// them and shows the node's devices; a pod whose claim is not in the input is reported, not dropped.
+// them and shows the node's devices and the placement group its EC2NodeClass selects; a pod whose claim is not in
+// the input is reported, not dropped.
 func TestPlanProvisionsForResourceClaims(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "dra.yaml")
 	if err := os.WriteFile(file, []byte(draPlanInput), 0o600); err != nil {
@@ -138,6 +148,7 @@ func TestPlanProvisionsForResourceClaims(t *testing.T) {
 	}
 	table := out.String()
 	for _, want := range []string{"DEVICES", "g6e.12xlarge", "4 NVIDIA L40S 45776Mi (gpu.nvidia.com)", "ml/train",
+		"node-1 launches into the placement group its EC2NodeClass selects: name training-pg",
 		"unschedulable ml/orphan: the pod's ResourceClaim is not created yet (from template two-gpus, for gpus)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the plan does not say %q:\n%s", want, table)

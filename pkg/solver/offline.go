@@ -51,6 +51,8 @@ type OfflineProblem struct {
 	// DaemonSets are one pod per DaemonSet.
 	DaemonSets []*corev1.Pod
 	Region     string
+	// NodeClasses are the input's EC2NodeClasses, by name.
+	NodeClasses map[string]*stevedorev1.EC2NodeClass
 	// ResourceClaims and DeviceClasses are what the pods that claim devices ask for.
 	ResourceClaims []*resourceapi.ResourceClaim
 	DeviceClasses  []*resourceapi.DeviceClass
@@ -72,6 +74,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		return nil, err
 	}
 	pools, classes := read.pools, read.classes
+	p.NodeClasses = classes
 	if len(pools) == 0 {
 		return nil, fmt.Errorf("no NodePool in the input")
 	}
