@@ -107,6 +107,7 @@ func (r *nodeRegistrar) register(inst *awsemu.Instance) {
 		logger.Error(err, "Emulated kubelet cannot start; no node registers")
 		return
 	}
+	r.withoutDRAServedResources(node)
 	created, err := r.kube.CoreV1().Nodes().Create(r.ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -115,6 +116,23 @@ func (r *nodeRegistrar) register(inst *awsemu.Instance) {
 		return
 	}
 	r.publishDevices(created, it)
+}
+
+// withoutDRAServedResources takes out of the node's capacity the extended resources a DeviceClass serves through DRA
+// (spec.extendedResourceName): a cluster that serves nvidia.com/gpu so runs NVIDIA's DRA driver, not its device
+// plugin, and kube-scheduler allocates those requests from the node's devices.
+func (r *nodeRegistrar) withoutDRAServedResources(node *corev1.Node) {
+	classes, err := r.kube.ResourceV1().DeviceClasses().List(r.ctx, metav1.ListOptions{})
+	if err != nil {
+		klog.FromContext(r.ctx).Error(err, "Listing DeviceClasses failed; the node advertises every device", "node", node.Name)
+		return
+	}
+	for _, c := range classes.Items {
+		if name := c.Spec.ExtendedResourceName; name != nil {
+			delete(node.Status.Capacity, corev1.ResourceName(*name))
+			delete(node.Status.Allocatable, corev1.ResourceName(*name))
+		}
+	}
 }
 
 // publishDevices publishes the ResourceSlices the DRA drivers of the node's devices would (NVIDIA's for its GPUs),

@@ -167,3 +167,50 @@ func TestAClaimNoTypeCanSatisfyIsRefusedNamingIt(t *testing.T) {
 		t.Errorf("%d NodeClaims launched for a claim no type can satisfy", len(claims))
 	}
 }
+
+// TestAnExtendedResourceServedByDRAGetsANodeWhoseDevicesServeIt: with a DeviceClass serving nvidia.com/gpu through
+// DRA (Kubernetes 1.37's DRA extended resources), a pod asking for nvidia.com/gpu: 2 gets the cheapest type with two
+// GPUs, whose node advertises no nvidia.com/gpu (NVIDIA's DRA driver runs there, not its device plugin), and
+// kube-scheduler allocates the two GPUs from the node's devices to a claim it makes for the pod.
+func TestAnExtendedResourceServedByDRAGetsANodeWhoseDevicesServeIt(t *testing.T) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "dra-extended", "dra-extended")
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu-extended.nvidia.com"},
+		Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptr.To(string(stevedorev1.ResourceNVIDIAGPU)),
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "gpu.nvidia.com"`}}}}}
+	if _, err := sb.Kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Kube.ResourceV1().DeviceClasses().Delete(ctx, class.Name, metav1.DeleteOptions{}) })
+	pods, names := harness.Pods(ns, "dra-extended", "trainer", 1, "1", "4Gi", requesting(stevedorev1.ResourceNVIDIAGPU, 2))
+	harness.CreatePods(t, sb, pods...)
+	pod := harness.WaitBound(t, sb, ns, names)[names[0]]
+	node := harness.Node(t, sb, pod.Spec.NodeName)
+	if want := cheapestWithGPUs(2, 0); node.Labels[corev1.LabelInstanceTypeStable] != want {
+		t.Errorf("the pod runs on %s, want the cheapest type with two NVIDIA GPUs, %s", node.Labels[corev1.LabelInstanceTypeStable], want)
+	}
+	if q, ok := node.Status.Allocatable[stevedorev1.ResourceNVIDIAGPU]; ok {
+		t.Errorf("node %s advertises %s nvidia.com/gpu: the DRA driver serves them there", node.Name, q.String())
+	}
+	st := pod.Status.ExtendedResourceClaimStatus
+	if st == nil || st.ResourceClaimName == "" {
+		t.Fatalf("pod %s has no claim for its extended resource: %+v", pod.Name, pod.Status)
+	}
+	claim, err := sb.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, st.ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if claim.Status.Allocation != nil {
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Driver == devices.DriverNVIDIA && r.Pool == node.Name {
+				got = append(got, r.Device)
+			}
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("the pod's extended resource claim %s was given %v on node %s, want two GPUs", claim.Name, got, node.Name)
+	}
+	t.Logf("the pod runs on a %s; claim %s was given %v", node.Labels[corev1.LabelInstanceTypeStable], claim.Name, got)
+}
