@@ -9,10 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,68 +56,7 @@ func TestAKueueJobWaitsForItsProvisioningRequestAndRunsOnTheBookedNodes(t *testi
 		})
 	running := startKueue(t, kueue)
 
-	dyn, err := dynamic.NewForConfig(sb.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// the flavor puts the Job's pods (and the request's template) on the test's NodePool
-	for _, obj := range []string{`
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: NS-flavor}
-spec:
-  nodeLabels: {` + harness.IsolationKey + `: kueue}
-  tolerations: [{key: ` + harness.IsolationKey + `, operator: Equal, value: kueue, effect: NoSchedule}]`, `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ProvisioningRequestConfig
-metadata: {name: NS-config}
-spec:
-  provisioningClassName: ` + autoscalingv1.ClassBestEffortAtomicScaleUp, `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: AdmissionCheck
-metadata: {name: NS-check}
-spec:
-  controllerName: kueue.x-k8s.io/provisioning-request
-  parameters: {apiGroup: kueue.x-k8s.io, kind: ProvisioningRequestConfig, name: NS-config}`, `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: NS-queue}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: NS-flavor
-      resources:
-      - {name: cpu, nominalQuota: 64}
-      - {name: memory, nominalQuota: 256Gi}
-  admissionChecksStrategy:
-    admissionChecks: [{name: NS-check}]`, `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: jobs, namespace: NS}
-spec: {clusterQueue: NS-queue}`} {
-		createUnstructured(ctx, t, dyn, strings.ReplaceAll(obj, "NS", ns))
-	}
-	// Kueue's ProvisioningRequest admission check controller runs, and found the API, once the check is Active
-	checks := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "admissionchecks"}
-	harness.Eventually(t, "AdmissionCheck "+ns+"-check Active", func(ctx context.Context) (bool, error) {
-		if err := running(); err != nil {
-			return false, err
-		}
-		check, err := dyn.Resource(checks).Get(ctx, ns+"-check", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(check.Object, "status", "conditions")
-		for _, c := range conds {
-			if c, ok := c.(map[string]any); ok && c["type"] == "Active" {
-				return c["status"] == "True", nil
-			}
-		}
-		return false, nil
-	})
-
+	dyn := kueueQueue(t, running, ns, "kueue", map[string]string{"cpu": "64", "memory": "256Gi"})
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -191,6 +132,178 @@ spec: {clusterQueue: NS-queue}`} {
 		}
 	}
 	waitCondition(t, ns, name, autoscalingv1.ConditionBookingExpired, metav1.ConditionTrue, provreq.ReasonBookingConsumed)
+}
+
+// TestTheWorkedTrainingJobOfTheMLPageRunsFromKueueAdmissionToItsPodsRunning follows docs/ml.md's worked example
+// with Kueue's own manager: a Job of sixteen workers, each asking for eight GPUs and four EFA interfaces, queued
+// behind a ProvisioningRequest admission check, stays suspended until Stevedore has launched sixteen p4d.24xlarge
+// in one all-or-nothing fleet, into one cluster placement group of the request's own and each with its four EFA
+// interfaces; then Kueue admits it and its sixteen pods bind on those nodes.
+func TestTheWorkedTrainingJobOfTheMLPageRunsFromKueueAdmissionToItsPodsRunning(t *testing.T) {
+	const workers = 16
+	ctx := harness.Context(t)
+	kueue := kueueBinaries(t)
+	ns := harness.Namespace(t, sb)
+	nc := harness.NewNodeClass()
+	nc.Name, nc.Spec.GangPlacementGroup = "kueue-training", stevedorev1.GangPlacementGroupCluster
+	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, nc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sb.Stevedore.StevedoreV1().EC2NodeClasses().Delete(context.Background(), nc.Name, metav1.DeleteOptions{})
+	})
+	harness.NodePool(t, sb, "kueue-training", "kueue-training", harness.WithRequirements(
+		harness.Req(corev1.LabelInstanceTypeStable, "In", "p4d.24xlarge"), harness.Req(stevedorev1.LabelCapacityType, "In", "on-demand")),
+		func(np *stevedorev1.NodePool) {
+			np.Spec.Template.Spec.NodeClassRef.Name = nc.Name
+			np.Spec.Limits = stevedorev1.Limits{stevedorev1.ResourceNVIDIAGPU: resource.MustParse("128")}
+		})
+	running := startKueue(t, kueue)
+	kueueQueue(t, running, ns, "kueue-training", map[string]string{"cpu": "1536", "memory": "18Ti",
+		string(stevedorev1.ResourceNVIDIAGPU): "128", string(stevedorev1.ResourceEFA): "64"})
+	devices := corev1.ResourceList{stevedorev1.ResourceNVIDIAGPU: resource.MustParse("8"), stevedorev1.ResourceEFA: resource.MustParse("4")}
+	requests := devices.DeepCopy()
+	requests[corev1.ResourceCPU], requests[corev1.ResourceMemory] = resource.MustParse("90"), resource.MustParse("1000Gi")
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns, Labels: map[string]string{"kueue.x-k8s.io/queue-name": "jobs"}},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](workers), Completions: ptr.To[int32](workers), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Suspend: ptr.To(true), // as Kueue's webhook would set it
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train"}},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulerName: harness.Pod(ns, "x", "1", "1Gi").Spec.SchedulerName,
+					Containers: []corev1.Container{{Name: "worker", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: requests, Limits: devices}}}}}}}
+	if _, err := sb.Kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := waitKueueRequest(t, ns)
+	waitCondition(t, ns, name, autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsProvisioned)
+
+	// the request's nodes: sixteen p4d.24xlarge, each with its four EFA interfaces, in one cluster group of its own
+	booked, groups, zones := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range harness.NodeClaimsOf(t, sb, "kueue-training") {
+		inst := sb.AWS.EC2.InstanceByNodeName(c.Status.NodeName)
+		if inst == nil {
+			t.Fatalf("no instance for NodeClaim %s (node %q)", c.Name, c.Status.NodeName)
+		}
+		booked[c.Status.NodeName] = true
+		groups[inst.PlacementGroup], zones[inst.Zone] = true, true
+		efa := 0
+		for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
+			if ni.InterfaceType == "efa" {
+				efa++
+			}
+		}
+		if inst.Type != "p4d.24xlarge" || efa != 4 {
+			t.Errorf("instance %s is a %s with %d EFA interfaces, want a p4d.24xlarge with 4", inst.ID, inst.Type, efa)
+		}
+	}
+	if len(booked) != workers || len(zones) != 1 || len(groups) != 1 || groups[""] {
+		t.Fatalf("the request got %d nodes in zones %v and placement groups %v; want %d in one zone and one placement group",
+			len(booked), zones, groups, workers)
+	}
+	for group := range groups {
+		g := sb.AWS.EC2.PlacementGroups()[group]
+		if g.Strategy != "cluster" || g.Tags["stevedore.dev/gang"] != ns+"/"+name {
+			t.Errorf("placement group %s: strategy %q, tags %v; want a cluster group tagged with the request %s/%s", group, g.Strategy, g.Tags, ns, name)
+		}
+	}
+
+	// admitted: the Job's sixteen pods bind on the booked nodes (the sandbox's kubelet completes a Job's pods, so a
+	// pod may take the node of one already finished)
+	nodes := map[string]bool{}
+	harness.Eventually(t, "the Job's 16 pods bound", func(ctx context.Context) (bool, error) {
+		list, err := sb.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=train"})
+		if err != nil {
+			return false, err
+		}
+		clear(nodes)
+		bound := 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName == "" {
+				continue
+			}
+			bound++
+			nodes[p.Spec.NodeName] = true
+			if !booked[p.Spec.NodeName] {
+				return false, fmt.Errorf("pod %s bound to %s, not a node launched for the request", p.Name, p.Spec.NodeName)
+			}
+		}
+		return len(list.Items) == workers && bound == workers, nil
+	})
+	t.Logf("%d workers ran on %d of the %d p4d.24xlarge launched in zone %v, placement group %v", workers, len(nodes), len(booked), zones, groups)
+}
+
+// kueueQueue sets up, in Kueue, a LocalQueue "jobs" in ns whose ClusterQueue covers the resources with the quotas given,
+// on a flavor that puts the pods on the NodePools of the isolation, behind an admission check by ProvisioningRequests of
+// class best-effort-atomic-scale-up; it waits until the check is Active, and returns a dynamic client.
+func kueueQueue(t *testing.T, running func() error, ns, isolation string, quotas map[string]string) dynamic.Interface {
+	t.Helper()
+	ctx := harness.Context(t)
+	dyn, err := dynamic.NewForConfig(sb.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var covered, nominal []string
+	for _, name := range slices.Sorted(maps.Keys(quotas)) {
+		covered = append(covered, name)
+		nominal = append(nominal, fmt.Sprintf("      - {name: %s, nominalQuota: %s}", name, quotas[name]))
+	}
+	// the flavor puts the Job's pods (and the request's template) on the test's NodePool
+	for _, obj := range []string{`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: NS-flavor}
+spec:
+  nodeLabels: {` + harness.IsolationKey + `: ISOLATION}
+  tolerations: [{key: ` + harness.IsolationKey + `, operator: Equal, value: ISOLATION, effect: NoSchedule}]`, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ProvisioningRequestConfig
+metadata: {name: NS-config}
+spec:
+  provisioningClassName: ` + autoscalingv1.ClassBestEffortAtomicScaleUp, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: NS-check}
+spec:
+  controllerName: kueue.x-k8s.io/provisioning-request
+  parameters: {apiGroup: kueue.x-k8s.io, kind: ProvisioningRequestConfig, name: NS-config}`, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: NS-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [` + strings.Join(covered, ", ") + `]
+    flavors:
+    - name: NS-flavor
+      resources:
+` + strings.Join(nominal, "\n") + `
+  admissionChecksStrategy:
+    admissionChecks: [{name: NS-check}]`, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: jobs, namespace: NS}
+spec: {clusterQueue: NS-queue}`} {
+		createUnstructured(ctx, t, dyn, strings.ReplaceAll(strings.ReplaceAll(obj, "ISOLATION", isolation), "NS", ns))
+	}
+	// Kueue's ProvisioningRequest admission check controller runs, and found the API, once the check is Active
+	checks := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "admissionchecks"}
+	harness.Eventually(t, "AdmissionCheck "+ns+"-check Active", func(ctx context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
+		check, err := dyn.Resource(checks).Get(ctx, ns+"-check", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(check.Object, "status", "conditions")
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Active" {
+				return c["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	return dyn
 }
 
 // waitKueueRequest waits for the ProvisioningRequest Kueue creates in ns and returns its name.
