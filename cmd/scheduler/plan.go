@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -406,7 +407,7 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod, classes map[string]*steve
 				pn.Accelerators[name] = q.Value()
 			}
 		}
-		pn.Devices = nodeDevices(n.InstanceType)
+		pn.Devices = nodeDevices(n.InstanceType, n.Pods)
 		if ref := n.NodePool.Spec.Template.Spec.NodeClassRef; ref != nil && classes[ref.Name] != nil {
 			pn.PlacementGroup = placementGroupOf(classes[ref.Name].Spec.PlacementGroupSelector)
 		}
@@ -445,10 +446,18 @@ func placementGroupOf(sel *stevedorev1.PlacementGroupSelector) string {
 	return "tags " + strings.Join(tags, ",")
 }
 
-// nodeDevices groups the devices a node of the type will publish by driver, product and memory.
-func nodeDevices(it *cloud.InstanceType) []planDevices {
+// nodeDevices groups the devices a node of the type planned for the pods will publish by driver, product and memory
+// (EFA devices when a pod asks for EFA interfaces: the node is launched with every one its type takes).
+func nodeDevices(it *cloud.InstanceType, pods []*corev1.Pod) []planDevices {
+	efa := 0
+	for _, p := range pods {
+		if q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[stevedorev1.ResourceEFA]; !q.IsZero() {
+			q := it.Capacity[stevedorev1.ResourceEFA]
+			efa = int(q.Value())
+		}
+	}
 	var out []planDevices
-	for _, slice := range devices.Slices("plan", it.Labels()) {
+	for _, slice := range devices.Slices("plan", it.Labels(), efa) {
 		for _, d := range slice.Spec.Devices {
 			pd := planDevices{Driver: slice.Spec.Driver}
 			if a, ok := d.Attributes["productName"]; ok && a.StringValue != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +23,22 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 )
 
-// DriverNVIDIA is the driver name NVIDIA's DRA driver for GPUs (github.com/NVIDIA/k8s-dra-driver-gpu, its
-// gpu-kubelet-plugin) publishes ResourceSlices under.
-const DriverNVIDIA = "gpu.nvidia.com"
+// The drivers whose devices are modelled, by the name they publish ResourceSlices under.
+const (
+	// DriverNVIDIA is NVIDIA's DRA driver for GPUs (github.com/NVIDIA/k8s-dra-driver-gpu, its gpu-kubelet-plugin).
+	DriverNVIDIA = "gpu.nvidia.com"
+	// DriverNeuron is the AWS Neuron DRA driver (the Neuron Helm chart's draDriver).
+	DriverNeuron = "neuron.aws.com"
+	// DriverEFA is DRANET (kubernetes-sigs/dranet), which EKS's aws-dranet chart installs for EFA devices.
+	DriverEFA = "dra.net"
+)
+
+// Resources names the extended resource a device plugin advertises for the devices of each modelled driver: the
+// planner counts the devices a pod's claims take as that resource.
+func Resources() map[string]corev1.ResourceName {
+	return map[string]corev1.ResourceName{DriverNVIDIA: stevedorev1.ResourceNVIDIAGPU, DriverNeuron: stevedorev1.ResourceAWSNeuron,
+		DriverEFA: stevedorev1.ResourceEFA}
+}
 
 // nvidiaGPU is what NVIDIA's DRA driver reports of one GPU model, beyond what EC2 says (count and memory).
 type nvidiaGPU struct {
@@ -59,17 +73,84 @@ func nvidiaGPUOf(name string) (nvidiaGPU, bool) {
 }
 
 // Slices returns the ResourceSlices the DRA drivers would publish for a node named nodeName whose instance type has
-// the given labels (the type's well-known labels, as the node would carry them): for an NVIDIA GPU type, one slice
-// of NVIDIA's driver with a device per GPU, named and described as that driver does (gpu-0, gpu-1...; type,
-// productName, architecture, cudaComputeCapability; memory as capacity). A type without devices a known driver
-// serves has none. What a driver learns only on the running node (a GPU's UUID, PCIe bus, driver and CUDA versions) is
-// not modelled: a claim that selects on it is planned as no type satisfying it.
-func Slices(nodeName string, labels map[string]string) []*resourceapi.ResourceSlice {
+// the given labels (the type's well-known labels, as the node would carry them), launched with efaInterfaces EFA
+// interfaces:
+//   - for an NVIDIA GPU type, a slice of NVIDIA's driver with a device per GPU, named and described as that driver
+//     does (gpu-0, gpu-1...; type, productName, architecture, cudaComputeCapability; memory as capacity);
+//   - for a Trainium or Inferentia type, a slice of the Neuron driver with a device per Neuron device
+//     (neuron-device-0...; deviceId, instanceType, resourceType);
+//   - for each EFA interface attached, a device of the EFA driver, DRANET (efa-0...; pciDevice, pciVendor,
+//     pciSubsystem, rdma).
+//
+// What a driver learns only on the running node (a GPU's UUID, PCIe bus, driver and CUDA versions; an EFA device's
+// PCI address and NUMA node; the Neuron devices' topology groups) is not modelled: a claim that selects on it is
+// planned as no type satisfying it. A type without devices a known driver serves has none.
+func Slices(nodeName string, labels map[string]string, efaInterfaces int) []*resourceapi.ResourceSlice {
 	var out []*resourceapi.ResourceSlice
-	if s := nvidiaSlice(nodeName, labels); s != nil {
-		out = append(out, s)
+	for _, s := range []*resourceapi.ResourceSlice{nvidiaSlice(nodeName, labels), neuronSlice(nodeName, labels), efaSlice(nodeName, efaInterfaces)} {
+		if s != nil {
+			out = append(out, s)
+		}
 	}
 	return out
+}
+
+// slice is a node's one slice of a driver's devices, its pool named after the node.
+func slice(nodeName, driver string, devices []resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-" + driver},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   driver,
+			NodeName: ptr.To(nodeName),
+			Pool:     resourceapi.ResourcePool{Name: nodeName, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}
+}
+
+// neuronSlice models the devices the AWS Neuron DRA driver publishes on a Trainium or Inferentia node (the EKS
+// user guide's "Manage Neuron devices", and the Neuron documentation's attribute reference for its DRA driver).
+func neuronSlice(nodeName string, labels map[string]string) *resourceapi.ResourceSlice {
+	if labels[stevedorev1.LabelInstanceAcceleratorManufacturer] != "aws" {
+		return nil
+	}
+	count, err := strconv.Atoi(labels[stevedorev1.LabelInstanceAcceleratorCount])
+	if err != nil || count <= 0 {
+		return nil
+	}
+	devices := make([]resourceapi.Device, 0, count)
+	for i := range count {
+		devices = append(devices, resourceapi.Device{
+			Name: fmt.Sprintf("neuron-device-%d", i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"deviceId":     {IntValue: ptr.To(int64(i))},
+				"instanceType": {StringValue: ptr.To(labels[corev1.LabelInstanceTypeStable])},
+				"resourceType": {StringValue: ptr.To("neuron_device")},
+			},
+		})
+	}
+	return slice(nodeName, DriverNeuron, devices)
+}
+
+// efaSlice models the EFA devices DRANET (kubernetes-sigs/dranet, as EKS installs it) publishes for the EFA
+// interfaces attached to a node.
+func efaSlice(nodeName string, interfaces int) *resourceapi.ResourceSlice {
+	if interfaces <= 0 {
+		return nil
+	}
+	devices := make([]resourceapi.Device, 0, interfaces)
+	for i := range interfaces {
+		devices = append(devices, resourceapi.Device{
+			Name: fmt.Sprintf("efa-%d", i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"pciDevice":    {StringValue: ptr.To("Elastic Fabric Adapter (EFA)")},
+				"pciVendor":    {StringValue: ptr.To("Amazon.com, Inc.")},
+				"pciSubsystem": {StringValue: ptr.To(fmt.Sprintf("efa%d", i))},
+				"rdma":         {BoolValue: ptr.To(true)},
+			},
+		})
+	}
+	return slice(nodeName, DriverEFA, devices)
 }
 
 func nvidiaSlice(nodeName string, labels map[string]string) *resourceapi.ResourceSlice {
@@ -110,13 +191,5 @@ func nvidiaSlice(nodeName string, labels map[string]string) *resourceapi.Resourc
 		}
 		devices = append(devices, d)
 	}
-	return &resourceapi.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-" + DriverNVIDIA},
-		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   DriverNVIDIA,
-			NodeName: ptr.To(nodeName),
-			Pool:     resourceapi.ResourcePool{Name: nodeName, ResourceSliceCount: 1},
-			Devices:  devices,
-		},
-	}
+	return slice(nodeName, DriverNVIDIA, devices)
 }

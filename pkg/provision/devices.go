@@ -39,8 +39,10 @@ type DeviceObjects struct {
 // deviceTypes decides which instance types can serve the ResourceClaims of pods: kube-scheduler's DynamicResources
 // plugin allocates each pod's claims on a node of each type, from the ResourceSlices its drivers would publish
 // (package devices). The solver then sees such a pod as it sees one using a device plugin: it may only go on a type
-// that satisfied its claims (a required node affinity on the instance type), and takes the GPUs its claims took
-// (nvidia.com/gpu), so that the pods a node is planned for never need more devices than it has.
+// that satisfied its claims (a required node affinity on the instance type), and takes the devices its claims took as
+// the extended resource their device plugin would advertise (nvidia.com/gpu, aws.amazon.com/neuron,
+// vpc.amazonaws.com/efa), so that the pods a node is planned for never need more devices than it has, and a node
+// whose pods claim EFA devices is launched with its EFA interfaces.
 type deviceTypes struct {
 	mu     sync.Mutex // the fitter serves one pod at a time
 	fitter *simulation.DeviceFitter
@@ -92,7 +94,7 @@ func modelledTypes(pools []solver.NodePoolOption) []*cloud.InstanceType {
 	var out []*cloud.InstanceType
 	for i := range pools {
 		for _, it := range pools[i].InstanceTypes {
-			if !seen[it.Name] && len(devices.Slices("model", it.Labels())) > 0 {
+			if !seen[it.Name] && len(modelSlices("model", it)) > 0 {
 				seen[it.Name] = true
 				out = append(out, it)
 			}
@@ -100,6 +102,13 @@ func modelledTypes(pools []solver.NodePoolOption) []*cloud.InstanceType {
 	}
 	slices.SortFunc(out, func(a, b *cloud.InstanceType) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// modelSlices are the devices of a node of the type, launched with every EFA interface it takes (as it is for pods
+// that claim EFA devices).
+func modelSlices(nodeName string, it *cloud.InstanceType) []*resourceapi.ResourceSlice {
+	efa := it.Capacity[stevedorev1.ResourceEFA]
+	return devices.Slices(nodeName, it.Labels(), int(efa.Value()))
 }
 
 // translate fits a pod's claims on every modelled type; it returns the pod the solver places, or the refusal saying
@@ -127,19 +136,21 @@ func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod 
 		d.fitter = f
 	}
 	var fitting []string
-	gpus := 0
+	taken := map[corev1.ResourceName]int{}
 	var lastRefusal error
 	for _, it := range types {
 		node := &corev1.Node{}
 		node.Name = "stevedore-device-model"
 		node.Labels = it.Labels()
-		fit, err := d.fitter.Fit(ctx, pod, node, devices.Slices(node.Name, node.Labels), simulation.DeviceObjects{Claims: claims, Classes: classes})
+		fit, err := d.fitter.Fit(ctx, pod, node, modelSlices(node.Name, it), simulation.DeviceObjects{Claims: claims, Classes: classes})
 		if err != nil {
 			lastRefusal = err
 			continue
 		}
 		fitting = append(fitting, it.Name)
-		gpus = max(gpus, fit.Count(devices.DriverNVIDIA))
+		for driver, resource := range devices.Resources() {
+			taken[resource] = max(taken[resource], fit.Count(driver))
+		}
 	}
 	if len(fitting) == 0 {
 		names := make([]string, 0, len(claims))
@@ -156,7 +167,7 @@ func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod 
 		}
 		return nil, errors.New(why), nil
 	}
-	return onTypesWithGPUs(pod, fitting, gpus), nil, nil
+	return onTypesTaking(pod, fitting, taken), nil, nil
 }
 
 // errClaimNotCreated says a pod's claim from a template does not exist yet.
@@ -212,8 +223,8 @@ func claimName(pod *corev1.Pod, pc corev1.PodResourceClaim) string {
 	return ""
 }
 
-// onTypesWithGPUs is the pod the solver places: kept to the instance types named, and taking gpus NVIDIA GPUs.
-func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
+// onTypesTaking is the pod the solver places: kept to the instance types named, and taking the devices counted.
+func onTypesTaking(pod *corev1.Pod, types []string, taken map[corev1.ResourceName]int) *corev1.Pod {
 	out := pod.DeepCopy()
 	onTypes := corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types}
 	if out.Spec.Affinity == nil {
@@ -230,34 +241,40 @@ func onTypesWithGPUs(pod *corev1.Pod, types []string, gpus int) *corev1.Pod {
 	for i := range terms {
 		terms[i].MatchExpressions = append(terms[i].MatchExpressions, onTypes)
 	}
-	addGPUs(out, gpus)
+	addDevices(out, taken)
 	return out
 }
 
-// addGPUs adds n NVIDIA GPUs to the requests and limits of the pod's first container.
-func addGPUs(pod *corev1.Pod, n int) {
-	if n <= 0 || len(pod.Spec.Containers) == 0 {
+// addDevices adds the devices counted to the requests and limits of the pod's first container.
+func addDevices(pod *corev1.Pod, taken map[corev1.ResourceName]int) {
+	if len(pod.Spec.Containers) == 0 {
 		return
 	}
 	c := &pod.Spec.Containers[0]
-	for _, rl := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
-		if *rl == nil {
-			*rl = corev1.ResourceList{}
+	for name, n := range taken {
+		if n <= 0 {
+			continue
 		}
-		q := (*rl)[stevedorev1.ResourceNVIDIAGPU]
-		q.Add(*resource.NewQuantity(int64(n), resource.DecimalSI))
-		(*rl)[stevedorev1.ResourceNVIDIAGPU] = q
+		for _, rl := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
+			if *rl == nil {
+				*rl = corev1.ResourceList{}
+			}
+			q := (*rl)[name]
+			q.Add(*resource.NewQuantity(int64(n), resource.DecimalSI))
+			(*rl)[name] = q
+		}
 	}
 }
 
-// withAllocatedGPUs is a pod on a node as the solver counts it there: taking the NVIDIA GPUs allocated to its claims
+// withAllocatedDevices is a pod on a node as the solver counts it there: taking the devices allocated to its claims
 // (a claim shared by several pods counted with the first it is reserved for), so that the room left on the node
 // for pods planned there is what its devices have left.
-func withAllocatedGPUs(objects DeviceObjects, pod *corev1.Pod) *corev1.Pod {
+func withAllocatedDevices(objects DeviceObjects, pod *corev1.Pod) *corev1.Pod {
 	if len(pod.Spec.ResourceClaims) == 0 || objects.Claims == nil {
 		return pod
 	}
-	gpus := 0
+	taken := map[corev1.ResourceName]int{}
+	resources := devices.Resources()
 	for _, pc := range pod.Spec.ResourceClaims {
 		claim, err := objects.Claims.ResourceClaims(pod.Namespace).Get(claimName(pod, pc))
 		if err != nil || claim.Status.Allocation == nil {
@@ -267,16 +284,16 @@ func withAllocatedGPUs(objects DeviceObjects, pod *corev1.Pod) *corev1.Pod {
 			continue
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
-			if r.Driver == devices.DriverNVIDIA {
-				gpus++
+			if name, ok := resources[r.Driver]; ok {
+				taken[name]++
 			}
 		}
 	}
-	if gpus == 0 {
+	if len(taken) == 0 {
 		return pod
 	}
 	out := pod.DeepCopy()
-	addGPUs(out, gpus)
+	addDevices(out, taken)
 	return out
 }
 

@@ -131,16 +131,16 @@ func TestPodsClaimingDevicesAreKeptToTheTypesThatSatisfyThem(t *testing.T) {
 	}
 
 	// on its node, a pod takes the GPUs of its claims; a shared claim counts with the first pod it is reserved for
-	if q := withAllocatedGPUs(objects, own).Spec.Containers[0].Resources.Requests[stevedorev1.ResourceNVIDIAGPU]; q.Value() != 2 {
+	if q := withAllocatedDevices(objects, own).Spec.Containers[0].Resources.Requests[stevedorev1.ResourceNVIDIAGPU]; q.Value() != 2 {
 		t.Errorf("a pod whose own claim holds two GPUs is counted taking %s", q.String())
 	}
 	obj, _, _ := claimIndex.GetByKey("ml/shared-gpus")
 	sharedClaim := obj.(*resourceapi.ResourceClaim)
 	sharedClaim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "other", UID: "other"}, {Resource: "pods", Name: "shared", UID: "shared"}}
-	if got := withAllocatedGPUs(objects, shared); got != shared {
+	if got := withAllocatedDevices(objects, shared); got != shared {
 		t.Errorf("a pod second to use a shared claim is counted taking its GPUs again: %v", got.Spec.Containers[0].Resources.Requests)
 	}
-	if got := withAllocatedGPUs(objects, web); got != web {
+	if got := withAllocatedDevices(objects, web); got != web {
 		t.Error("a pod without claims was changed")
 	}
 }

@@ -128,7 +128,7 @@ func (p *planner) clusterSnapshot(ctx context.Context, claims []*stevedorev1.Nod
 	byNode := p.podsByNode(pods)
 	for node, placed := range byNode {
 		for i, pod := range placed {
-			placed[i] = withAllocatedGPUs(p.opts.Devices, pod)
+			placed[i] = withAllocatedDevices(p.opts.Devices, pod)
 		}
 		byNode[node] = placed
 	}

@@ -115,7 +115,7 @@ func (r *nodeRegistrar) register(inst *awsemu.Instance) {
 		}
 		return
 	}
-	r.publishDevices(created, it)
+	r.publishDevices(created, inst, it)
 }
 
 // withoutDRAServedResources takes out of the node's capacity the extended resources a DeviceClass serves through DRA
@@ -135,10 +135,13 @@ func (r *nodeRegistrar) withoutDRAServedResources(node *corev1.Node) {
 	}
 }
 
-// publishDevices publishes the ResourceSlices the DRA drivers of the node's devices would (NVIDIA's for its GPUs),
-// owned by the node as a driver's are, so that they go with it.
-func (r *nodeRegistrar) publishDevices(node *corev1.Node, it catalog.InstanceType) {
-	for _, slice := range devices.Slices(node.Name, cloud.AcceleratorLabels(it)) {
+// publishDevices publishes the ResourceSlices the DRA drivers of the node's devices would (NVIDIA's for its GPUs,
+// Neuron's for its Neuron devices, DRANET's for the EFA interfaces attached at launch), owned by the node as a
+// driver's are, so that they go with it.
+func (r *nodeRegistrar) publishDevices(node *corev1.Node, inst *awsemu.Instance, it catalog.InstanceType) {
+	labels := cloud.AcceleratorLabels(it)
+	labels[corev1.LabelInstanceTypeStable] = it.Name
+	for _, slice := range devices.Slices(node.Name, labels, efaInterfaces(inst)) {
 		slice.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}}
 		if _, err := r.kube.ResourceV1().ResourceSlices().Create(r.ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			klog.FromContext(r.ctx).Error(err, "Publishing the emulated node's devices failed", "node", node.Name, "driver", slice.Spec.Driver)

@@ -102,7 +102,7 @@ func TestDeviceFitAllocatesClaimsFromTheModelOfEachType(t *testing.T) {
 					t.Fatalf("the catalog has no %s", name)
 				}
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + name, Labels: it.Labels()}}
-				nodeSlices := devices.Slices(node.Name, it.Labels())
+				nodeSlices := devices.Slices(node.Name, it.Labels(), 0)
 				objects := DeviceObjects{Claims: []*resourceapi.ResourceClaim{tc.claim}, Classes: []*resourceapi.DeviceClass{gpuClass()}}
 				if len(tc.allocated) > 0 {
 					taken := gpuClaim("taken", int64(len(tc.allocated)))
@@ -200,7 +200,7 @@ func TestDeviceFitServesAnExtendedResourceThroughDRA(t *testing.T) {
 		}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + it.Name, Labels: it.Labels()},
 			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}
-		fit, err := fitter.Fit(t.Context(), pod, node, devices.Slices(node.Name, it.Labels()), DeviceObjects{Classes: []*resourceapi.DeviceClass{class}})
+		fit, err := fitter.Fit(t.Context(), pod, node, devices.Slices(node.Name, it.Labels(), 0), DeviceObjects{Classes: []*resourceapi.DeviceClass{class}})
 		if err != nil {
 			continue
 		}

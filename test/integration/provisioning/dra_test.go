@@ -214,3 +214,71 @@ func TestAnExtendedResourceServedByDRAGetsANodeWhoseDevicesServeIt(t *testing.T)
 	}
 	t.Logf("the pod runs on a %s; claim %s was given %v", node.Labels[corev1.LabelInstanceTypeStable], claim.Name, got)
 }
+
+// TestAPodClaimingGPUsAndEFADevicesGetsANodeLaunchedWithItsEFAInterfaces: a pod whose claim asks for eight NVIDIA
+// GPUs and four EFA devices (DRANET's, as EKS installs it) gets the cheapest type with both, launched with its EFA
+// interfaces, and kube-scheduler allocates the claim from the GPUs and EFA devices the node's drivers published.
+func TestAPodClaimingGPUsAndEFADevicesGetsANodeLaunchedWithItsEFAInterfaces(t *testing.T) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	harness.NodePool(t, sb, "dra-efa", "dra-efa")
+	nvidiaGPUClass(t)
+	efaClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "efa.networking.k8s.aws"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: `device.driver == "dra.net" && device.attributes["dra.net"].pciDevice == "Elastic Fabric Adapter (EFA)"`}}}}}
+	if _, err := sb.Kube.ResourceV1().DeviceClasses().Create(ctx, efaClass, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpus-and-efa", Namespace: ns},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{
+				{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 8}},
+				{Name: "efa", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: efaClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 4}},
+			}}}}}
+	if _, err := sb.Kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods, names := harness.Pods(ns, "dra-efa", "trainer", 1, "4", "16Gi", claimingFromTemplate(tmpl.Name))
+	harness.CreatePods(t, sb, pods...)
+	pod := harness.WaitBound(t, sb, ns, names)[names[0]]
+	node := harness.Node(t, sb, pod.Spec.NodeName)
+	typ := node.Labels[corev1.LabelInstanceTypeStable]
+	inst := sb.AWS.EC2.InstanceByNodeName(node.Name)
+	if inst == nil {
+		t.Fatalf("no instance for node %s", node.Name)
+	}
+	efa := 0
+	for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
+		if ni.InterfaceType == "efa" {
+			efa++
+		}
+	}
+	var maxEFA int
+	for _, it := range catalog.Default().InstanceTypes {
+		if it.Name == typ {
+			maxEFA = it.EFA
+			if it.GPUs == nil || it.GPUs.Count < 8 || it.EFA < 4 {
+				t.Errorf("the pod runs on %s, which has not eight GPUs and four EFA interfaces", typ)
+			}
+		}
+	}
+	if efa != maxEFA {
+		t.Errorf("instance %s (%s) was launched with %d EFA interfaces, want the type's %d", inst.ID, typ, efa, maxEFA)
+	}
+	claim, err := sb.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDriver := map[string]int{}
+	if claim.Status.Allocation != nil {
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Pool == node.Name {
+				byDriver[r.Driver]++
+			}
+		}
+	}
+	if byDriver[devices.DriverNVIDIA] != 8 || byDriver[devices.DriverEFA] != 4 {
+		t.Errorf("claim %s was given %v devices on %s, want 8 of %s and 4 of %s", claim.Name, byDriver, node.Name, devices.DriverNVIDIA, devices.DriverEFA)
+	}
+	t.Logf("the pod runs on a %s launched with %d EFA interfaces; its claim was given %v", typ, efa, byDriver)
+}
