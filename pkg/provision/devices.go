@@ -6,6 +6,7 @@ package provision
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -56,6 +57,7 @@ func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods
 	var out []*corev1.Pod
 	refused := map[types.UID]string{}
 	var types []*cloud.InstanceType
+	fits := map[string]typeFit{} // pods whose claims ask for the same devices fit the same types (a gang's, a Job's)
 	for i, pod := range pods {
 		if len(pod.Spec.ResourceClaims) == 0 {
 			if out != nil {
@@ -69,7 +71,7 @@ func (d *deviceTypes) forSolver(ctx context.Context, objects DeviceObjects, pods
 		if types == nil {
 			types = modelledTypes(pools)
 		}
-		translated, why, err := d.translate(ctx, objects, pod, types)
+		translated, why, err := d.translate(ctx, objects, pod, types, fits)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -111,12 +113,48 @@ func modelSlices(nodeName string, it *cloud.InstanceType) []*resourceapi.Resourc
 	return devices.Slices(nodeName, it.Labels(), int(efa.Value()))
 }
 
-// translate fits a pod's claims on every modelled type; it returns the pod the solver places, or the refusal saying
-// why none fits (errClaimNotCreated while the pod waits for its claim).
-func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod *corev1.Pod, types []*cloud.InstanceType) (solverPod *corev1.Pod, refusal, err error) {
+// typeFit is where a pod's claims fit: the instance types, and the devices they take there.
+type typeFit struct {
+	types []string
+	taken map[corev1.ResourceName]int
+}
+
+// fitKey says what a fit depends on besides the cluster's classes and the types: the specs of the pod's claims and
+// its containers' requests (extended resources a class may serve); "" when a claim is allocated already (its
+// devices decide).
+func fitKey(pod *corev1.Pod, claims []*resourceapi.ResourceClaim) string {
+	var key struct {
+		Specs    []resourceapi.ResourceClaimSpec
+		Requests []corev1.ResourceList
+	}
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			return ""
+		}
+		key.Specs = append(key.Specs, c.Spec)
+	}
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		key.Requests = append(key.Requests, c.Resources.Requests)
+	}
+	b, err := json.Marshal(key)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// translate fits a pod's claims on every modelled type (or takes the fit of a pod whose claims ask the same, from
+// fits); it returns the pod the solver places, or the refusal saying why none fits (errClaimNotCreated while the pod
+// waits for its claim).
+func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod *corev1.Pod, types []*cloud.InstanceType,
+	fits map[string]typeFit) (solverPod *corev1.Pod, refusal, err error) {
 	claims, why := podClaims(objects, pod)
 	if why != nil {
 		return nil, why, nil
+	}
+	key := fitKey(pod, claims)
+	if fit, ok := fits[key]; ok && key != "" {
+		return onTypesTaking(pod, fit.types, fit.taken), nil, nil
 	}
 	var classes []*resourceapi.DeviceClass
 	if objects.Classes != nil {
@@ -126,48 +164,62 @@ func (d *deviceTypes) translate(ctx context.Context, objects DeviceObjects, pod 
 		}
 		classes = list
 	}
+	fit, lastRefusal, err := d.fitTypes(ctx, pod, claims, classes, types)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(fit.types) == 0 {
+		return nil, claimsRefused(claims, lastRefusal), nil
+	}
+	if key != "" {
+		fits[key] = fit
+	}
+	return onTypesTaking(pod, fit.types, fit.taken), nil, nil
+}
+
+// fitTypes runs the fit of the pod's claims on a node of each type; with no type fitting, the last refusal says why.
+func (d *deviceTypes) fitTypes(ctx context.Context, pod *corev1.Pod, claims []*resourceapi.ResourceClaim, classes []*resourceapi.DeviceClass,
+	types []*cloud.InstanceType) (fit typeFit, lastRefusal, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fitter == nil {
-		f, err := simulation.NewDeviceFitter(ctx)
-		if err != nil {
-			return nil, nil, err
+		if d.fitter, err = simulation.NewDeviceFitter(ctx); err != nil {
+			return typeFit{}, nil, err
 		}
-		d.fitter = f
 	}
-	var fitting []string
-	taken := map[corev1.ResourceName]int{}
-	var lastRefusal error
+	fit.taken = map[corev1.ResourceName]int{}
 	for _, it := range types {
 		node := &corev1.Node{}
 		node.Name = "stevedore-device-model"
 		node.Labels = it.Labels()
-		fit, err := d.fitter.Fit(ctx, pod, node, modelSlices(node.Name, it), simulation.DeviceObjects{Claims: claims, Classes: classes})
+		devs, err := d.fitter.Fit(ctx, pod, node, modelSlices(node.Name, it), simulation.DeviceObjects{Claims: claims, Classes: classes})
 		if err != nil {
 			lastRefusal = err
 			continue
 		}
-		fitting = append(fitting, it.Name)
+		fit.types = append(fit.types, it.Name)
 		for driver, resource := range devices.Resources() {
-			taken[resource] = max(taken[resource], fit.Count(driver))
+			fit.taken[resource] = max(fit.taken[resource], devs.Count(driver))
 		}
 	}
-	if len(fitting) == 0 {
-		names := make([]string, 0, len(claims))
-		for _, c := range claims {
-			var requests []string
-			for _, r := range c.Spec.Devices.Requests {
-				requests = append(requests, r.Name)
-			}
-			names = append(names, fmt.Sprintf("ResourceClaim %s/%s (requests %s)", c.Namespace, c.Name, strings.Join(requests, ", ")))
+	return fit, lastRefusal, nil
+}
+
+// claimsRefused says that no type satisfies the claims, naming them and their requests, with the plugin's reason.
+func claimsRefused(claims []*resourceapi.ResourceClaim, lastRefusal error) error {
+	names := make([]string, 0, len(claims))
+	for _, c := range claims {
+		var requests []string
+		for _, r := range c.Spec.Devices.Requests {
+			requests = append(requests, r.Name)
 		}
-		why := fmt.Sprintf("%s: no instance type the NodePools may launch has devices that satisfy it", strings.Join(names, ", "))
-		if lastRefusal != nil {
-			why += " (" + lastRefusal.Error() + ")"
-		}
-		return nil, errors.New(why), nil
+		names = append(names, fmt.Sprintf("ResourceClaim %s/%s (requests %s)", c.Namespace, c.Name, strings.Join(requests, ", ")))
 	}
-	return onTypesTaking(pod, fitting, taken), nil, nil
+	why := fmt.Sprintf("%s: no instance type the NodePools may launch has devices that satisfy it", strings.Join(names, ", "))
+	if lastRefusal != nil {
+		why += " (" + lastRefusal.Error() + ")"
+	}
+	return errors.New(why)
 }
 
 // errClaimNotCreated says a pod's claim from a template does not exist yet.

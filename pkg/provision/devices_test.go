@@ -46,6 +46,7 @@ func TestPodsClaimingDevicesAreKeptToTheTypesThatSatisfyThem(t *testing.T) {
 					Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}}}}}}}})
 	}
 	claim("big", 2, `device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0`)
+	claim("big2", 2, `device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0`)
 	claim("many", 16, "true")
 	objects := DeviceObjects{Claims: resourcelisters.NewResourceClaimLister(claimIndex), Classes: resourcelisters.NewDeviceClassLister(classIndex)}
 	pod := func(name, claim string, fromTemplate bool) *corev1.Pod {
@@ -75,12 +76,16 @@ func TestPodsClaimingDevicesAreKeptToTheTypesThatSatisfyThem(t *testing.T) {
 		t.Fatalf("pods without claims: got %v, %v, %v", out, refused, err)
 	}
 
-	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{web, big, many, waiting}, pools, true)
+	big2 := pod("big2", "big2", false)
+	out, refused, err = d.forSolver(t.Context(), objects, []*corev1.Pod{web, big, many, waiting, big2}, pools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 2 || out[0] != web || out[1].UID != "big" {
-		t.Fatalf("got pods %v, want web untouched and big translated (many refused, waiting left out)", out)
+	if len(out) != 3 || out[0] != web || out[1].UID != "big" || out[2].UID != "big2" {
+		t.Fatalf("got pods %v, want web untouched, big and big2 translated (many refused, waiting left out)", out)
+	}
+	if a, b := out[1].Spec.Affinity, out[2].Spec.Affinity; a.String() != b.String() {
+		t.Errorf("two pods claiming the same devices were kept to different types: %v and %v", a, b)
 	}
 	if why := refused["many"]; !strings.Contains(why, "ResourceClaim ml/many (requests gpus): no instance type") {
 		t.Errorf("the refusal of many does not name its claim and request: %q", why)
