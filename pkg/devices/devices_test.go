@@ -15,14 +15,7 @@ import (
 )
 
 func TestSlicesModelWhatNVIDIAsDriverPublishesForEachType(t *testing.T) {
-	types, err := cloud.CatalogInstanceTypes(catalog.Default(), nil, 0.075)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*cloud.InstanceType{}
-	for _, it := range types {
-		byName[it.Name] = it
-	}
+	byName := catalogTypes(t)
 	for _, tc := range []struct {
 		typ, product, architecture, capability, memory string
 		gpus                                           int
@@ -76,14 +69,7 @@ func TestSlicesModelWhatNVIDIAsDriverPublishesForEachType(t *testing.T) {
 }
 
 func TestSlicesModelNeuronDevicesAndTheEFAInterfacesAttached(t *testing.T) {
-	types, err := cloud.CatalogInstanceTypes(catalog.Default(), nil, 0.075)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*cloud.InstanceType{}
-	for _, it := range types {
-		byName[it.Name] = it
-	}
+	byName := catalogTypes(t)
 	for _, tc := range []struct {
 		typ    string
 		efa    int
@@ -129,4 +115,18 @@ func TestSlicesModelNeuronDevicesAndTheEFAInterfacesAttached(t *testing.T) {
 			}
 		}
 	}
+}
+
+// catalogTypes are the embedded catalog's instance types, by name.
+func catalogTypes(t *testing.T) map[string]*cloud.InstanceType {
+	t.Helper()
+	types, err := cloud.CatalogInstanceTypes(catalog.Default(), nil, 0.075)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*cloud.InstanceType{}
+	for _, it := range types {
+		byName[it.Name] = it
+	}
+	return byName
 }

@@ -247,12 +247,7 @@ func TestAPodClaimingGPUsAndEFADevicesGetsANodeLaunchedWithItsEFAInterfaces(t *t
 	if inst == nil {
 		t.Fatalf("no instance for node %s", node.Name)
 	}
-	efa := 0
-	for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
-		if ni.InterfaceType == "efa" {
-			efa++
-		}
-	}
+	efa := efaInterfacesOf(inst)
 	var maxEFA int
 	for _, it := range catalog.Default().InstanceTypes {
 		if it.Name == typ {

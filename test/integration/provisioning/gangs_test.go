@@ -17,6 +17,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/plugins/coscheduling"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
+	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -138,12 +139,7 @@ func TestAGangRequestingEFALaunchesWholeIntoAClusterPlacementGroupOfItsOwn(t *te
 			t.Fatalf("no instance for node %s", p.Spec.NodeName)
 		}
 		groups[inst.PlacementGroup], zones[inst.Zone] = true, true
-		efa := 0
-		for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
-			if ni.InterfaceType == "efa" {
-				efa++
-			}
-		}
+		efa := efaInterfacesOf(inst)
 		if efa != 4 {
 			t.Errorf("instance %s of worker %s has %d EFA interfaces, want 4", inst.ID, p.Name, efa)
 		}
@@ -159,4 +155,15 @@ func TestAGangRequestingEFALaunchesWholeIntoAClusterPlacementGroupOfItsOwn(t *te
 		}
 		t.Logf("the %d workers run on p4d.24xlarge nodes in %v, placement group %s (%s)", size, zones, name, g.Strategy)
 	}
+}
+
+// efaInterfacesOf counts the EFA interfaces an emulated instance was launched with.
+func efaInterfacesOf(inst *awsemu.Instance) int {
+	n := 0
+	for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
+		if ni.InterfaceType == "efa" {
+			n++
+		}
+	}
+	return n
 }

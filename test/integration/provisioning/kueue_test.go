@@ -186,12 +186,7 @@ func TestTheWorkedTrainingJobOfTheMLPageRunsFromKueueAdmissionToItsPodsRunning(t
 		}
 		booked[c.Status.NodeName] = true
 		groups[inst.PlacementGroup], zones[inst.Zone] = true, true
-		efa := 0
-		for _, ni := range inst.LaunchTemplate.NetworkInterfaces {
-			if ni.InterfaceType == "efa" {
-				efa++
-			}
-		}
+		efa := efaInterfacesOf(inst)
 		if inst.Type != "p4d.24xlarge" || efa != 4 {
 			t.Errorf("instance %s is a %s with %d EFA interfaces, want a p4d.24xlarge with 4", inst.ID, inst.Type, efa)
 		}
