@@ -8,6 +8,7 @@
 #    the solver's, alternating runs in this sitting (hack/bench-karpenter.sh), and the live path beside Karpenter's
 #    kwok provider and kube-scheduler in the same sandbox (hack/bench-karpenter-live.sh); without it, the report
 #    says so;
+#  - the hourly bill with Savings Plans and Reserved Instances, planned at list price and with them;
 #  - interruption messages handled per second;
 #  - the consolidation policies over an in-memory cluster: pods evicted and cost saved by WhenEmptyOrUnderutilized
 #    and Balanced on a scale-in and on a drift of pod sizes; consolidation passes at 1,000 nodes and 20,000 pods;
@@ -66,6 +67,9 @@ else
   echo "== the solver and the live path beside Karpenter: not run (set KARPENTER_SRC to a checkout of kubernetes-sigs/karpenter); the figures above are Stevedore's alone" |
     tee -a "$raw"
 fi
+# the hourly bill with Savings Plans and Reserved Instances: planned at list price against planned with them
+run "commitments: the bill, planned at list price and with the commitments" go test -run '^$' -bench BenchmarkCommitmentBill \
+  -benchtime 1x ./pkg/solver/
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 # the scale-out and the overhead run the scheduler as the image builds it (-tags nosandbox: no sandbox in the binary)

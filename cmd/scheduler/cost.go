@@ -17,6 +17,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/client"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/cost"
 )
 
@@ -35,6 +36,33 @@ type costOutput struct {
 	Unpriced   []string       `json:"unpriced,omitempty"`
 	DaemonSet  []cost.Line    `json:"daemonSetsByName,omitempty"`
 	Rule       string         `json:"rule"`
+	// Commitments is how the Savings Plans and Reserved Instances declared cover the on-demand nodes.
+	Commitments *commitmentsOutput `json:"commitments,omitempty"`
+}
+
+type commitmentsOutput struct {
+	Commitments []commitmentLine `json:"commitments"`
+	// Coverage is the share of the on-demand nodes' list price the commitments cover; OnDemand that list price,
+	// Covered the part covered, Spot the other nodes' list price.
+	Coverage float64 `json:"coverage"`
+	OnDemand float64 `json:"onDemand"`
+	Covered  float64 `json:"covered"`
+	Spot     float64 `json:"spot"`
+	// Fees are what the commitments cost an hour whether used or not (FeesUnknown counts those declared without
+	// their rate); Bill is the hour's cost with them, ListPrice without.
+	Fees        float64 `json:"fees"`
+	FeesUnknown int     `json:"feesUnknown,omitempty"`
+	Bill        float64 `json:"bill"`
+	ListPrice   float64 `json:"listPrice"`
+}
+
+type commitmentLine struct {
+	Name     string  `json:"name"`
+	Kind     string  `json:"kind"`
+	Unit     string  `json:"unit"`
+	Capacity float64 `json:"capacity"`
+	Used     float64 `json:"used"`
+	Nodes    int     `json:"nodes"`
 }
 
 type costNodeLine struct {
@@ -64,7 +92,9 @@ the node's binding resource (of cpu, memory and extended resources such as GPUs,
 the largest fraction of) over the node's allocatable of it. DaemonSet pods and the idle share are reported apart,
 so the lines add up to the nodes' price. Nodes are priced as billed: spot and on-demand at the offering's price
 with the NodeOverlays in force, reserved capacity at the on-demand rate; nodes Stevedore did not launch
-(Karpenter's, a node group's) at the catalog's list price, from their labels.
+(Karpenter's, a node group's) at the catalog's list price, from their labels. Where Commitments (Savings
+Plans, Reserved Instances) are declared, it also prints how much of each the on-demand nodes use, the share of the
+on-demand list price they cover, and the hour's bill with them.
 
 It reads a live cluster (--kubeconfig) or a dump (-f, the NodePools, EC2NodeClasses, NodeOverlays, NodeClaims,
 Nodes and Pods, e.g. kubectl get ... -o yaml).`,
@@ -136,7 +166,50 @@ func renderCost(r *cost.Report, unpriced []string, top int) costOutput {
 		out.Nodes = append(out.Nodes, costNodeLine{Name: n.Name, NodePool: n.NodePool, InstanceType: n.InstanceType, CapacityType: n.CapacityType,
 			Price: n.Price, Binding: string(n.Binding), Pods: n.Pods, DaemonSets: n.DaemonSets, Idle: n.Idle})
 	}
+	if c := r.Commitments; c != nil {
+		co := &commitmentsOutput{Coverage: c.Ratio(), OnDemand: c.OnDemand, Covered: c.CoveredOnDemand, Spot: c.Spot, Fees: c.Fees,
+			FeesUnknown: c.FeesUnknown, Bill: c.Bill(), ListPrice: c.OnDemand + c.Spot}
+		for _, u := range c.Commitments {
+			co.Commitments = append(co.Commitments, commitmentLine{Name: u.Name, Kind: u.Kind(), Unit: u.Unit(), Capacity: u.Capacity(),
+				Used: u.Used, Nodes: u.Nodes})
+		}
+		out.Commitments = co
+	}
 	return out
+}
+
+// writeCommitments prints the commitments' use and the hour's bill with and without them.
+func writeCommitments(w io.Writer, c *commitmentsOutput, currency string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMMITMENT\tKIND\tCAPACITY\tUSED\tUTILIZATION\tNODES")
+	for _, l := range c.Commitments {
+		util := "-"
+		if l.Capacity > 0 {
+			util = fmt.Sprintf("%.0f%%", 100*l.Used/l.Capacity)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", l.Name, l.Kind, commitmentAmount(l.Capacity, l.Unit, currency),
+			commitmentAmount(l.Used, l.Unit, currency), util, l.Nodes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	p := func(v float64) string { return money(currency, stevedorev1.FormatPrice(v)) }
+	fmt.Fprintf(w, "coverage: %.0f%% of the on-demand nodes' list price (%s of %s an hour)\n", 100*c.Coverage, p(c.Covered), p(c.OnDemand))
+	fees := p(c.Fees)
+	if c.FeesUnknown > 0 {
+		fees += fmt.Sprintf(" and %d without a declared rate", c.FeesUnknown)
+	}
+	fmt.Fprintf(w, "bill with the commitments: %s an hour (fees %s, on-demand not covered %s, spot %s); at list price: %s\n",
+		p(c.Bill), fees, p(c.OnDemand-c.Covered), p(c.Spot), p(c.ListPrice))
+	return nil
+}
+
+// commitmentAmount writes a commitment's capacity or use in its unit.
+func commitmentAmount(v float64, unit, currency string) string {
+	if unit == "$/h" {
+		return money(currency, stevedorev1.FormatPrice(v)) + "/h"
+	}
+	return commitment.FormatAmount(v) + " " + unit
 }
 
 func writeCost(w io.Writer, out costOutput, output string) error {
@@ -161,6 +234,10 @@ func writeCost(w io.Writer, out costOutput, output string) error {
 	}
 	for _, u := range out.Unpriced {
 		fmt.Fprintln(w, "not counted:", u)
+	}
+	if out.Commitments != nil {
+		fmt.Fprintln(w)
+		return writeCommitments(w, out.Commitments, out.Currency)
 	}
 	return nil
 }

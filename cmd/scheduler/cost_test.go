@@ -203,3 +203,46 @@ func TestPlanAndCostSayWhenTheInputsDisagree(t *testing.T) {
 		t.Errorf("cost on a us-east-1 dump warns:\n%s", stderr)
 	}
 }
+
+// TestCostShowsTheCommitments: the dump's three on-demand m5 nodes ($0.48 an hour) with a zonal m5.xlarge
+// reservation ($0.12) and an m5 Savings Plan ($0.05 at 28% off): the reservation covers one m5.xlarge, the plan
+// $0.05/0.72 of the list price of the next; the bill is the fees and the rest at list price.
+func TestCostShowsTheCommitments(t *testing.T) {
+	raw, err := runCost(t, "-f", "testdata/disrupt-cluster.yaml", "-f", "testdata/commitments.yaml", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc costOutput
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	c := doc.Commitments
+	if c == nil || len(c.Commitments) != 2 {
+		t.Fatalf("commitments %+v, want two", c)
+	}
+	covered := 0.192 + 0.05/0.72
+	if ri := c.Commitments[0]; ri.Name != "m5xl-reservation" || ri.Used != 1 || ri.Nodes != 1 || ri.Unit != "instances" {
+		t.Errorf("first applied %+v, want the reservation covering one m5.xlarge", ri)
+	}
+	if sp := c.Commitments[1]; sp.Name != "m5-plan" || math.Abs(sp.Used-0.05) > 1e-9 || sp.Nodes != 1 || sp.Unit != "$/h" {
+		t.Errorf("then %+v, want the plan used whole on one node", sp)
+	}
+	if math.Abs(c.Covered-covered) > 1e-9 || math.Abs(c.Coverage-covered/0.48) > 1e-9 || math.Abs(c.Bill-(0.17+0.48-covered)) > 1e-9 ||
+		math.Abs(c.ListPrice-0.48) > 1e-9 {
+		t.Errorf("covered %v (%v), bill %v, list %v; want %v, %v, %v, 0.48", c.Covered, c.Coverage, c.Bill, c.ListPrice, covered, covered/0.48, 0.17+0.48-covered)
+	}
+	table, err := runCost(t, "-f", "testdata/disrupt-cluster.yaml", "-f", "testdata/commitments.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"m5xl-reservation  ReservedInstances", "1 instances", "100%", "coverage: 54% of the on-demand nodes' list price",
+		"bill with the commitments: $0.3886 an hour (fees $0.1700"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if _, err := runCost(t, "-f", "testdata/disrupt-cluster.yaml", "-f", "testdata/bad-commitment.yaml"); err == nil ||
+		!strings.Contains(err.Error(), "the Commitment all-off cannot apply: spec.savingsPlan.discountPercent") {
+		t.Errorf("a Commitment that cannot apply: %v, want an error naming it and its field", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/devices"
 	"github.com/stevedore-dev/stevedore/pkg/karpenter"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
@@ -55,6 +56,17 @@ type planOutput struct {
 	Unschedulable []planUnschedulable `json:"unschedulable"`
 	TotalPrice    float64             `json:"totalPrice"`
 	SolveSeconds  float64             `json:"solveSeconds"`
+	// Commitments is the bill with the input's Commitments, the planned nodes beside the input's Nodes.
+	Commitments *planCommitments `json:"commitments,omitempty"`
+}
+
+// planCommitments is what the input's Nodes and the planned nodes cost an hour with the Commitments: Bill (their
+// fees, the on-demand hours they do not cover, spot), Coverage the share of the on-demand list price they cover,
+// ListPrice the same nodes at list price.
+type planCommitments struct {
+	Bill      float64 `json:"bill"`
+	Coverage  float64 `json:"coverage"`
+	ListPrice float64 `json:"listPrice"`
 }
 
 type planNode struct {
@@ -65,8 +77,11 @@ type planNode struct {
 	Zone          string   `json:"zone"`
 	CapacityType  string   `json:"capacityType"`
 	// ReservationID of a node planned in a capacity reservation.
-	ReservationID string  `json:"reservationID,omitempty"`
-	Price         float64 `json:"price"`
+	ReservationID string `json:"reservationID,omitempty"`
+	// Commitment names the Savings Plan or Reserved Instances the node is planned under (its Price is the list
+	// price, which the commitment pays).
+	Commitment string  `json:"commitment,omitempty"`
+	Price      float64 `json:"price"`
 	// Accelerators of the chosen type, as its extended resources ("nvidia.com/gpu": 4).
 	Accelerators map[string]int64 `json:"accelerators,omitempty"`
 	// Devices the chosen type's DRA drivers will publish, by driver and model.
@@ -275,7 +290,8 @@ func newPlanCommand() *cobra.Command {
 		Short: "Print the nodes Stevedore would launch for the given pods, without a cluster or a cloud",
 		Long: `plan runs Stevedore's provisioning solver offline: it reads NodePools, EC2NodeClasses, NodeOverlays, Pods, workloads
 (Deployments, ReplicaSets, StatefulSets, Jobs and CronJobs, expanded into their pods), DaemonSets, RuntimeClasses,
-Nodes and the pods bound to them (and Lists of any of these) from files, and prints the nodes it would launch, the
+Nodes and the pods bound to them, Commitments (Savings Plans and Reserved Instances, filled first) (and Lists of any
+of these) from files, and prints the nodes it would launch, the
 pods on each, the pods the existing nodes take, and the pods it could not place with the reason. Every placement is checked with kube-scheduler's own Filter plugins. Use it
 before changing a NodePool ("what if"), and as the solver's benchmark harness.
 
@@ -368,6 +384,7 @@ func solvePlan(ctx context.Context, cmd *cobra.Command, in *planInput, set planS
 	}
 	out := renderPlan(plan, problem.Pods, problem.NodeClasses)
 	out.Region, out.Currency = in.catalog.Region, currency(in.catalog)
+	out.Commitments = billWithCommitments(problem, plan, in.catalog.Pricer())
 	if len(preview.Replaced) > 0 {
 		out.Karpenter = &planKarpenter{Nodes: len(preview.Replaced)}
 		for _, r := range preview.Replaced {
@@ -398,7 +415,8 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod, classes map[string]*steve
 	}
 	for i, n := range plan.NewNodes {
 		pn := planNode{Name: fmt.Sprintf("node-%d", i+1), NodePool: n.NodePool.Name, InstanceType: n.InstanceType.Name,
-			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, ReservationID: n.Offering.ReservationID, Price: n.Offering.Price}
+			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, ReservationID: n.Offering.ReservationID,
+			Commitment: commitmentOf(n.Offering), Price: n.Offering.ListPrice()}
 		for _, name := range stevedorev1.AcceleratorResources() {
 			if q, ok := n.InstanceType.Capacity[corev1.ResourceName(name)]; ok && !q.IsZero() {
 				if pn.Accelerators == nil {
@@ -419,7 +437,7 @@ func renderPlan(plan *solver.Plan, pods []*corev1.Pod, classes map[string]*steve
 		}
 		sort.Strings(pn.Pods)
 		out.Nodes = append(out.Nodes, pn)
-		out.TotalPrice += n.Offering.Price
+		out.TotalPrice += n.Offering.ListPrice()
 	}
 	for _, p := range pods {
 		if reason, ok := plan.Unschedulable[p.UID]; ok {
@@ -477,6 +495,32 @@ func nodeDevices(it *cloud.InstanceType, pods []*corev1.Pod) []planDevices {
 	return out
 }
 
+// commitmentOf names the Commitment an offering is covered by ("" when none is).
+func commitmentOf(o cloud.Offering) string {
+	if o.Covered == nil {
+		return ""
+	}
+	return o.Covered.Commitment
+}
+
+// billWithCommitments prices the input's Nodes and the planned ones with the input's Commitments (nil without any).
+func billWithCommitments(problem *solver.OfflineProblem, plan *solver.Plan, listed func(instanceType, zone, capacityType string) float64) *planCommitments {
+	if len(problem.Coverage.Commitments) == 0 {
+		return nil
+	}
+	var commitments []*commitment.Commitment
+	for _, u := range problem.Coverage.Commitments {
+		commitments = append(commitments, u.Commitment)
+	}
+	instances := commitment.NodeInstances(problem.Nodes, listed)
+	for i, n := range plan.NewNodes {
+		instances = append(instances, commitment.Instance{Name: fmt.Sprintf("node-%d", i+1), InstanceType: n.InstanceType.Name,
+			Zone: n.Offering.Zone, CapacityType: n.Offering.CapacityType, ListPrice: n.Offering.ListPrice()})
+	}
+	cov := commitment.Cover(commitments, instances)
+	return &planCommitments{Bill: cov.Bill(), Coverage: cov.Ratio(), ListPrice: cov.OnDemand + cov.Spot}
+}
+
 // planRow is a planned node's row of the table.
 func planRow(n planNode) string {
 	pods := strings.Join(n.Pods, ",")
@@ -486,6 +530,9 @@ func planRow(n planNode) string {
 	capacity := n.CapacityType
 	if n.ReservationID != "" {
 		capacity += " (" + n.ReservationID + ")"
+	}
+	if n.Commitment != "" {
+		capacity += " (" + n.Commitment + ")"
 	}
 	var accelerators []string
 	for _, name := range stevedorev1.AcceleratorResources() {
@@ -517,6 +564,10 @@ func printPlanTable(w io.Writer, out planOutput) error {
 		return err
 	}
 	fmt.Fprintf(w, "%d nodes, %s per hour, solved in %.3fs\n", len(out.Nodes), money(out.Currency, fmt.Sprintf("%.4f", out.TotalPrice)), out.SolveSeconds)
+	if c := out.Commitments; c != nil {
+		fmt.Fprintf(w, "with the Commitments, these nodes and the input's: %s per hour, their fees included (at list price %s; %.0f%% of the on-demand list price covered)\n",
+			money(out.Currency, fmt.Sprintf("%.4f", c.Bill)), money(out.Currency, fmt.Sprintf("%.4f", c.ListPrice)), 100*c.Coverage)
+	}
 	if k := out.Karpenter; k != nil {
 		fmt.Fprintf(w, "Karpenter's nodes now: %d nodes, %s per hour, for the %d pods planned here", k.Nodes, money(out.Currency, fmt.Sprintf("%.4f", k.TotalPrice)), k.Pods)
 		if k.TotalPrice > 0 {

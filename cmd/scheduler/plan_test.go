@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,5 +275,82 @@ func TestPlanDisruptPreviewsSurge(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "warning: the input has no ReplicaSets: every pod is previewed as evicted") {
 		t.Errorf("without the owners, no warning:\n%s", stderr)
+	}
+}
+
+const commitmentPlanInput = `apiVersion: stevedore.dev/v1
+kind: NodePool
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: stevedore.dev, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+---
+apiVersion: stevedore.dev/v1
+kind: Commitment
+metadata: {name: m5-plan}
+spec:
+  savingsPlan: {type: EC2Instance, instanceFamily: m5, hourlyCommitment: "0.07", discountPercent: "28"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      schedulerName: stevedore
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
+      containers:
+        - {name: c, image: web, resources: {requests: {cpu: "1", memory: 2Gi}}}
+`
+
+// TestPlanFillsTheCommitmentsOfTheInput: with an m5 Savings Plan whose room takes one m5.large, two pods that need a
+// node each get one on-demand m5.large under the plan, shown with its list price, and one spot node; the plan
+// prints the bill with the plan's fee.
+func TestPlanFillsTheCommitmentsOfTheInput(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "committed.yaml")
+	if err := os.WriteFile(file, []byte(commitmentPlanInput), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(output string) string {
+		cmd := newPlanCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"-f", file, "-o", output, "--solve-timeout", "0s"})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	var doc planOutput
+	if err := json.Unmarshal([]byte(run("json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var covered, spot []planNode
+	for _, n := range doc.Nodes {
+		switch {
+		case n.Commitment != "":
+			covered = append(covered, n)
+		case n.CapacityType == "spot":
+			spot = append(spot, n)
+		}
+	}
+	if len(covered) != 1 || len(spot) != 1 || covered[0].Commitment != "m5-plan" || covered[0].InstanceType != "m5.large" ||
+		covered[0].CapacityType != "on-demand" || covered[0].Price != 0.096 {
+		t.Fatalf("nodes %+v, want an on-demand m5.large at its list price under m5-plan and a spot node", doc.Nodes)
+	}
+	if c := doc.Commitments; c == nil || math.Abs(c.Coverage-1) > 1e-9 || math.Abs(c.Bill-(0.07+spot[0].Price)) > 1e-9 {
+		t.Errorf("commitments %+v, want the on-demand node covered and the bill the fee and the spot node", c)
+	}
+	if table := run("table"); !strings.Contains(table, "on-demand (m5-plan)") || !strings.Contains(table, "with the Commitments") {
+		t.Errorf("the table does not show the plan:\n%s", table)
 	}
 }

@@ -152,6 +152,13 @@ func (it *InstanceType) WithExtraCapacity(extra corev1.ResourceList) *InstanceTy
 	return &c
 }
 
+// WithOfferings returns a copy of the type with other offerings.
+func (it *InstanceType) WithOfferings(offs Offerings) *InstanceType {
+	c := *it
+	c.Offerings = offs
+	return &c
+}
+
 // OfferingPrice is the price of the offering of the named type in zone with capacity type ct among its, and false
 // when none of them offers it.
 func OfferingPrice(its []*InstanceType, name, zone, ct string) (float64, bool) {
@@ -160,7 +167,7 @@ func OfferingPrice(its []*InstanceType, name, zone, ct string) (float64, bool) {
 			continue
 		}
 		for _, o := range it.Offerings {
-			if o.Zone == zone && o.CapacityType == ct {
+			if o.Zone == zone && o.CapacityType == ct && o.Covered == nil {
 				return o.Price, true
 			}
 		}
@@ -183,6 +190,27 @@ type Offering struct {
 	ReservationID       string
 	ReservationType     string
 	ReservationCapacity int
+	// Covered is set on an on-demand offering a commitment (a Savings Plan, Reserved Instances) covers: its Price
+	// is then nearly nothing, the hours being paid for already.
+	Covered *Covered
+}
+
+// Covered is the commitment that covers an offering: its name, how much of it one instance uses an hour, the room
+// it had left when the offering was made, and the offering's list price. Zonal is true when the commitment covers
+// the offering's zone only (zonal Reserved Instances).
+type Covered struct {
+	Commitment           string
+	Use, Room, ListPrice float64
+	Zonal                bool
+}
+
+// ListPrice is what the offering costs at list price: its Price, or for a covered offering the price it has
+// beyond the commitment.
+func (o Offering) ListPrice() float64 {
+	if o.Covered != nil {
+		return o.Covered.ListPrice
+	}
+	return o.Price
 }
 
 // CacheKey is what the unavailable-offerings cache calls the offering's capacity: its capacity type, or for a

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
 
@@ -65,6 +66,9 @@ type Report struct {
 	ByWorkload  map[Workload]float64
 	// DaemonSetsByName splits DaemonSets by DaemonSet.
 	DaemonSetsByName map[Workload]float64
+	// Commitments is how the Savings Plans and Reserved Instances declared cover the on-demand nodes (nil when none
+	// is declared).
+	Commitments *commitment.Coverage
 }
 
 // Attribute splits the nodes' prices over their pods.

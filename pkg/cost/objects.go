@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +22,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/offline"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -28,19 +30,29 @@ import (
 
 // FromObjects attributes the cost of a cluster given as objects (a dump, or what Live read): NodePools,
 // EC2NodeClasses, NodeOverlays, NodeClaims, Nodes and Pods, priced from the catalog with the NodeOverlays applied;
-// nodes Stevedore did not launch at the catalog's list price, from their labels.
+// nodes Stevedore did not launch at the catalog's list price, from their labels. With Commitments, the report
+// says how they cover the on-demand nodes (a Commitment that cannot apply is an error naming it).
 // DaemonSets and PodDisruptionBudgets are accepted and not needed; another kind is an error naming the object.
 // unpriced lists the nodes left out, with why.
 func FromObjects(ctx context.Context, objs []runtime.Object, cat *catalog.File) (r *Report, unpriced []string, err error) {
 	var kept []runtime.Object
+	var commitments []*stevedorev1.Commitment
 	for _, obj := range objs {
-		switch obj.(type) {
+		switch o := obj.(type) {
 		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.NodeClaim, *corev1.Node, *corev1.Pod:
 			kept = append(kept, obj)
+		case *stevedorev1.Commitment:
+			commitments = append(commitments, o)
 		case *appsv1.DaemonSet, *policyv1.PodDisruptionBudget:
 		default:
 			return nil, nil, fmt.Errorf("%s: scheduler cost does not read this kind (it reads NodePools, EC2NodeClasses, NodeOverlays, "+
-				"NodeClaims, Nodes and Pods)", manifest.Name(obj))
+				"Commitments, NodeClaims, Nodes and Pods)", manifest.Name(obj))
+		}
+	}
+	compiled, problems := commitment.CompileAll(commitments)
+	for _, c := range commitments {
+		if err, ok := problems[c.Name]; ok {
+			return nil, nil, fmt.Errorf("the Commitment %s cannot apply: %w", c.Name, err)
 		}
 	}
 	l, err := state.NewListers(kept...)
@@ -62,7 +74,12 @@ func FromObjects(ctx context.Context, objs []runtime.Object, cat *catalog.File) 
 	pods, _ := l.Pods.List(labels.Everything())
 	book := NewPriceBook(overlay.NewProvider(base, l.NodeOverlays), pools).PricingOthers(cat.Pricer())
 	priced, unpriced := Collect(ctx, book, nodes, claims, pods)
-	return Attribute(priced), unpriced, nil
+	r = Attribute(priced)
+	if len(compiled) > 0 {
+		cov := commitment.Cover(compiled, commitment.Instances(claims, nodes, cat.Pricer()))
+		r.Commitments = &cov
+	}
+	return r, unpriced, nil
 }
 
 // Live reads the objects FromObjects needs from a cluster.
@@ -75,6 +92,13 @@ func Live(ctx context.Context, kube kubernetes.Interface, stevedore versioned.In
 		{"NodePools", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodePools().List(ctx, opts) }},
 		{"EC2NodeClasses", func() (runtime.Object, error) { return stevedore.StevedoreV1().EC2NodeClasses().List(ctx, opts) }},
 		{"NodeOverlays", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodeOverlays().List(ctx, opts) }},
+		{"Commitments", func() (runtime.Object, error) {
+			list, err := stevedore.StevedoreV1().Commitments().List(ctx, opts)
+			if apierrors.IsNotFound(err) {
+				return &stevedorev1.CommitmentList{}, nil // their CRD is not installed: none are declared
+			}
+			return list, err
+		}},
 		{"NodeClaims", func() (runtime.Object, error) { return stevedore.StevedoreV1().NodeClaims().List(ctx, opts) }},
 		{"Nodes", func() (runtime.Object, error) { return kube.CoreV1().Nodes().List(ctx, opts) }},
 		{"Pods", func() (runtime.Object, error) { return kube.CoreV1().Pods("").List(ctx, opts) }},

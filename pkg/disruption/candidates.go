@@ -19,6 +19,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/surge"
@@ -142,6 +143,10 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 	byNode, nominated := podsByNode(pods)
 	pdbs := newPDBIndex(c.opts.PDBs)
 	prices := c.overlaidPrices(ctx)
+	var covered map[string]float64
+	if c.opts.Coverage != nil {
+		covered = c.opts.Coverage(ctx).Covered
+	}
 	for _, claim := range claims {
 		ps := v.pools[claim.Labels[stevedorev1.LabelNodePool]]
 		if ps == nil {
@@ -151,7 +156,8 @@ func (c *Controller) view(ctx context.Context) (*clusterView, error) {
 		if node == nil {
 			continue
 		}
-		cand := newCandidate(node, claim, ps.pool, prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)), byNode[node.Name])
+		price := commitment.Effective(prices(ps.pool, node, stevedorev1.ParsePrice(claim.Status.Price)), covered[node.Name])
+		cand := newCandidate(node, claim, ps.pool, price, byNode[node.Name])
 		c.planMoves(cand)
 		if why := c.blocked(cand, nominated[node.Name], pdbs, now); why != nil {
 			cand.BlockedBecause = why.message

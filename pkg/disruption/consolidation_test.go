@@ -5,6 +5,7 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package disruption
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -85,6 +87,18 @@ func TestSingleNodeConsolidation(t *testing.T) {
 				wantReplacement("t3.small", onDemand)(t, h, cmd)
 				placedOn(t, cmd, "web", "", 0)
 			},
+		},
+		{
+			name: "a node a commitment covers is not replaced by a cheaper type: its hours are paid for",
+			cfg:  harnessConfig{opts: coveredNodes(map[string]float64{"big": 1})},
+			objs: objects(onDemandPool(), node("big", "m5.2xlarge"), small()),
+		},
+		{
+			name:  "a node a commitment covers in part is replaced when the rest costs more than the replacement",
+			cfg:   harnessConfig{opts: coveredNodes(map[string]float64{"big": 0.5})},
+			objs:  objects(onDemandPool(), node("big", "m5.2xlarge"), small()),
+			want:  []string{"big"},
+			check: wantReplacement("t3.small", onDemand),
 		},
 		{
 			name:  "DaemonSets count in the replacement's size",
@@ -349,5 +363,12 @@ func TestMultiNodeConsolidationTakesEveryCandidateInTurn(t *testing.T) {
 	m.start = 4 // the last window holds one candidate, e: nothing, and the next pass starts over
 	if got := commandNames(h.find(m)); got != nil || m.start != 0 {
 		t.Errorf("window of e: candidates %v, next start %d; want none and 0", got, m.start)
+	}
+}
+
+// coveredNodes has the commitments cover the named nodes for the given fractions of their hours.
+func coveredNodes(covered map[string]float64) func(*Options) {
+	return func(o *Options) {
+		o.Coverage = func(context.Context) commitment.Coverage { return commitment.Coverage{Covered: covered} }
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/generated/clientset/versioned"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/provision"
@@ -69,6 +70,9 @@ type Options struct {
 	// overlay is in force. With overlays, a candidate's price is its offering's overlaid price (what a replacement
 	// is compared by) rather than the price recorded at launch. Nil: recorded prices.
 	OverlaidTypes func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool)
+	// Coverage is how the Commitments cover the cluster's on-demand nodes now: a covered node is priced at what
+	// it costs beyond its commitment (nearly nothing), so it is never replaced for a cheaper list price. Nil: none.
+	Coverage func(ctx context.Context) commitment.Coverage
 	// Surge moves pods make-before-break, for the NodePools and pods whose replacement is Surge; nil: every pod is
 	// evicted.
 	Surge *surge.Surger

@@ -197,7 +197,7 @@ func explain(raw []byte, err error) error {
 	case KarpenterGroup, KarpenterAWSGroup:
 		return fmt.Errorf("%s (apiVersion %s) is a Karpenter kind Stevedore does not read: it reads karpenter.sh/v1 NodePools and NodeClaims, karpenter.sh/v1alpha1 NodeOverlays and karpenter.k8s.aws/v1 EC2NodeClasses", name, tm.APIVersion)
 	}
-	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, NodeOverlay, NodeClaim (Stevedore's or Karpenter's), Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget, HorizontalPodAutoscaler, autoscaling.x-k8s.io/v1beta1 CapacityBuffer and CapacityQuota, or a List of them", name, tm.APIVersion)
+	return fmt.Errorf("%s (apiVersion %s) is not a kind Stevedore reads: NodePool, EC2NodeClass, NodeOverlay, NodeClaim (Stevedore's or Karpenter's), Commitment, Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, RuntimeClass, PodDisruptionBudget, HorizontalPodAutoscaler, autoscaling.x-k8s.io/v1beta1 CapacityBuffer and CapacityQuota, or a List of them", name, tm.APIVersion)
 }
 
 // DecodeFile reads every object of a file.

@@ -37,6 +37,7 @@ const (
 	subsystemNodePool          = "nodepool"
 	subsystemCluster           = "cluster"
 	subsystemCost              = "cost"
+	subsystemCommitment        = "commitment"
 )
 
 // Outcomes of stevedore_pods_admitted_total.
@@ -57,6 +58,8 @@ const (
 	labelNamespace    = "namespace"
 	labelGroup        = "group"
 	labelQuota        = "quota"
+	labelCommitment   = "commitment"
+	labelUnit         = "unit"
 	labelName         = "name"
 	labelState        = "state"
 	labelKind         = "kind"
@@ -419,6 +422,29 @@ var (
 		Help:           "Hourly cost (USD) of Stevedore's nodes paid by no workload, by share: daemonsets (DaemonSet pods) and idle.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"share"})
+	// CommitmentCapacity is each Commitment's size, CommitmentUsed how much of it the cluster's on-demand nodes use.
+	CommitmentCapacity = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCommitment, Name: "capacity",
+		Help:           "Each Commitment's size, in its unit: dollars an hour (Savings Plans), instances or normalized units (Reserved Instances).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelCommitment, labelKind, labelUnit})
+	CommitmentUsed = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCommitment, Name: "used",
+		Help:           "How much of each Commitment the cluster's on-demand nodes use, in its unit.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelCommitment, labelKind, labelUnit})
+	// CommitmentCoverage is the share of the on-demand nodes' list price the Commitments cover.
+	CommitmentCoverage = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCommitment, Name: "coverage_ratio",
+		Help:           "Share (0 to 1) of the cluster's on-demand nodes' list price that the Commitments cover.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// CommitmentBill is the hour's bill with the Commitments: their fees, the uncovered on-demand hours and the rest.
+	CommitmentBill = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemCommitment, Name: "effective_hourly_dollars",
+		Help:           "What the cluster's nodes cost an hour with the Commitments: their fees (where declared), the on-demand hours they do not cover at list price, and spot at list price.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// PendingPods is the number of pods of Stevedore's profile not yet bound.
 	PendingPods = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystemPods, Name: "pending",
@@ -447,7 +473,7 @@ func All() []metrics.Registerable {
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures, CatalogEmbeddedPrices,
 		KubernetesVersionReadFailures,
 		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo,
-		CostNodes, CostNamespace, CostWorkload, CostUnattributed}
+		CostNodes, CostNamespace, CostWorkload, CostUnattributed, CommitmentCapacity, CommitmentUsed, CommitmentCoverage, CommitmentBill}
 }
 
 // Register registers every Stevedore metric in the legacy registry (once per process).

@@ -17,6 +17,7 @@ import (
 	autoscalingv1beta1 "github.com/stevedore-dev/stevedore/pkg/apis/autoscaling/v1beta1"
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
+	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/client"
 )
 
@@ -71,6 +72,14 @@ func optionalAPIs(args config.ProvisionerArgs) []optionalAPI {
 		register: func(in *informerSet) []cache.SharedIndexInformer {
 			in.sharedBuffers = in.sf.AutoscalingX().V1beta1().CapacityBuffers()
 			return []cache.SharedIndexInformer{in.sharedBuffers.Informer()}
+		},
+	}, {
+		gvr:     stevedorev1.SchemeGroupVersion.WithResource("commitments"),
+		enabled: true, servedOnError: true,
+		absent: "The cluster does not serve Commitments: install their CRD (the stevedore-crd chart, manifests/crds) to declare Savings Plans and Reserved Instances",
+		register: func(in *informerSet) []cache.SharedIndexInformer {
+			in.commitments = in.sf.Stevedore().V1().Commitments()
+			return []cache.SharedIndexInformer{in.commitments.Informer()}
 		},
 	}, {
 		gvr:     autoscalingv1beta1.SchemeGroupVersion.WithResource("capacityquotas"),

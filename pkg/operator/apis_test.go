@@ -33,9 +33,10 @@ func TestOptionalAPIsRegisterTheInformersOfTheAPIsServed(t *testing.T) {
 		return l
 	}
 	all := []*metav1.APIResourceList{gv("scheduling.x-k8s.io/v1alpha1", "podgroups"), gv("scheduling.k8s.io/v1beta1", "podgroups"),
-		gv("autoscaling.x-k8s.io/v1", "provisioningrequests"), gv("autoscaling.x-k8s.io/v1beta1", "capacitybuffers", "capacityquotas")}
+		gv("autoscaling.x-k8s.io/v1", "provisioningrequests"), gv("autoscaling.x-k8s.io/v1beta1", "capacitybuffers", "capacityquotas"),
+		gv("stevedore.dev/v1", "nodepools", "commitments")}
 	on, off := true, false
-	type registered struct{ podGroups, workloadGroups, requests, buffers, quotas bool }
+	type registered struct{ podGroups, workloadGroups, requests, buffers, quotas, commitments bool }
 	for _, tc := range []struct {
 		name             string
 		served           []*metav1.APIResourceList
@@ -45,14 +46,16 @@ func TestOptionalAPIsRegisterTheInformersOfTheAPIsServed(t *testing.T) {
 		wantOptionalSync int
 	}{
 		{name: "every API served and left to Stevedore", served: all, buffers: &on, quotas: &on,
-			want: registered{true, true, true, true, true}, wantOptionalSync: 6},
+			want: registered{true, true, true, true, true, true}, wantOptionalSync: 7},
 		{name: "buffers and quotas left to another autoscaler", served: all, buffers: &off, quotas: &off,
-			want: registered{podGroups: true, workloadGroups: true, requests: true}, wantOptionalSync: 4},
+			want: registered{podGroups: true, workloadGroups: true, requests: true, commitments: true}, wantOptionalSync: 5},
 		{name: "only the coscheduling PodGroups served", served: all[:1], buffers: &on, quotas: &on,
 			want: registered{podGroups: true}, wantOptionalSync: 1},
+		{name: "Stevedore's CRDs of an older release, without Commitments", served: append(all[:4:4], gv("stevedore.dev/v1", "nodepools")),
+			buffers: &on, quotas: &on, want: registered{true, true, true, true, true, false}, wantOptionalSync: 6},
 		{name: "nothing served", buffers: &on, quotas: &on},
 		{name: "discovery fails", discoveryFails: true, buffers: &on, quotas: &on,
-			want: registered{podGroups: true, requests: true, buffers: true, quotas: true}, wantOptionalSync: 5},
+			want: registered{podGroups: true, requests: true, buffers: true, quotas: true, commitments: true}, wantOptionalSync: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset()
@@ -69,7 +72,7 @@ func TestOptionalAPIsRegisterTheInformersOfTheAPIsServed(t *testing.T) {
 			in.registerOptional(t.Context(), &client.Shared{}, disc,
 				optionalAPIs(config.ProvisionerArgs{SharedCapacityBuffers: tc.buffers, SharedCapacityQuotas: tc.quotas}))
 			got := registered{in.podGroups != nil, in.workloadGroups != nil, in.requests != nil && in.templates != nil,
-				in.sharedBuffers != nil, in.quotas != nil}
+				in.sharedBuffers != nil, in.quotas != nil, in.commitments != nil}
 			if got != tc.want {
 				t.Errorf("registered %+v, want %+v", got, tc.want)
 			}

@@ -42,6 +42,7 @@ import (
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
 	overlaystatus "github.com/stevedore-dev/stevedore/pkg/cloud/overlay/status"
+	commitmentstatus "github.com/stevedore-dev/stevedore/pkg/commitment/status"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
 	"github.com/stevedore-dev/stevedore/pkg/disruption"
 	"github.com/stevedore-dev/stevedore/pkg/gang"
@@ -178,7 +179,9 @@ type informerSet struct {
 	// not served.
 	sharedBuffers autoscalingv1beta1informers.CapacityBufferInformer
 	quotas        autoscalingv1beta1informers.CapacityQuotaInformer
-	templates     coreinformers.PodTemplateInformer
+	// commitments are the Savings Plans and Reserved Instances declared; nil where their CRD is not installed.
+	commitments stevedoreinformers.CommitmentInformer
+	templates   coreinformers.PodTemplateInformer
 	// resourceClaims and deviceClasses are what pods claiming devices ask for (kube-scheduler's own informers).
 	resourceClaims resourceinformers.ResourceClaimInformer
 	deviceClasses  resourceinformers.DeviceClassInformer
@@ -226,6 +229,14 @@ func (in *informerSet) quotaLister() autoscalingv1beta1listers.CapacityQuotaList
 		return nil
 	}
 	return in.quotas.Lister()
+}
+
+// commitmentLister lists the Commitments; nil where they are not served.
+func (in *informerSet) commitmentLister() listers.CommitmentLister {
+	if in.commitments == nil {
+		return nil
+	}
+	return in.commitments.Lister()
 }
 
 // gangs finds the PodGroups of gangs; nil where the cluster does not serve them.
@@ -370,6 +381,9 @@ func (w *wiring) controllers() (*Controllers, []run, error) {
 		{"static nodepools", staticpool.New(staticpool.Options{Stevedore: w.stevedore, NodePools: w.in.nodePools, Pods: w.in.pods.Lister(),
 			Provisioner: c.Provisioner, Recorder: w.host.Recorder}).Run},
 	}
+	if w.in.commitments != nil {
+		runs = append(runs, run{"commitment status", commitmentstatus.NewController(w.stevedore, w.in.commitments, c.Provisioner.Coverage).Run})
+	}
 	if w.in.podGroups != nil {
 		groups, err := gangstatus.New(gangstatus.Options{Client: w.stevedore, PodGroups: w.in.podGroups.Lister(), Pods: w.in.pods.Lister()},
 			w.in.podGroups.Informer(), w.in.pods.Informer())
@@ -396,7 +410,7 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), DaemonSets: in.daemonSets.Lister(),
 		Deployments: in.deployments.Lister(), ReplicaSets: in.replicaSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
-		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(), Quotas: in.quotaLister(),
+		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(), Quotas: in.quotaLister(), Commitments: in.commitmentLister(),
 		Devices: provision.DeviceObjects{Claims: in.resourceClaims.Lister(), Classes: in.deviceClasses.Lister()},
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
@@ -495,7 +509,7 @@ func (w *wiring) disruption(p *provision.Provisioner, nominations *surge.Nominat
 	d := disruption.New(disruption.Options{Args: w.args,
 		Kube: w.kube, Stevedore: w.stevedore, Nodes: in.nodes.Lister(), Pods: in.pods.Lister(), PDBs: in.pdbs.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Provisioner: p, Cloud: w.overlaid, Simulator: sim,
-		Recorder: w.host.Recorder, Booked: w.booked(), Surge: w.surger(nominations),
+		Recorder: w.host.Recorder, Booked: w.booked(), Surge: w.surger(nominations), Coverage: p.Coverage,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			list, err := overlays.List(labels.Everything())
 			if err != nil || overlay.NewSet(list).Empty() {

@@ -15,6 +15,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/apis/config"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -36,7 +37,7 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 	}
 	usage := state.NodePoolUsage(claims)
 	byName := map[string]*cloud.InstanceType{}
-	var options []solver.NodePoolOption
+	typesOf := map[string][]*cloud.InstanceType{}
 	for _, np := range pools {
 		if np.DeletionTimestamp != nil || np.Spec.Replicas != nil {
 			continue // a static NodePool keeps its size whatever the pods
@@ -49,6 +50,16 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 		for _, it := range its {
 			byName[it.Name] = it
 		}
+		typesOf[np.Name] = its
+	}
+	coverage := p.coverage(ctx, claims, byName)
+	var options []solver.NodePoolOption
+	for _, np := range pools {
+		its, ok := typesOf[np.Name]
+		if !ok {
+			continue
+		}
+		its = commitment.Offer(its, coverage)
 		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Args.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)
@@ -69,6 +80,60 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 	}
 	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.Args.SolveTimeout.Duration,
 		Region: p.opts.Args.Region}, claimByNode, nil
+}
+
+// Coverage is how the Commitments cover the cluster's on-demand instances now (none without a Commitments
+// lister).
+func (p *planner) Coverage(ctx context.Context) commitment.Coverage {
+	if p.opts.Commitments == nil {
+		return commitment.Coverage{}
+	}
+	claims, err := p.NodeClaims()
+	if err != nil {
+		return commitment.Coverage{}
+	}
+	byName := map[string]*cloud.InstanceType{}
+	if pools, err := p.opts.NodePools.List(labels.Everything()); err == nil {
+		for _, np := range pools {
+			its, err := p.InstanceTypes(ctx, np)
+			if err != nil {
+				continue
+			}
+			for _, it := range its {
+				byName[it.Name] = it
+			}
+		}
+	}
+	return p.coverage(ctx, claims, byName)
+}
+
+// coverage is how the Commitments cover the cluster's on-demand instances now: what each has left is offered to
+// the solve. Nodes Stevedore did not launch are priced from the NodePools' types (left out when none has theirs).
+func (p *planner) coverage(ctx context.Context, claims []*stevedorev1.NodeClaim, byName map[string]*cloud.InstanceType) commitment.Coverage {
+	if p.opts.Commitments == nil {
+		return commitment.Coverage{}
+	}
+	objs, err := p.opts.Commitments.List(labels.Everything())
+	if err != nil || len(objs) == 0 {
+		return commitment.Coverage{}
+	}
+	commitments, problems := commitment.CompileAll(objs)
+	for name, err := range problems {
+		klog.FromContext(ctx).V(2).Info("Commitment cannot apply", "commitment", name, "err", err)
+	}
+	nodes, err := p.opts.Nodes.List(labels.Everything())
+	if err != nil {
+		nodes = nil
+	}
+	types := make([]*cloud.InstanceType, 0, len(byName))
+	for _, it := range byName {
+		types = append(types, it)
+	}
+	listed := func(name, zone, ct string) float64 {
+		price, _ := cloud.OfferingPrice(types, name, zone, ct)
+		return price
+	}
+	return commitment.Cover(commitments, commitment.Instances(claims, nodes, listed))
 }
 
 // daemonSetPods returns one pod per DaemonSet of the cluster, as the solver counts them on new nodes.

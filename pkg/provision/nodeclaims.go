@@ -32,9 +32,14 @@ func NewNodeClaim(pn *solver.PlannedNode, nodeClassHash string) *stevedorev1.Nod
 	if nodeClassHash != "" {
 		annotations[stevedorev1.AnnotationNodeClassHash] = nodeClassHash
 	}
-	if pn.Offering.Price > 0 {
+	if price := pn.Offering.ListPrice(); price > 0 {
 		// what the node is counted at against hourly-cost quotas until its launch sets status.price
-		annotations[stevedorev1.AnnotationNodeClaimPrice] = stevedorev1.FormatPrice(pn.Offering.Price)
+		annotations[stevedorev1.AnnotationNodeClaimPrice] = stevedorev1.FormatPrice(price)
+	}
+	if c := pn.Offering.Covered; c != nil {
+		// the commitment's room goes first: EC2's order by list price could pick a type it does not cover
+		annotations[stevedorev1.AnnotationCommitment] = c.Commitment
+		annotations[stevedorev1.AnnotationLaunchOrder] = stevedorev1.LaunchOrderListed
 	}
 	if planned := plannedPodsAnnotation(pn.Pods); planned != "" {
 		annotations[stevedorev1.AnnotationPlannedPods] = planned

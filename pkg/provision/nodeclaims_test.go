@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/scheduling"
+	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -127,5 +130,41 @@ func TestOfferingsChangedDropsTheTypeCache(t *testing.T) {
 				t.Error("m5.large on-demand in us-east-1a is still offered after insufficient capacity")
 			}
 		}
+	}
+}
+
+// TestANodeClaimUnderACommitmentLaunchesInThePlansOrder: a node planned at a covered offering names its commitment,
+// counts at its list price until launched, and launches its types in the plan's order (the covered ones first);
+// a node at list price does neither.
+func TestANodeClaimUnderACommitmentLaunchesInThePlansOrder(t *testing.T) {
+	np := test.NodePool("pool").Obj()
+	np.Normalize()
+	m5 := &cloud.InstanceType{Name: "m5.large"}
+	c5 := &cloud.InstanceType{Name: "c5.large"}
+	for _, tc := range []struct {
+		name      string
+		offering  cloud.Offering
+		wantPrice string
+		wantName  string
+		wantOrder string
+	}{
+		{"covered", cloud.Offering{Zone: "us-east-1a", CapacityType: "on-demand", Price: 0.096e-6,
+			Covered: &cloud.Covered{Commitment: "m5-plan", Use: 0.069, Room: 0.14, ListPrice: 0.096}}, "0.0960", "m5-plan", stevedorev1.LaunchOrderListed},
+		{"at list price", cloud.Offering{Zone: "us-east-1a", CapacityType: "on-demand", Price: 0.096}, "0.0960", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pn := &solver.PlannedNode{NodePool: np, PoolRequirements: scheduling.Requirements{}, Requirements: scheduling.Requirements{},
+				InstanceType: m5, InstanceTypes: []*cloud.InstanceType{m5, c5}, Offering: tc.offering}
+			claim := NewNodeClaim(pn, "")
+			if got := claim.Annotations[stevedorev1.AnnotationNodeClaimPrice]; got != tc.wantPrice {
+				t.Errorf("price %q, want %q", got, tc.wantPrice)
+			}
+			if got := claim.Annotations[stevedorev1.AnnotationCommitment]; got != tc.wantName {
+				t.Errorf("commitment %q, want %q", got, tc.wantName)
+			}
+			if got := claim.Annotations[stevedorev1.AnnotationLaunchOrder]; got != tc.wantOrder {
+				t.Errorf("launch order %q, want %q", got, tc.wantOrder)
+			}
+		})
 	}
 }

@@ -70,7 +70,9 @@ type Options struct {
 	Quotas autoscalinglisters.CapacityQuotaLister
 	// Devices lists the ResourceClaims and DeviceClasses of pods that claim devices (Dynamic Resource Allocation).
 	Devices DeviceObjects
-	Cloud   cloud.Provider
+	// Commitments lists the Savings Plans and Reserved Instances whose room is filled first; nil: none are read.
+	Commitments listers.CommitmentLister
+	Cloud       cloud.Provider
 	// NodeClassHash hashes a node class for drift detection (cloud specific); may be nil.
 	NodeClassHash func(ctx context.Context, ref *stevedorev1.NodeClassReference) string
 	Simulator     *simulation.Simulator

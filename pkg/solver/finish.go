@@ -94,6 +94,20 @@ func (st *solve) planNode(n *openNode) *PlannedNode {
 		}
 		st.reservedUsed[id]++
 	}
+	if c := fits[0].o.Covered; c != nil {
+		if st.committedUsed == nil {
+			st.committedUsed = map[string]float64{}
+		}
+		st.committedUsed[c.Commitment] += c.Use
+		// a covered node is launched on-demand, the types in the plan's order (the covered ones first)
+		if !copied {
+			reqs = reqs.Clone()
+		}
+		reqs.Add(scheduling.MustRequirement(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, stevedorev1.CapacityTypeOnDemand))
+		if c.Zonal {
+			reqs.Add(scheduling.MustRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, fits[0].o.Zone))
+		}
+	}
 	pn := &PlannedNode{NodePool: n.pool.NodePool, PoolRequirements: n.pool.Requirements, Requirements: reqs,
 		InstanceType: fits[0].it, Offering: fits[0].o, Pods: n.pods, DaemonSets: n.ds, Requests: requests}
 	// alike nodes fit the same types in the same order: one list each would be most of a plan's memory at tens
@@ -117,8 +131,8 @@ func (st *solve) cheapestFor(it *cloud.InstanceType, n *openNode, reqsKey string
 		}
 		return cloud.Offerings(offers).Cheapest()
 	}
-	if slices.ContainsFunc(it.Offerings, func(o cloud.Offering) bool { return o.ReservationID != "" }) {
-		return cheapest() // a reservation's room changes as nodes are planned
+	if slices.ContainsFunc(it.Offerings, func(o cloud.Offering) bool { return o.ReservationID != "" || o.Covered != nil }) {
+		return cheapest() // a reservation's or a commitment's room changes as nodes are planned
 	}
 	zone, ct := n.pinnedOffering()
 	key := offerKey{it: it, reqs: reqsKey, zone: zone, ct: ct}
@@ -144,10 +158,14 @@ type offerMemo struct {
 	ok bool
 }
 
-// withReservedRoom drops the reserved offerings whose reservation the nodes planned so far have filled: a
-// reservation with room for two instances prices two planned nodes as reserved, the next at their other offerings.
+// withReservedRoom drops the reserved offerings whose reservation the nodes planned so far have filled, and the
+// covered offerings whose commitment they have used up: a reservation with room for two instances prices two
+// planned nodes as reserved, the next at their other offerings.
 func (st *solve) withReservedRoom(offers cloud.Offerings) cloud.Offerings {
 	full := func(o cloud.Offering) bool {
+		if c := o.Covered; c != nil {
+			return st.committedUsed[c.Commitment]+c.Use > c.Room+1e-9
+		}
 		return o.ReservationID != "" && st.reservedUsed[o.ReservationID] >= o.ReservationCapacity
 	}
 	if !slices.ContainsFunc(offers, full) {

@@ -25,6 +25,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/catalog"
 	"github.com/stevedore-dev/stevedore/pkg/cloud/overlay"
+	"github.com/stevedore-dev/stevedore/pkg/commitment"
 	"github.com/stevedore-dev/stevedore/pkg/manifest"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/state"
@@ -56,6 +57,8 @@ type OfflineProblem struct {
 	// ResourceClaims and DeviceClasses are what the pods that claim devices ask for.
 	ResourceClaims []*resourceapi.ResourceClaim
 	DeviceClasses  []*resourceapi.DeviceClass
+	// Coverage is how the input's Commitments cover its on-demand Nodes: their room left is filled first.
+	Coverage commitment.Coverage
 }
 
 // NewOfflineProblem collects NodePools, EC2NodeClasses, Pods, workloads (expanded into their pods by
@@ -83,6 +86,12 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		return nil, fmt.Errorf("NodeOverlay %s is not applied: %s", name, overlays.Problems[name])
 	}
 	sort.SliceStable(p.Nodes, func(i, j int) bool { return p.Nodes[i].Name < p.Nodes[j].Name })
+	commitments, problems := commitment.CompileAll(read.commitments)
+	for _, name := range slices.Sorted(maps.Keys(problems)) {
+		return nil, fmt.Errorf("the Commitment %s cannot apply: %w", name, problems[name])
+	}
+	// the listed nodes use the commitments' room first, at the catalog's list price
+	p.Coverage = commitment.Cover(commitments, commitment.NodeInstances(p.Nodes, in.Catalog.Pricer()))
 	used := usedByNodePool(p.Nodes)
 	for _, np := range pools {
 		if np.Spec.Replicas != nil {
@@ -96,7 +105,7 @@ func NewOfflineProblem(in OfflineInput) (*OfflineProblem, error) {
 		if err != nil {
 			return nil, err
 		}
-		its = overlays.Apply(np, its)
+		its = commitment.Offer(overlays.Apply(np, its), p.Coverage)
 		opt, err := NewNodePoolOption(np, its, RemainingLimits(np, used[np.Name]), p.DaemonSets, in.Catalog.Region)
 		if err != nil {
 			return nil, err
@@ -134,6 +143,8 @@ type offlineObjects struct {
 	classes  map[string]*stevedorev1.EC2NodeClass
 	overlays []*stevedorev1.NodeOverlay
 	quotas   []*autoscalingv1beta1.CapacityQuota
+	// commitments are the Savings Plans and Reserved Instances whose room the plan fills first.
+	commitments []*stevedorev1.Commitment
 }
 
 // collect sorts objs into p (pods, nodes, DaemonSets) and r; an object of a kind it does not read is an error.
@@ -152,6 +163,8 @@ func (r *offlineObjects) collect(p *OfflineProblem, objs []runtime.Object) error
 			r.overlays = append(r.overlays, o)
 		case *autoscalingv1beta1.CapacityQuota:
 			r.quotas = append(r.quotas, o)
+		case *stevedorev1.Commitment:
+			r.commitments = append(r.commitments, o)
 		case *appsv1.DaemonSet:
 			p.DaemonSets = append(p.DaemonSets, DaemonSetPod(o))
 		case *corev1.Node:

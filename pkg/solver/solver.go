@@ -234,6 +234,8 @@ type solve struct {
 	// reservedUsed counts the planned nodes priced at each reservation's offering (finish).
 	budgets      budgets
 	reservedUsed map[string]int
+	// committedUsed sums what the planned nodes priced at a commitment's covered offering use of it (finish).
+	committedUsed map[string]float64
 	// groups are the hard spread constraints of the batch, with their domains' counts; watchers the constraints
 	// that count other pods by label (a pod they match lands on a node whose value of the key is known).
 	groups   []*spreadGroup

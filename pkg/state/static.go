@@ -36,9 +36,10 @@ type Listers struct {
 	HPAs        autoscalinglisters.HorizontalPodAutoscalerLister
 	NodeClaims  listers.NodeClaimLister
 	NodePools   listers.NodePoolLister
-	// NodeOverlays and EC2NodeClasses are listed as given.
+	// NodeOverlays, EC2NodeClasses and Commitments are listed as given.
 	NodeOverlays   listers.NodeOverlayLister
 	EC2NodeClasses listers.EC2NodeClassLister
+	Commitments    listers.CommitmentLister
 
 	indexers map[string]cache.Indexer
 }
@@ -49,7 +50,7 @@ func NewListers(objs ...runtime.Object) (*Listers, error) {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	l := &Listers{indexers: map[string]cache.Indexer{"Node": idx(), "Pod": idx(), "DaemonSet": idx(),
-		"PodDisruptionBudget": idx(), "NodeClaim": idx(), "NodePool": idx(), "NodeOverlay": idx(), "EC2NodeClass": idx(),
+		"PodDisruptionBudget": idx(), "NodeClaim": idx(), "NodePool": idx(), "NodeOverlay": idx(), "EC2NodeClass": idx(), "Commitment": idx(),
 		"Deployment": idx(), "ReplicaSet": idx(), "HorizontalPodAutoscaler": idx()}}
 	l.Nodes = corelisters.NewNodeLister(l.indexers["Node"])
 	l.Pods = corelisters.NewPodLister(l.indexers["Pod"])
@@ -62,6 +63,7 @@ func NewListers(objs ...runtime.Object) (*Listers, error) {
 	l.NodePools = NormalizedNodePools(listers.NewNodePoolLister(l.indexers["NodePool"]))
 	l.NodeOverlays = listers.NewNodeOverlayLister(l.indexers["NodeOverlay"])
 	l.EC2NodeClasses = listers.NewEC2NodeClassLister(l.indexers["EC2NodeClass"])
+	l.Commitments = listers.NewCommitmentLister(l.indexers["Commitment"])
 	for _, o := range objs {
 		if err := l.Add(o); err != nil {
 			return nil, err
@@ -112,6 +114,8 @@ func kindOf(obj runtime.Object) (string, error) {
 		return "NodeOverlay", nil
 	case *stevedorev1.EC2NodeClass:
 		return "EC2NodeClass", nil
+	case *stevedorev1.Commitment:
+		return "Commitment", nil
 	default:
 		return "", fmt.Errorf("%T is not a kind these listers serve", obj)
 	}

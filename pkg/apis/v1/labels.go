@@ -120,6 +120,9 @@ const (
 	// AnnotationNodeClaimPrice on a NodeClaim is the hourly price planned for it, counted until its launch sets
 	// status.price.
 	AnnotationNodeClaimPrice = "stevedore.dev/price"
+	// AnnotationCommitment on a NodeClaim names the Commitment its node was planned under: it counts against the
+	// commitment's room until its launch says which type and zone it got.
+	AnnotationCommitment = "stevedore.dev/commitment"
 	// AnnotationLaunchOrder "listed" on a NodeClaim makes its launch try the instance types in the order listed
 	// (a prioritized fleet): NodeOverlays changed their prices, so EC2's own order would not be the plan's.
 	AnnotationLaunchOrder = "stevedore.dev/launch-order"

@@ -35,6 +35,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeClaim{}, &NodeClaimList{},
 		&CapacityBuffer{}, &CapacityBufferList{},
 		&NodeOverlay{}, &NodeOverlayList{},
+		&Commitment{}, &CommitmentList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -46,13 +46,13 @@ func readable(objs []runtime.Object) ([]runtime.Object, error) {
 	var kept []runtime.Object
 	for _, obj := range objs {
 		switch obj.(type) {
-		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.NodeClaim, *corev1.Node,
+		case *stevedorev1.NodePool, *stevedorev1.EC2NodeClass, *stevedorev1.NodeOverlay, *stevedorev1.Commitment, *stevedorev1.NodeClaim, *corev1.Node,
 			*corev1.Pod, *appsv1.DaemonSet, *policyv1.PodDisruptionBudget, *appsv1.Deployment, *appsv1.ReplicaSet,
 			*autoscalingv2.HorizontalPodAutoscaler:
 			kept = append(kept, obj)
 		default:
 			return nil, fmt.Errorf("%s: scheduler plan --disrupt does not read this kind (it reads NodePools, EC2NodeClasses, "+
-				"NodeOverlays, NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets, Deployments, ReplicaSets and "+
+				"NodeOverlays, Commitments, NodeClaims, Nodes, Pods, DaemonSets, PodDisruptionBudgets, Deployments, ReplicaSets and "+
 				"HorizontalPodAutoscalers)", manifest.Name(obj))
 		}
 	}
@@ -76,7 +76,7 @@ func appliedOverlays(l *state.Listers) ([]*stevedorev1.NodeOverlay, error) {
 }
 
 // Run builds the disruption controller over the objects (listers over them, the catalog in place of the cloud)
-// and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, NodeClaims, Nodes, Pods,
+// and runs one pass without acting. It reads NodePools, EC2NodeClasses, NodeOverlays, Commitments, NodeClaims, Nodes, Pods,
 // DaemonSets, PodDisruptionBudgets, and the Deployments, ReplicaSets and HorizontalPodAutoscalers that say which
 // pods would move by Surge (with no ReplicaSet in the input, every pod is previewed as evicted); an object of
 // another kind is an error naming it.
@@ -124,7 +124,7 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 	}
 	prov := provision.New(provision.Options{Args: args, SchedulerName: "stevedore",
 		Nodes: l.Nodes, Pods: l.Pods, DaemonSets: l.DaemonSets, NodeClaims: l.NodeClaims, NodePools: l.NodePools, Cloud: provider,
-		Simulator: provSim,
+		Simulator: provSim, Commitments: l.Commitments,
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, ok := classes[ref.Name]; ok {
 				return awscloud.NodeClassHash(nc)
@@ -141,7 +141,7 @@ func Run(ctx context.Context, objs []runtime.Object, in Options) (*disruption.Dr
 		surger = surge.New(surge.Options{Pods: l.Pods, ReplicaSets: l.ReplicaSets, Deployments: l.Deployments, HPAs: l.HPAs})
 	}
 	d := disruption.New(disruption.Options{Nodes: l.Nodes, Pods: l.Pods, PDBs: l.PDBs, NodeClaims: l.NodeClaims, NodePools: l.NodePools,
-		Provisioner: prov, Cloud: provider, Simulator: sim, Args: args, DryRun: true, Surge: surger,
+		Provisioner: prov, Cloud: provider, Simulator: sim, Args: args, DryRun: true, Surge: surger, Coverage: prov.Coverage,
 		OverlaidTypes: func(ctx context.Context, np *stevedorev1.NodePool) ([]*cloud.InstanceType, bool) {
 			if len(overlays) == 0 {
 				return nil, false

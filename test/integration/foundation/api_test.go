@@ -28,6 +28,7 @@ var (
 	nodePools      = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "nodepools"}
 	ec2NodeClasses = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "ec2nodeclasses"}
 	nodeOverlays   = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "nodeoverlays"}
+	commitments    = schema.GroupVersionResource{Group: "stevedore.dev", Version: "v1", Resource: "commitments"}
 )
 
 const validNodePoolSpec = `
@@ -129,6 +130,16 @@ func TestInvalidSpecsAreRefusedWithAMessageNamingTheField(t *testing.T) {
 		{"overlay weight zero", nodeOverlays, "NodeOverlay", "price: '0.1'\nweight: 0\n", "spec.weight"},
 		{"overlay Gte with a word", nodeOverlays, "NodeOverlay", "price: '0.1'\nrequirements: [{key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: [many]}]\n", "take one non-negative integer"},
 		{"overlay unknown operator", nodeOverlays, "NodeOverlay", "price: '0.1'\nrequirements: [{key: a, operator: Like, values: [x]}]\n", "spec.requirements[0].operator"},
+		{"commitment of neither kind", commitments, "Commitment", "{}\n", "spec: set exactly one of savingsPlan and reservedInstances"},
+		{"commitment of both kinds", commitments, "Commitment", "savingsPlan: {type: Compute, hourlyCommitment: '1', discountPercent: '20'}\nreservedInstances: {instanceType: m5.large, count: 1}\n",
+			"spec: set exactly one of savingsPlan and reservedInstances"},
+		{"instance savings plan without a family", commitments, "Commitment", "savingsPlan: {type: EC2Instance, hourlyCommitment: '1', discountPercent: '20'}\n", "spec.savingsPlan.instanceFamily"},
+		{"compute savings plan with a family", commitments, "Commitment", "savingsPlan: {type: Compute, instanceFamily: m5, hourlyCommitment: '1', discountPercent: '20'}\n", "spec.savingsPlan.instanceFamily"},
+		{"savings plan of another type", commitments, "Commitment", "savingsPlan: {type: SageMaker, hourlyCommitment: '1', discountPercent: '20'}\n", "spec.savingsPlan.type"},
+		{"savings plan commitment that is no price", commitments, "Commitment", "savingsPlan: {type: Compute, hourlyCommitment: lots, discountPercent: '20'}\n", "spec.savingsPlan.hourlyCommitment"},
+		{"savings plan discount of 100%", commitments, "Commitment", "savingsPlan: {type: Compute, hourlyCommitment: '1', discountPercent: '100'}\n", "spec.savingsPlan.discountPercent"},
+		{"reservation of no type", commitments, "Commitment", "reservedInstances: {instanceType: m5, count: 1}\n", "spec.reservedInstances.instanceType"},
+		{"reservation of no instance", commitments, "Commitment", "reservedInstances: {instanceType: m5.large, count: 0}\n", "spec.reservedInstances.count"},
 		{"image GC above 100", ec2NodeClasses, "EC2NodeClass", validNodeClassSpec + "kubelet: {imageGCHighThresholdPercent: 101}\n", "spec.kubelet.imageGCHighThresholdPercent"},
 	}
 	client := dynamic.NewForConfigOrDie(sb.RESTConfig)

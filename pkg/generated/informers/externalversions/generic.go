@@ -60,6 +60,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=stevedore.dev, Version=v1
 	case apisv1.SchemeGroupVersion.WithResource("capacitybuffers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().CapacityBuffers().Informer()}, nil
+	case apisv1.SchemeGroupVersion.WithResource("commitments"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().Commitments().Informer()}, nil
 	case apisv1.SchemeGroupVersion.WithResource("ec2nodeclasses"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Stevedore().V1().EC2NodeClasses().Informer()}, nil
 	case apisv1.SchemeGroupVersion.WithResource("nodeclaims"):

@@ -14,6 +14,10 @@ type CapacityBufferListerExpansion interface{}
 // CapacityBufferNamespaceLister.
 type CapacityBufferNamespaceListerExpansion interface{}
 
+// CommitmentListerExpansion allows custom methods to be added to
+// CommitmentLister.
+type CommitmentListerExpansion interface{}
+
 // EC2NodeClassListerExpansion allows custom methods to be added to
 // EC2NodeClassLister.
 type EC2NodeClassListerExpansion interface{}

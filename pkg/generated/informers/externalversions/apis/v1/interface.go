@@ -14,6 +14,8 @@ import (
 type Interface interface {
 	// CapacityBuffers returns a CapacityBufferInformer.
 	CapacityBuffers() TypedCapacityBufferInformer
+	// Commitments returns a CommitmentInformer.
+	Commitments() TypedCommitmentInformer
 	// EC2NodeClasses returns a EC2NodeClassInformer.
 	EC2NodeClasses() TypedEC2NodeClassInformer
 	// NodeClaims returns a NodeClaimInformer.
@@ -38,6 +40,11 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // CapacityBuffers returns a TypedCapacityBufferInformer.
 func (v *version) CapacityBuffers() TypedCapacityBufferInformer {
 	return &capacityBufferInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// Commitments returns a TypedCommitmentInformer.
+func (v *version) Commitments() TypedCommitmentInformer {
+	return &commitmentInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // EC2NodeClasses returns a TypedEC2NodeClassInformer.

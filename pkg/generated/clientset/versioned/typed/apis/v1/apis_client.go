@@ -17,6 +17,7 @@ import (
 type StevedoreV1Interface interface {
 	RESTClient() rest.Interface
 	CapacityBuffersGetter
+	CommitmentsGetter
 	EC2NodeClassesGetter
 	NodeClaimsGetter
 	NodeOverlaysGetter
@@ -30,6 +31,10 @@ type StevedoreV1Client struct {
 
 func (c *StevedoreV1Client) CapacityBuffers(namespace string) CapacityBufferInterface {
 	return newCapacityBuffers(c, namespace)
+}
+
+func (c *StevedoreV1Client) Commitments() CommitmentInterface {
+	return newCommitments(c)
 }
 
 func (c *StevedoreV1Client) EC2NodeClasses() EC2NodeClassInterface {

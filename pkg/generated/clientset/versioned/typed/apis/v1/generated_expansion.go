@@ -8,6 +8,8 @@ package v1
 
 type CapacityBufferExpansion interface{}
 
+type CommitmentExpansion interface{}
+
 type EC2NodeClassExpansion interface{}
 
 type NodeClaimExpansion interface{}

@@ -20,6 +20,10 @@ func (c *FakeStevedoreV1) CapacityBuffers(namespace string) v1.CapacityBufferInt
 	return newFakeCapacityBuffers(c, namespace)
 }
 
+func (c *FakeStevedoreV1) Commitments() v1.CommitmentInterface {
+	return newFakeCommitments(c)
+}
+
 func (c *FakeStevedoreV1) EC2NodeClasses() v1.EC2NodeClassInterface {
 	return newFakeEC2NodeClasses(c)
 }
