@@ -402,7 +402,7 @@ func TestTheCRDChartRendersTheCRDs(t *testing.T) {
 }
 
 // writesLaunchers reports whether a rendered ClusterRole lets its holder create, change or delete NodePools,
-// EC2NodeClasses or NodeOverlays.
+// EC2NodeClasses, NodeOverlays or Commitments (what decides what EC2 launches).
 func writesLaunchers(role map[string]any) bool {
 	rules, _ := role["rules"].([]any)
 	for _, r := range rules {
@@ -411,7 +411,7 @@ func writesLaunchers(role map[string]any) bool {
 		verbs, _ := rule["verbs"].([]any)
 		launches, writes := false, false
 		for _, res := range resources {
-			launches = launches || res == "nodepools" || res == "ec2nodeclasses" || res == "nodeoverlays"
+			launches = launches || res == "nodepools" || res == "ec2nodeclasses" || res == "nodeoverlays" || res == "commitments"
 		}
 		for _, v := range verbs {
 			writes = writes || v == "create" || v == "update" || v == "patch" || v == "delete"
