@@ -44,16 +44,7 @@ func TestPlanShowsAcceleratorsOfTheNodes(t *testing.T) {
 	if err := os.WriteFile(file, []byte(gpuPlanInput), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := func(output string) string {
-		cmd := newPlanCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"-f", file, "-o", output, "--solve-timeout", "0s"})
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
+	run := func(output string) string { return planOf(t, file, output) }
 	table := run("table")
 	if !strings.Contains(table, "ACCELERATORS") || !strings.Contains(table, "g5.xlarge") || !strings.Contains(table, "1 nvidia.com/gpu") {
 		t.Errorf("plan table does not show the g5.xlarge's GPU:\n%s", table)
@@ -320,16 +311,7 @@ func TestPlanFillsTheCommitmentsOfTheInput(t *testing.T) {
 	if err := os.WriteFile(file, []byte(commitmentPlanInput), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := func(output string) string {
-		cmd := newPlanCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"-f", file, "-o", output, "--solve-timeout", "0s"})
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
+	run := func(output string) string { return planOf(t, file, output) }
 	var doc planOutput
 	if err := json.Unmarshal([]byte(run("json")), &doc); err != nil {
 		t.Fatal(err)
@@ -353,4 +335,17 @@ func TestPlanFillsTheCommitmentsOfTheInput(t *testing.T) {
 	if table := run("table"); !strings.Contains(table, "on-demand (m5-plan)") || !strings.Contains(table, "with the Commitments") {
 		t.Errorf("the table does not show the plan:\n%s", table)
 	}
+}
+
+// planOf runs scheduler plan on a file, greedy placement alone, and returns what it prints in the output format.
+func planOf(t *testing.T, file, output string) string {
+	t.Helper()
+	cmd := newPlanCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"-f", file, "-o", output, "--solve-timeout", "0s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

@@ -5,8 +5,6 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 package solver
 
 import (
-	"context"
-	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +12,6 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/commitment"
-	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 	"github.com/stevedore-dev/stevedore/pkg/test"
 )
 
@@ -53,25 +50,7 @@ func TestACommitmentIsFilledBeforeSpotIsBought(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pods []*corev1.Pod
-			for i := 0; i < 4; i++ {
-				p := testPod(fmt.Sprintf("web-%d", i), "1", "2Gi")
-				p.Labels = map[string]string{"app": "web"}
-				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-					LabelSelector: &metav1.LabelSelector{MatchLabels: p.Labels}, TopologyKey: corev1.LabelHostname}}}}
-				pods = append(pods, p)
-			}
-			sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := NewSolver(sim).Solve(context.Background(), Input{Pods: pods, NodePools: []NodePoolOption{opt}, Snapshot: simulation.NewSnapshot(), Region: "us-east-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(out.NewNodes) != 4 || len(out.Unschedulable) > 0 {
-				t.Fatalf("%d nodes, unschedulable %v; want 4 nodes", len(out.NewNodes), out.Unschedulable)
-			}
+			out := solveApart(t, opt, "web", 4)
 			covered := 0
 			for _, n := range out.NewNodes {
 				ct := n.Requirements.Get(stevedorev1.LabelCapacityType)

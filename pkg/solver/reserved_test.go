@@ -63,25 +63,7 @@ func TestReservedCapacityIsPlannedFirstUpToItsRoom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pods []*corev1.Pod
-			for i := 0; i < 3; i++ {
-				p := testPod(fmt.Sprintf("db-%d", i), "1", "2Gi")
-				p.Labels = map[string]string{"app": "db"}
-				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-					LabelSelector: &metav1.LabelSelector{MatchLabels: p.Labels}, TopologyKey: corev1.LabelHostname}}}}
-				pods = append(pods, p)
-			}
-			sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := NewSolver(sim).Solve(context.Background(), Input{Pods: pods, NodePools: []NodePoolOption{opt}, Snapshot: simulation.NewSnapshot(), Region: "us-east-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(plan.NewNodes) != 3 || len(plan.Unschedulable) > 0 {
-				t.Fatalf("%d nodes, unschedulable %v; want 3 nodes", len(plan.NewNodes), plan.Unschedulable)
-			}
+			plan := solveApart(t, opt, "db", 3)
 			reserved := 0
 			for _, n := range plan.NewNodes {
 				if n.Offering.ReservationID != "" {
@@ -98,4 +80,30 @@ func TestReservedCapacityIsPlannedFirstUpToItsRoom(t *testing.T) {
 			}
 		})
 	}
+}
+
+// solveApart plans n pods of 1 CPU and 2Gi that need a node each (hostname anti-affinity among them) on the
+// NodePool, and fails unless they get n nodes.
+func solveApart(t *testing.T, opt NodePoolOption, app string, n int) *Plan {
+	t.Helper()
+	var pods []*corev1.Pod
+	for i := 0; i < n; i++ {
+		p := testPod(fmt.Sprintf("%s-%d", app, i), "1", "2Gi")
+		p.Labels = map[string]string{"app": app}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: p.Labels}, TopologyKey: corev1.LabelHostname}}}}
+		pods = append(pods, p)
+	}
+	sim, err := simulation.New(context.Background(), simulation.NewSnapshot(), simulation.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewSolver(sim).Solve(context.Background(), Input{Pods: pods, NodePools: []NodePoolOption{opt}, Snapshot: simulation.NewSnapshot(), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NewNodes) != n || len(plan.Unschedulable) > 0 {
+		t.Fatalf("%d nodes, unschedulable %v; want %d nodes", len(plan.NewNodes), plan.Unschedulable, n)
+	}
+	return plan
 }
