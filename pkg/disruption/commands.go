@@ -190,7 +190,9 @@ func (c *Controller) finish(ctx context.Context, s *startedCommand) error {
 		klog.FromContext(ctx).Info("Replacements are not ready; the nodes go anyway", "method", cmd.Method, "err", failure)
 	}
 	if s.surge {
-		if err := c.surge(ctx, cmd, c.targets(cmd, s.created)); err != nil {
+		targets := c.targets(cmd, s.created)
+		c.queue.pin(targets) // the next passes keep the successors' room there
+		if err := c.surge(ctx, cmd, targets); err != nil {
 			c.rollback(ctx, cmd, s.created)
 			c.failed(cmd, err)
 			return err

@@ -74,6 +74,15 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			},
 		},
 		{
+			// the scheduler counts a nominated pod on its node: b's room is the successor's, so web1 goes to c
+			name: "a pending pod nominated to a node keeps its room there",
+			objs: objects(onDemandPool(), node("a", "m5.large"), node("b", "m5.large"), node("c", "m5.large"),
+				pod("web1", "a", "1", "512Mi"), pod("web2", "c", "200m", "256Mi"),
+				test.Pod("successor").Pending().Req("cpu", "1500m", "memory", "512Mi").OwnedBy("ReplicaSet", "rs-successor").Nominated("b")),
+			want:  []string{"a"},
+			check: func(t *testing.T, _ *harness, cmd *Command) { placedOn(t, cmd, "web1", "c", 0) },
+		},
+		{
 			name: "the node cheapest to disrupt goes first",
 			objs: objects(onDemandPool(), node("a", "m5.xlarge"), node("b", "m5.xlarge"),
 				pod("web1", "a", "500m", "512Mi"), pod("web2", "a", "500m", "512Mi"), pod("web3", "b", "500m", "512Mi")),

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -37,7 +38,7 @@ import (
 // Provisioner is what disruption uses of the provisioner: the model of the cluster its moves are weighed on, whether
 // warm pods keep room, the replacements of a static NodePool's node, and the creation of replacements.
 type Provisioner interface {
-	Cluster(ctx context.Context, sim *simulation.Simulator) (*provision.Cluster, error)
+	Cluster(ctx context.Context, sim *simulation.Simulator, pinned map[types.UID]string) (*provision.Cluster, error)
 	HasWarmPods() bool
 	PlanStaticNodes(ctx context.Context, np *stevedorev1.NodePool, n int, leaving ...string) ([]*solver.PlannedNode, error)
 	CreateNodeClaims(ctx context.Context, nodes []*solver.PlannedNode, annotations map[string]string) []*stevedorev1.NodeClaim
@@ -112,8 +113,9 @@ func New(opts Options) *Controller {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
-	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator},
-		retries: newRetries(opts.Args.DisruptionPollInterval.Duration), reported: map[string]*verdict{}, queue: newCommandQueue(),
+	queue := newCommandQueue()
+	c := &Controller{opts: opts, activity: newActivity(opts.Clock), removals: &removals{provisioner: opts.Provisioner, sim: opts.Simulator, pins: queue.pins},
+		retries: newRetries(opts.Args.DisruptionPollInterval.Duration), reported: map[string]*verdict{}, queue: queue,
 		w: &claimWriter{client: opts.Stevedore, recorder: opts.Recorder}}
 	static := &staticReplacement{provisioner: opts.Provisioner}
 	if r := repairOptions(opts.Args.NodeRepair); r != nil {

@@ -6,11 +6,13 @@ package disruption
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -25,10 +27,28 @@ type commandQueue struct {
 	mu sync.Mutex
 	// held counts, by node name, the commands under way that hold the node.
 	held map[string]int
-	wg   sync.WaitGroup
+	// pinned names, by pod UID, the node a command under way planned for a pod it moves (pin), until it is done.
+	pinned map[types.UID]string
+	wg     sync.WaitGroup
 }
 
-func newCommandQueue() *commandQueue { return &commandQueue{held: map[string]int{}} }
+func newCommandQueue() *commandQueue {
+	return &commandQueue{held: map[string]int{}, pinned: map[types.UID]string{}}
+}
+
+// pin records the nodes a command under way planned for the pods it moves, by pod UID, until release.
+func (q *commandQueue) pin(targets map[types.UID]string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	maps.Copy(q.pinned, targets)
+}
+
+// pins returns a copy of the nodes the commands under way planned for the pods they move, by pod UID.
+func (q *commandQueue) pins() map[types.UID]string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return maps.Clone(q.pinned)
+}
 
 // hold records a command's nodes as under way.
 func (q *commandQueue) hold(cmd *Command) {
@@ -44,6 +64,9 @@ func (q *commandQueue) release(cmd *Command) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, cand := range cmd.Candidates {
+		for _, pod := range cand.Pods {
+			delete(q.pinned, pod.UID)
+		}
 		if q.held[cand.Node.Name]--; q.held[cand.Node.Name] <= 0 {
 			delete(q.held, cand.Node.Name)
 		}

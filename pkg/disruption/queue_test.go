@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -213,5 +214,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestAMoveUnderWayPinsItsPodsUntilItIsDone: the nodes a command under way planned for the pods it moves are what
+// the next passes' models keep their room on, until the command is released.
+func TestAMoveUnderWayPinsItsPodsUntilItIsDone(t *testing.T) {
+	q := newCommandQueue()
+	moving := test.Pod("web").Node("old").Obj()
+	other := test.Pod("api").Node("elsewhere").Obj()
+	cmd := &Command{Candidates: []*Candidate{{Node: test.Node("old").Obj(), Pods: []*corev1.Pod{moving}}}}
+	q.hold(cmd)
+	q.pin(map[types.UID]string{moving.UID: "new"})
+	q.pin(map[types.UID]string{other.UID: "b"})
+	pins := q.pins()
+	if pins[moving.UID] != "new" || pins[other.UID] != "b" {
+		t.Fatalf("pins = %v", pins)
+	}
+	pins[moving.UID] = "changed"
+	if q.pins()[moving.UID] != "new" {
+		t.Error("pins returned the queue's own map")
+	}
+	q.release(cmd)
+	if got := q.pins(); len(got) != 1 || got[other.UID] != "b" {
+		t.Errorf("after the command is released, pins = %v, want only the other command's", got)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -17,6 +19,9 @@ import (
 type removals struct {
 	provisioner Provisioner
 	sim         *simulation.Simulator
+	// pins names, by pod UID, the node the moves under way planned for the pods they move (nil: none): a model
+	// keeps their room there.
+	pins func() map[types.UID]string
 
 	mu    sync.Mutex
 	model *provision.Cluster
@@ -42,7 +47,7 @@ func (r *removals) clusterLocked(ctx context.Context) (*provision.Cluster, error
 	if r.model != nil {
 		return r.model, nil
 	}
-	m, err := r.provisioner.Cluster(ctx, r.sim)
+	m, err := r.provisioner.Cluster(ctx, r.sim, r.pinned())
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +79,19 @@ func (r *removals) simulations() int {
 func (r *removals) simulateFresh(ctx context.Context, cands []*Candidate) (*provision.Removal, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cluster, err := r.provisioner.Cluster(ctx, r.sim)
+	cluster, err := r.provisioner.Cluster(ctx, r.sim, r.pinned())
 	if err != nil {
 		return nil, err
 	}
 	return cluster.SimulateRemoval(ctx, r.sim, nodeNames(cands), 0)
+}
+
+// pinned is what pins names now.
+func (r *removals) pinned() map[types.UID]string {
+	if r.pins == nil {
+		return nil
+	}
+	return r.pins()
 }
 
 func nodeNames(cands []*Candidate) []string {

@@ -11,10 +11,12 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -429,7 +431,16 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 	if err := lc.Register(w.ctx, in.claims.Informer(), in.nodes.Informer()); err != nil {
 		return nil, nil, err
 	}
-	ctx := w.ctx
+	if err := w.wakeOnChanges(p); err != nil {
+		return nil, nil, err
+	}
+	return p, lc, nil
+}
+
+// wakeOnChanges has the changes that may let an unprovisionable pod have a node reach the provisioner: a NodePool's
+// spec, an EC2NodeClass that changes or becomes ready, a CapacityQuota added, changed or removed.
+func (w *wiring) wakeOnChanges(p *provision.Provisioner) error {
+	ctx, in := w.ctx, w.in
 	if _, err := in.pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { p.NodePoolsChanged(ctx) },
 		// a spec change only: the status, rewritten every few seconds, changes nothing a pod could use
@@ -441,7 +452,21 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 			}
 		},
 	}); err != nil {
-		return nil, nil, err
+		return err
+	}
+	// an EC2NodeClass that becomes ready (its finalizer lets the instance profile be made, its status follows
+	// AWS) or changes may let a NodePool that could launch nothing launch again
+	if _, err := in.classes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { p.NodeClassesChanged(ctx) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okOld := oldObj.(*stevedorev1.EC2NodeClass)
+			n, okNew := newObj.(*stevedorev1.EC2NodeClass)
+			if !okOld || !okNew || nodeClassChanged(o, n) {
+				p.NodeClassesChanged(ctx)
+			}
+		},
+	}); err != nil {
+		return err
 	}
 	if in.quotas != nil {
 		// a quota added, raised or removed may leave room for pods it kept from a node (its status changes nothing)
@@ -456,10 +481,24 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 			},
 			DeleteFunc: func(any) { p.NodePoolsChanged(ctx) },
 		}); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
-	return p, lc, nil
+	return nil
+}
+
+// nodeClassChanged reports whether an EC2NodeClass changed in what decides if its NodePools can launch: its spec,
+// its finalizers (the managed instance profile waits for Stevedore's), or the status of a condition.
+func nodeClassChanged(o, n *stevedorev1.EC2NodeClass) bool {
+	if o.Generation != n.Generation || !slices.Equal(o.Finalizers, n.Finalizers) || len(o.Status.Conditions) != len(n.Status.Conditions) {
+		return true
+	}
+	for _, c := range n.Status.Conditions {
+		if was := meta.FindStatusCondition(o.Status.Conditions, c.Type); was == nil || was.Status != c.Status {
+			return true
+		}
+	}
+	return false
 }
 
 // booked reports whether a ProvisioningRequest's booking holds; nil where the cluster does not serve them.

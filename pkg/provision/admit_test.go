@@ -97,7 +97,7 @@ func TestAPodEntersTheQueueOnlyWhenSomeNodeMayTakeIt(t *testing.T) {
 			plan:    map[string][]string{"c1": {"p"}}, pod: pod("p"), wait: WaitPlanning, batched: true},
 		{name: "no node can be launched for it: the scheduler tries it, says why and may preempt",
 			setup: func(h *harness, p *corev1.Pod) {
-				h.prov.refused.add(p, "no NodePool")
+				h.prov.refused.add(p, "no NodePool", h.prov.refused.seen())
 			},
 			pod: pod("p")},
 		{name: "nominated by preemption to a node of the cluster: the scheduler uses it",
@@ -108,7 +108,7 @@ func TestAPodEntersTheQueueOnlyWhenSomeNodeMayTakeIt(t *testing.T) {
 		{name: "refused by the solve still running: the scheduler tries it",
 			setup: func(h *harness, p *corev1.Pod) {
 				h.prov.solving.set([]*corev1.Pod{p}, true)
-				h.prov.refuse(h.Ctx, []*corev1.Pod{p}, map[types.UID]string{p.UID: "no NodePool"})
+				h.prov.refuse(h.Ctx, []*corev1.Pod{p}, map[types.UID]string{p.UID: "no NodePool"}, h.prov.refused.seen())
 			},
 			pod: pod("p")},
 		{name: "a DaemonSet's pod goes to the scheduler",

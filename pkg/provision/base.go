@@ -125,17 +125,33 @@ type refusals struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	byPod map[types.UID]unprovisionable
+	// changes counts the changes that cleared every refusal (takeAll): a solve that read its input before the
+	// last one may refuse a pod for what is no longer so, and its refusals are not kept (add).
+	changes uint64
 }
 
 func newRefusals(clk clock.PassiveClock) *refusals {
 	return &refusals{clock: clk, byPod: map[types.UID]unprovisionable{}}
 }
 
-// add remembers why a pod could not be provisioned.
-func (r *refusals) add(pod *corev1.Pod, reason string) {
+// seen returns the count of changes that cleared every refusal, to be given to add by a solve reading its input now.
+func (r *refusals) seen() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.changes
+}
+
+// add remembers why a pod could not be provisioned, found by a solve that read its input when seen changes had
+// cleared the refusals. It keeps nothing and returns false when one more has since (a NodePool or its
+// EC2NodeClass changed while the solve ran): the pod is to be planned again.
+func (r *refusals) add(pod *corev1.Pod, reason string, seen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changes != seen {
+		return false
+	}
 	r.byPod[pod.UID] = unprovisionable{pod: pod, reason: reason, at: r.clock.Now()}
+	return true
 }
 
 // reason returns why a pod was found unprovisionable less than unprovisionableFor ago; an older refusal is forgotten.
@@ -157,6 +173,15 @@ func (r *refusals) recent(uid types.UID) bool {
 	defer r.mu.Unlock()
 	u, known := r.byPod[uid]
 	return known && r.clock.Since(u.at) <= unprovisionableFor
+}
+
+// takeAll forgets and returns every pod refused, for a change that may let any of them have a node: the refusals
+// of a solve under way are not kept either.
+func (r *refusals) takeAll() []*corev1.Pod {
+	r.mu.Lock()
+	r.changes++
+	r.mu.Unlock()
+	return r.take(0)
 }
 
 // take forgets and returns the pods refused at least olderThan ago (every pod for 0).

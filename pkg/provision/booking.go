@@ -52,7 +52,7 @@ func (p *planner) ProvisionBooking(ctx context.Context, sim *simulation.Simulato
 	if len(b.Pods) == 0 {
 		return out, nil
 	}
-	c, err := p.cluster(ctx, sim, b.Ahead)
+	c, err := p.cluster(ctx, sim, b.Ahead, nil)
 	if err != nil {
 		return nil, err
 	}

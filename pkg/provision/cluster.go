@@ -39,15 +39,17 @@ type Cluster struct {
 // Cluster builds a model of the cluster as the caches show it now. Pods that must find a new place — those of
 // nodes being drained and pending pods not yet planned on a NodeClaim — are placed on the target nodes first, with
 // sim, so that the room they will take is not promised to another node's pods; those that fit no target keep no
-// room (the provisioner launches nodes for them). Displaced counts them.
+// room (the provisioner launches nodes for them). Displaced counts them. A pod whose place is known already keeps
+// its room there when it fits: a pending pod nominated to a node (the scheduler counts it there), and a pod of a
+// draining node that pinned names, by UID (a move under way planned its successor there).
 //
 // Warm pods (bookings of ProvisioningRequests, then capacity buffers) are placed after them, so the room they keep is kept in every answer.
-func (p *planner) Cluster(ctx context.Context, sim *simulation.Simulator) (*Cluster, error) {
-	return p.cluster(ctx, sim, p.warmPods())
+func (p *planner) Cluster(ctx context.Context, sim *simulation.Simulator, pinned map[types.UID]string) (*Cluster, error) {
+	return p.cluster(ctx, sim, p.warmPods(), pinned)
 }
 
 // cluster builds the model with held, pods that keep room (warm pods), placed after the displaced ones.
-func (p *planner) cluster(ctx context.Context, sim *simulation.Simulator, held []*corev1.Pod) (*Cluster, error) {
+func (p *planner) cluster(ctx context.Context, sim *simulation.Simulator, held []*corev1.Pod, pinned map[types.UID]string) (*Cluster, error) {
 	in, _, err := p.input(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -64,6 +66,7 @@ func (p *planner) cluster(ctx context.Context, sim *simulation.Simulator, held [
 		}
 	}
 	c.Displaced = len(displaced)
+	displaced = c.pin(ctx, sim, displaced, pinned)
 	displaced = append(displaced, held...)
 	if len(displaced) == 0 {
 		return c, nil
@@ -107,6 +110,40 @@ func (p *planner) leavingPods(c *Cluster) []*corev1.Pod {
 		displaced[i] = moved
 	}
 	return displaced
+}
+
+// pin puts each displaced pod whose place is known (pinned, by UID, or its nomination) on that node of the
+// snapshot when it is a target and the pod fits there, and returns the others, in their order.
+func (c *Cluster) pin(ctx context.Context, sim *simulation.Simulator, displaced []*corev1.Pod, pinned map[types.UID]string) []*corev1.Pod {
+	targets := make(map[string]bool, len(c.Targets))
+	for _, t := range c.Targets {
+		targets[t.Name] = true
+	}
+	rest := displaced[:0:0]
+	used := false
+	for _, pod := range displaced {
+		node, ok := pinned[pod.UID]
+		if !ok {
+			node = pod.Status.NominatedNodeName
+		}
+		if node == "" || !targets[node] || c.Snapshot.NodeInfo(node) == nil {
+			rest = append(rest, pod)
+			continue
+		}
+		if !used {
+			sim.Use(c.Snapshot)
+			used = true
+		}
+		if err := sim.Fits(ctx, pod, node); err != nil {
+			rest = append(rest, pod)
+			continue
+		}
+		placed := pod.DeepCopy()
+		placed.Spec.NodeName = node
+		placed.Status.NominatedNodeName = ""
+		_ = c.Snapshot.AddPod(node, placed)
+	}
+	return rest
 }
 
 // isPlanned reports whether a pod is planned on a NodeClaim (it counts there already).

@@ -50,7 +50,8 @@ Copyright The Stevedore Authors. Licensed under the Apache License, Version 2.0.
 //	PostFilter   | waiting for its NodeClaim's node                | the node initializes                        | Activate, NodeInitialized
 //	PostFilter   | no NodePool can launch a node for it (cached a  | a NodePool is added or changed, a NodeClaim | Activate, NodePoolsChanged
 //	             | minute; preemption runs)                        |   goes away (limits), the instance-type     |
-//	             |                                                 |   catalog is read after failed reads        |
+//	             |                                                 |   catalog is read after failed reads, an    |
+//	             |                                                 |   EC2NodeClass changes or becomes ready     |
 //	Filter       | Stevedore is starting: the node is coming up    | the provisioner adopts the plan the         | Activate, Started (AdoptNominations)
 //	             | and the pods planned on it are not known yet    |   NodeClaims' annotations record            |
 //	any (planned | its planned node has been ready for replanAfter | (a backstop: a wake-up this table missed;    | Activate, Parked (pending-pod sweep)

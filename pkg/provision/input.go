@@ -6,6 +6,7 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 	usage := state.NodePoolUsage(claims)
 	byName := map[string]*cloud.InstanceType{}
 	typesOf := map[string][]*cloud.InstanceType{}
+	var unavailable []string
 	for _, np := range pools {
 		if np.DeletionTimestamp != nil || np.Spec.Replicas != nil {
 			continue // a static NodePool keeps its size whatever the pods
@@ -45,6 +47,7 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 		its, err := p.InstanceTypes(ctx, np)
 		if err != nil {
 			logger.Error(err, "NodePool cannot launch nodes now", "nodepool", np.Name)
+			unavailable = append(unavailable, fmt.Sprintf("NodePool %s cannot launch nodes now: %v", np.Name, err))
 			continue
 		}
 		for _, it := range its {
@@ -79,7 +82,7 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 		return solver.Input{}, nil, err
 	}
 	return solver.Input{Pods: pods, NodePools: options, Snapshot: snap, InFlight: inflight, TimeBudget: p.opts.Args.SolveTimeout.Duration,
-		Region: p.opts.Args.Region}, claimByNode, nil
+		Region: p.opts.Args.Region, Unavailable: unavailable}, claimByNode, nil
 }
 
 // Coverage is how the Commitments cover the cluster's on-demand instances now (none without a Commitments

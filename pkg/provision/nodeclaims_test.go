@@ -13,6 +13,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
+	"github.com/stevedore-dev/stevedore/pkg/cloud/fake"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/test"
@@ -130,6 +131,30 @@ func TestOfferingsChangedDropsTheTypeCache(t *testing.T) {
 				t.Error("m5.large on-demand in us-east-1a is still offered after insufficient capacity")
 			}
 		}
+	}
+}
+
+// TestANodeClassChangeDropsACachedFailure: a NodePool whose types could not be listed (its EC2NodeClass not ready)
+// is asked again as soon as a node class changes, not after the second its failure is kept, and the pods it
+// refused are woken.
+func TestANodeClassChangeDropsACachedFailure(t *testing.T) {
+	h := newHarness(t)
+	pool := test.NodePool("default").Obj()
+	h.Cloud.FailNext(fake.CallInstanceTypes, &cloud.NodeClassNotReadyError{Name: "default", Reason: "waiting for the finalizer"})
+	if _, err := h.prov.InstanceTypes(h.Ctx, pool); err == nil {
+		t.Fatal("the first read did not fail")
+	}
+	if _, err := h.prov.InstanceTypes(h.Ctx, pool); err == nil {
+		t.Fatal("the failure was not kept for its second")
+	}
+	refused := test.Pod("waiter").Pending().Req("cpu", "1").Obj()
+	h.prov.refused.add(refused, "NodePool default cannot launch nodes now", h.prov.refused.seen())
+	h.prov.NodeClassesChanged(h.Ctx)
+	if _, err := h.prov.InstanceTypes(h.Ctx, pool); err != nil {
+		t.Fatalf("after the node class changed: %v", err)
+	}
+	if h.prov.refused.recent(refused.UID) {
+		t.Error("the pod is still taken as unprovisionable")
 	}
 }
 

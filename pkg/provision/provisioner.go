@@ -257,7 +257,15 @@ func (p *Provisioner) PodBound(ctx context.Context, uid types.UID, node string) 
 // NodePoolsChanged forgets why pods were unprovisionable and wakes them, so they are tried again (a NodePool or
 // its limits changed, or a NodeClaim went away and freed room under them).
 func (p *Provisioner) NodePoolsChanged(ctx context.Context) {
-	p.wake(ctx, WakeNodePoolsChanged, p.refused.take(0))
+	p.wake(ctx, WakeNodePoolsChanged, p.refused.takeAll())
+}
+
+// NodeClassesChanged drops the NodePools' cached instance types and wakes the pods found unprovisionable: a node
+// class that changed or became ready may let a NodePool that failed to list its types (a failure kept for a
+// second) launch now.
+func (p *Provisioner) NodeClassesChanged(ctx context.Context) {
+	p.OfferingsChanged()
+	p.NodePoolsChanged(ctx)
 }
 
 // Run solves the batches as they close, until ctx ends.
@@ -294,6 +302,12 @@ func (p *Provisioner) provisionBatch(ctx context.Context, batch []*corev1.Pod) {
 			p.plans.Forget(pod.UID)
 		}
 	}
+	p.wakeUnplanned(ctx, batch)
+}
+
+// wakeUnplanned wakes the pods of a batch left with no plan and not refused (a refusal woke them), to be batched
+// again.
+func (p *Provisioner) wakeUnplanned(ctx context.Context, batch []*corev1.Pod) {
 	var unplanned []*corev1.Pod
 	for _, pod := range p.stillPending(batch) {
 		if !p.refused.recent(pod.UID) && !p.batcher.Contains(pod.UID) {
@@ -316,6 +330,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 	p.solving.set(pods[pending:], true)
 	defer p.solving.set(pods[pending:], false)
 	start := p.opts.Clock.Now()
+	seen := p.refused.seen()
 	gangs, refused := p.gangs(ctx, pods, memberOf)
 	if len(refused) > 0 {
 		kept := pods[:0:0]
@@ -324,7 +339,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 				kept = append(kept, pod)
 			}
 		}
-		p.refuse(ctx, pods, refused)
+		p.refuse(ctx, pods, refused, seen)
 		pods = kept
 	}
 	in, claimByNode, err := p.input(ctx, pods)
@@ -357,7 +372,7 @@ func (p *Provisioner) solveBatch(ctx context.Context, batch []*corev1.Pod) error
 		return err
 	}
 	plan := res.Plan
-	p.refuse(ctx, pods, plan.Unschedulable)
+	p.refuse(ctx, pods, plan.Unschedulable, seen)
 	p.releaseShortGangs(ctx, gangs, plan.Unschedulable)
 	return nil
 }
@@ -428,15 +443,15 @@ func (p *Provisioner) planInFlight(ctx context.Context, placed map[string][]*cor
 
 // refuse remembers why each pod of reasons could not be provisioned, says so in an event, and wakes the pods: the
 // scheduler tries them (a pod planned without a scheduling cycle was never tried), records why they fail and may
-// preempt for them.
-func (p *Provisioner) refuse(ctx context.Context, pods []*corev1.Pod, reasons map[types.UID]string) {
+// preempt for them. seen is what the refusals had seen when the solve read its input: a pod refused for what has
+// changed since is left unplanned, to be batched again (provisionBatch).
+func (p *Provisioner) refuse(ctx context.Context, pods []*corev1.Pod, reasons map[types.UID]string, seen uint64) {
 	var refused []*corev1.Pod
 	for _, pod := range pods {
 		reason, ok := reasons[pod.UID]
-		if !ok {
+		if !ok || !p.refused.add(pod, reason, seen) {
 			continue
 		}
-		p.refused.add(pod, reason)
 		p.event(pod, corev1.EventTypeWarning, ReasonFailedProvision, "Provision", "no node can be launched for this pod: %s", reason)
 		refused = append(refused, pod)
 	}

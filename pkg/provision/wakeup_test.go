@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
@@ -166,14 +167,26 @@ func TestEveryInternalRefusalIsWokenWhenItClears(t *testing.T) {
 		{name: "a pod no NodePool could take, after the NodePools change",
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.refused.add(pods["waiter"], "no NodePool")
+				h.prov.refused.add(pods["waiter"], "no NodePool", h.prov.refused.seen())
 				h.prov.NodePoolsChanged(h.Ctx)
+			},
+			want: []string{"waiter"}},
+		{name: "a pod a solve found no NodePool for, when the NodePools changed while it ran: it is planned again",
+			plan: map[string][]*corev1.Pod{},
+			act: func(h *harness, pods map[string]*corev1.Pod) {
+				seen := h.prov.refused.seen() // the solve reads its input
+				h.prov.NodePoolsChanged(h.Ctx)
+				h.prov.refuse(h.Ctx, []*corev1.Pod{pods["waiter"]}, map[types.UID]string{pods["waiter"].UID: "no NodePool"}, seen)
+				if h.prov.refused.recent(pods["waiter"].UID) {
+					h.T.Error("refused for NodePools that have changed since")
+				}
+				h.prov.wakeUnplanned(h.Ctx, []*corev1.Pod{pods["waiter"]})
 			},
 			want: []string{"waiter"}},
 		{name: "a pod no NodePool could take, a minute later: it is planned again",
 			plan: map[string][]*corev1.Pod{},
 			act: func(h *harness, pods map[string]*corev1.Pod) {
-				h.prov.refused.add(pods["waiter"], "no NodePool")
+				h.prov.refused.add(pods["waiter"], "no NodePool", h.prov.refused.seen())
 				h.prov.retryUnprovisionable(h.Ctx)
 				if !h.prov.refused.recent(pods["waiter"].UID) {
 					h.T.Error("forgotten before its minute")

@@ -59,7 +59,7 @@ func (p *planner) ProvisionWarm(ctx context.Context, sim *simulation.Simulator, 
 	if len(pods) == 0 {
 		return out, nil
 	}
-	c, err := p.cluster(ctx, sim, ahead)
+	c, err := p.cluster(ctx, sim, ahead, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,8 @@ func (st *solve) openFor(pl *placing) bool {
 		}
 		why = append(why, fmt.Sprintf("NodePool %s: %s", pool.NodePool.Name, reason))
 	}
-	if len(st.in.NodePools) == 0 {
+	why = append(why, st.in.Unavailable...)
+	if len(why) == 0 {
 		st.reasons[pl.pod.UID] = "no NodePool may launch nodes for pods (none exists, or every one is static: spec.replicas)"
 	} else {
 		st.reasons[pl.pod.UID] = strings.Join(why, "; ")

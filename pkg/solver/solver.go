@@ -136,6 +136,9 @@ type Input struct {
 	CheckCandidates bool
 	// Gangs are the all-or-nothing groups among Pods (gangs.go).
 	Gangs []Gang
+	// Unavailable says, for each NodePool left out of NodePools because it cannot launch now (its EC2NodeClass not
+	// ready, its instance types not read), why: each pod no NodePool takes is told.
+	Unavailable []string
 }
 
 // Plan is the solver's answer.

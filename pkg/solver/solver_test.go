@@ -479,3 +479,56 @@ func TestRestartsShrinkWithTheWorkOfOne(t *testing.T) {
 		}
 	}
 }
+
+// TestAnUnschedulablePodIsToldOfTheNodePoolsLeftOut: a NodePool the caller left out of the input because it cannot
+// launch now (its EC2NodeClass not ready) is named, with why, in the reason of every pod no NodePool takes, beside
+// what the NodePools given say.
+func TestAnUnschedulablePodIsToldOfTheNodePoolsLeftOut(t *testing.T) {
+	const late = "NodePool late cannot launch nodes now: EC2NodeClass late is not ready: EC2NodeClass not found"
+	cases := []struct {
+		name        string
+		objs        []runtime.Object
+		unavailable []string
+		want        []string
+	}{
+		{name: "no NodePool at all", objs: []runtime.Object{testPod("web", "1", "1Gi")},
+			want: []string{"no NodePool may launch nodes for pods"}},
+		{name: "the only NodePool left out", objs: []runtime.Object{testPod("web", "1", "1Gi")}, unavailable: []string{late},
+			want: []string{late}},
+		{name: "a NodePool too small beside one left out", objs: []runtime.Object{testPool("default", 0), testPod("web", "1000", "1Gi")},
+			unavailable: []string{late}, want: []string{"NodePool default: ", late}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			sim, err := simulation.New(ctx, simulation.NewSnapshot(), simulation.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := Input{Snapshot: simulation.NewSnapshot()}
+			if len(tc.objs) == 1 { // the pod alone: the offline problem wants a NodePool
+				in.Pods = []*corev1.Pod{tc.objs[0].(*corev1.Pod)}
+			} else {
+				p, err := NewOfflineProblem(OfflineInput{Objects: tc.objs, Catalog: catalog.Default(), VMMemoryOverheadPercent: 7.5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = p.Input(0)
+			}
+			in.Unavailable = tc.unavailable
+			plan, err := NewSolver(sim).Solve(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason, ok := plan.Unschedulable[in.Pods[0].UID]
+			if !ok {
+				t.Fatalf("the pod was placed: %v", plan.NewNodes)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(reason, w) {
+					t.Errorf("reason %q does not say %q", reason, w)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ package provisioning
 import (
 	"context"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +15,7 @@ import (
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	awscloud "github.com/stevedore-dev/stevedore/pkg/cloud/aws"
+	"github.com/stevedore-dev/stevedore/pkg/provision"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -72,5 +74,42 @@ func TestAnEC2NodeClassRoleGetsItsOwnInstanceProfile(t *testing.T) {
 		_, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Get(ctx, class, metav1.GetOptions{})
 		_, exists := sb.AWS.IAM.InstanceProfiles()[want]
 		return apierrors.IsNotFound(err) && !exists, nil
+	})
+}
+
+// TestPodsBindOnceTheirEC2NodeClassIsCreated: a NodePool and its pods applied before the EC2NodeClass they name (as
+// a GitOps tool may apply them) leave the pods unprovisionable, with an event saying why; creating the
+// EC2NodeClass, and its becoming ready, plans them again at once: they bind well before the minute after which
+// unprovisionable pods are tried again anyway.
+func TestPodsBindOnceTheirEC2NodeClassIsCreated(t *testing.T) {
+	ctx := context.Background()
+	ns := harness.Namespace(t, sb)
+	const class, pool = "applied-late", "applied-late"
+	np := harness.NewNodePool(pool, pool)
+	np.Spec.Template.Spec.NodeClassRef.Name = class
+	if _, err := sb.Stevedore.StevedoreV1().NodePools().Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		harness.DeleteNodePool(t, sb, pool)
+		_ = sb.Stevedore.StevedoreV1().EC2NodeClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	pods, names := harness.Pods(ns, pool, "web", 3, "500m", "256Mi")
+	harness.CreatePods(t, sb, pods...)
+	harness.WaitEventSaying(t, sb, names[0], provision.ReasonFailedProvision, "EC2NodeClass "+class+" is not ready")
+
+	nc := harness.NewNodeClass()
+	nc.Name = class
+	if _, err := sb.Stevedore.StevedoreV1().EC2NodeClasses().Create(ctx, nc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.EventuallyWithin(t, 30*time.Second, "the pods to bind on a node of the new EC2NodeClass", func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			pod, err := sb.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || pod.Spec.NodeName == "" {
+				return false, err
+			}
+		}
+		return true, nil
 	})
 }
