@@ -70,6 +70,9 @@ fi
 # the hourly bill with Savings Plans and Reserved Instances: planned at list price against planned with them
 run "commitments: the bill, planned at list price and with the commitments" go test -run '^$' -bench BenchmarkCommitmentBill \
   -benchtime 1x ./pkg/solver/
+# the hourly bill with a 20% on-demand floor on every workload, without one, and all on-demand
+run "on-demand floor: the bill and the largest spot pool's pods, with and without a 20% floor" go test -run '^$' \
+  -bench BenchmarkOnDemandFloorBill -benchtime 1x ./pkg/solver/
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 # the scale-out and the overhead run the scheduler as the image builds it (-tags nosandbox: no sandbox in the binary)

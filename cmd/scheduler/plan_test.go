@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -348,4 +349,66 @@ func planOf(t *testing.T, file, output string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// floorPlanInput is a NodePool that may launch spot or on-demand and a ten-replica Deployment; %s is the
+// annotations of its pod template.
+const floorPlanInput = `apiVersion: stevedore.dev/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: stevedore.dev, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}, annotations: {%s}}
+    spec:
+      schedulerName: stevedore
+      containers:
+        - {name: c, image: web, resources: {requests: {cpu: "1", memory: 2Gi}}}
+`
+
+// TestPlanHoldsTheOnDemandFloorOfAWorkload: a Deployment of ten whose template asks for 20% on on-demand gets two
+// of its pods planned on on-demand nodes and the rest on spot; without the annotation every pod goes on spot.
+func TestPlanHoldsTheOnDemandFloorOfAWorkload(t *testing.T) {
+	for _, tc := range []struct {
+		annotations string
+		want        int
+	}{
+		{`stevedore.dev/on-demand-floor: "20%"`, 2},
+		{`stevedore.dev/on-demand-floor: "3"`, 3},
+		{``, 0},
+	} {
+		t.Run(tc.annotations, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "floor.yaml")
+			if err := os.WriteFile(file, []byte(fmt.Sprintf(floorPlanInput, tc.annotations)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var doc planOutput
+			if err := json.Unmarshal([]byte(planOf(t, file, "json")), &doc); err != nil {
+				t.Fatal(err)
+			}
+			onDemand, all := 0, 0
+			var nodes []string
+			for _, n := range doc.Nodes {
+				all += len(n.Pods)
+				if n.CapacityType == "on-demand" {
+					onDemand += len(n.Pods)
+				}
+				nodes = append(nodes, fmt.Sprintf("%s %s %v", n.InstanceType, n.CapacityType, n.Pods))
+			}
+			if all != 10 || onDemand != tc.want {
+				t.Errorf("%d of %d pods planned on on-demand nodes, want %d of 10: %v", onDemand, all, tc.want, nodes)
+			}
+		})
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/floor"
 	listers "github.com/stevedore-dev/stevedore/pkg/generated/listers/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
@@ -99,6 +100,7 @@ type rankedNode struct {
 	name      string
 	leaving   bool // being disrupted: its pods go anyway
 	static    bool // of a static NodePool: never consolidated
+	onDemand  bool // on-demand or reserved capacity: its pods may hold their workload's on-demand floor
 	pods      int
 	requested float64 // requested CPU share of the allocatable
 }
@@ -114,6 +116,9 @@ const (
 	// rankedOffset takes a ranked node's cost below 0, the cost of the pods left without one: those a scale-in
 	// removes next go before them.
 	rankedOffset = 1 << 21
+	// floorCost is the cost of a pod that holds its workload's on-demand floor (package floor) on an on-demand
+	// node: above every other, so that a scale-in removes its spot siblings first and the floor still holds.
+	floorCost = 1 << 22
 )
 
 // cost orders nodes the way consolidation removes them: those being disrupted first, then the fewest
@@ -156,7 +161,8 @@ type wantedCost struct {
 }
 
 // wantedCosts are the costs the ReplicaSet pods of the ranked nodes should have. Pods on nodes being disrupted
-// get LeavingCost, on static NodePools' nodes staticCost. Of the others, each ReplicaSet's pods on the
+// get LeavingCost, on static NodePools' nodes staticCost, pods with an on-demand floor on on-demand nodes
+// floorCost. Of the others, each ReplicaSet's pods on the
 // first-ranked nodes (ties by name) that hold half of them (rounded up) get their node's cost less rankedOffset:
 // they are what a scale-in removes next, and a scale-in by up to half is steered. The rest get none, so that a
 // burst's new nodes, ranked last, cost no writes. The result is in the nodes' order, each node's pods by name.
@@ -192,20 +198,28 @@ func wantedCosts(nodes []rankedNode, byNode map[string][]*corev1.Pod) []wantedCo
 			if rs == "" {
 				continue
 			}
-			w := wantedCost{pod: p}
-			switch {
-			case n.leaving, n.static:
-				w.cost = strconv.Itoa(n.cost())
-			case 2*before[rs] < shares[rs].total:
-				w.cost = strconv.Itoa(n.cost() - rankedOffset)
-			}
+			out = append(out, wantedCost{pod: p, cost: podCost(n, p, 2*before[rs] < shares[rs].total)})
 			if !n.static {
 				shares[rs].counted++
 			}
-			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// podCost is the cost a ReplicaSet pod on the node should have ("" for none); firstHalf says the node is among
+// the first-ranked that hold half of the pod's ReplicaSet.
+func podCost(n rankedNode, p *corev1.Pod, firstHalf bool) string {
+	_, hasFloor := p.Annotations[floor.Annotation]
+	switch {
+	case n.leaving, n.static:
+		return strconv.Itoa(n.cost())
+	case hasFloor && n.onDemand:
+		return strconv.Itoa(floorCost)
+	case firstHalf:
+		return strconv.Itoa(n.cost() - rankedOffset)
+	}
+	return ""
 }
 
 // settled returns the wanted costs that are the ones the pods had at the last pass, and remembers this pass's.
@@ -241,7 +255,7 @@ func (c *Controller) rankedNodes(claims []*stevedorev1.NodeClaim, byNode map[str
 		if err != nil {
 			continue
 		}
-		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]), static: np.Spec.Replicas != nil,
+		rn := rankedNode{name: node.Name, pods: len(byNode[node.Name]), static: np.Spec.Replicas != nil, onDemand: floor.OnDemand(node),
 			leaving: cl.DeletionTimestamp != nil || node.DeletionTimestamp != nil || cl.Status.DisruptionReason != ""}
 		if !rn.static && !rn.leaving && np.Spec.Disruption.ConsolidationOff() {
 			continue

@@ -51,6 +51,9 @@ func TestCostOrdersNodesAsConsolidationRemovesThem(t *testing.T) {
 
 func TestWantedCostsRankTheFirstHalfOfEachReplicaSet(t *testing.T) {
 	rsPod := func(name, rs string) *corev1.Pod { return test.Pod(name).OwnedBy("ReplicaSet", rs).Obj() }
+	floorPod := func(name, rs string) *corev1.Pod {
+		return test.Pod(name).OwnedBy("ReplicaSet", rs).Annotations(stevedorev1.AnnotationOnDemandFloor, "20%").Obj()
+	}
 	ranked := func(n rankedNode) string { return strconv.Itoa(n.cost() - rankedOffset) }
 	one, two, three := rankedNode{name: "one", pods: 1}, rankedNode{name: "two", pods: 2}, rankedNode{name: "three", pods: 3}
 	cases := []struct {
@@ -84,6 +87,13 @@ func TestWantedCostsRankTheFirstHalfOfEachReplicaSet(t *testing.T) {
 		// 4 pods counted: leaving and one hold half
 		want: map[string]string{"s1": strconv.Itoa(staticCost), "s2": strconv.Itoa(staticCost), "l1": strconv.Itoa(LeavingCost),
 			"o1": ranked(one), "t1": "", "t2": ""},
+	}, {
+		// the ReplicaSet controller deletes the spot pods first: the on-demand one keeps the floor after a scale-in
+		name:  "a pod holding its workload's on-demand floor on an on-demand node goes last, ranked first or not",
+		nodes: []rankedNode{{name: "od", onDemand: true, pods: 1}, two},
+		byNode: map[string][]*corev1.Pod{"od": {floorPod("f1", "web")},
+			"two": {floorPod("w1", "web"), floorPod("w2", "web")}},
+		want: map[string]string{"f1": strconv.Itoa(floorCost), "w1": ranked(two), "w2": ranked(two)},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +105,7 @@ func TestWantedCostsRankTheFirstHalfOfEachReplicaSet(t *testing.T) {
 				t.Errorf("wanted costs (-want +got):\n%s", diff)
 			}
 			for _, c := range got {
-				if n, _ := strconv.Atoi(c); c != "" && c != strconv.Itoa(staticCost) && n >= 0 {
+				if n, _ := strconv.Atoi(c); c != "" && c != strconv.Itoa(staticCost) && c != strconv.Itoa(floorCost) && n >= 0 {
 					t.Errorf("cost %s of a ranked pod is not below 0, the cost of a pod with none", c)
 				}
 			}

@@ -130,6 +130,12 @@ func TestSingleNodeConsolidation(t *testing.T) {
 			check: wantReplacement("t3.small", spot),
 		},
 		{
+			name:  "but not a pod its workload's on-demand floor keeps on on-demand",
+			objs:  objects(pool(), node("big", "m5.2xlarge"), small().Annotations(stevedorev1.AnnotationOnDemandFloor, "50%")),
+			want:  []string{"big"},
+			check: wantReplacement("t3.small", onDemand),
+		},
+		{
 			name: "spot is not replaced by spot when spot-to-spot is off",
 			objs: objects(spotPool(), bigSpot, small()),
 		},

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // Expand turns workloads into the pods their controllers would create and applies to every pod what the API
@@ -121,7 +122,8 @@ func podsOf(kind string, meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n 
 		if kind == "Job" || kind == "CronJob" {
 			apiVersion = "batch/v1"
 		}
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: meta.Name, UID: types.UID(ns + "/" + kind + "/" + meta.Name)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: meta.Name, UID: types.UID(ns + "/" + kind + "/" + meta.Name),
+			Controller: ptr.To(true)}}
 		out = append(out, p)
 	}
 	return out

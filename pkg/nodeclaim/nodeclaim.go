@@ -103,3 +103,17 @@ func NodeLabels(claim *stevedorev1.NodeClaim, it *cloud.InstanceType, region str
 	}
 	return scheduling.WithDeprecatedAliases(labels)
 }
+
+// CapacityType is the capacity type a NodeClaim launched in, or before that the one its requirements pin ("" when
+// they allow several).
+func CapacityType(claim *stevedorev1.NodeClaim) string {
+	if claim.Status.CapacityType != "" {
+		return claim.Status.CapacityType
+	}
+	for _, r := range claim.Spec.Requirements {
+		if r.Key == stevedorev1.LabelCapacityType && (r.Operator == "In" || r.Operator == "") && len(r.Values) == 1 {
+			return r.Values[0]
+		}
+	}
+	return ""
+}

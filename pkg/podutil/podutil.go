@@ -86,3 +86,24 @@ func Ready(pod *corev1.Pod) bool {
 	}
 	return false
 }
+
+// Requiring returns a copy of the pod whose required node affinity also asks for req, in every one of its terms
+// (a term of its own when it has none): the pod as a solver sees it when only some nodes may take it.
+func Requiring(pod *corev1.Pod, req corev1.NodeSelectorRequirement) *corev1.Pod {
+	out := pod.DeepCopy()
+	if out.Spec.Affinity == nil {
+		out.Spec.Affinity = &corev1.Affinity{}
+	}
+	if out.Spec.Affinity.NodeAffinity == nil {
+		out.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := out.Spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
+	}
+	return out
+}

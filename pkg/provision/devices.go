@@ -26,6 +26,7 @@ import (
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/cloud"
 	"github.com/stevedore-dev/stevedore/pkg/devices"
+	"github.com/stevedore-dev/stevedore/pkg/podutil"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
@@ -277,22 +278,7 @@ func claimName(pod *corev1.Pod, pc corev1.PodResourceClaim) string {
 
 // onTypesTaking is the pod the solver places: kept to the instance types named, and taking the devices counted.
 func onTypesTaking(pod *corev1.Pod, types []string, taken map[corev1.ResourceName]int) *corev1.Pod {
-	out := pod.DeepCopy()
-	onTypes := corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types}
-	if out.Spec.Affinity == nil {
-		out.Spec.Affinity = &corev1.Affinity{}
-	}
-	if out.Spec.Affinity.NodeAffinity == nil {
-		out.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := out.Spec.Affinity.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
-	}
-	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	for i := range terms {
-		terms[i].MatchExpressions = append(terms[i].MatchExpressions, onTypes)
-	}
+	out := podutil.Requiring(pod, corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types})
 	addDevices(out, taken)
 	return out
 }

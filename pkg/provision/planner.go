@@ -157,6 +157,7 @@ func (p *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) 
 			return nil, fmt.Errorf("fitting the pods' ResourceClaims on instance types: %w", err)
 		}
 	}
+	in.Pods = p.withFloors(ctx, in.Pods, in.Snapshot, live && !req.WhatIf)
 	sim := req.Simulator
 	if sim == nil {
 		p.simMu.Lock()

@@ -23,6 +23,8 @@ type placeShape struct {
 	// pools has one byte per NodePool: 1 when the placement may use it.
 	pools  string
 	byZone bool
+	// ct is the capacity type the placement chooses for a node that has not chosen one (placing.ct).
+	ct string
 }
 
 // shapeCands are the best open nodes for one shape, per bucket (bucketOf; 0 for every node when the shape does
@@ -63,7 +65,7 @@ func (st candidateLists) shape(pl *placing, opts placeOptions, byZone bool) (pla
 		}
 		pl.pools, pl.poolsSet, pl.poolsAvoid = string(pools), true, pl.avoidPreferNoSchedule
 	}
-	return placeShape{need: pl.need, reserve: pl.reserve, pools: pl.pools, byZone: byZone}, true
+	return placeShape{need: pl.need, reserve: pl.reserve, pools: pl.pools, byZone: byZone, ct: pl.ct}, true
 }
 
 // rank is how a node ranks for a placement (the candidate placeOnOpenWith would consider), or false when the
@@ -76,6 +78,14 @@ func rank(n *openNode, pl *placing, exclude *openNode) (openCand, bool) {
 		return openCand{}, false
 	}
 	before, _, _ := n.current()
+	if pl.ct != "" {
+		if _, ct := n.pinnedOffering(); ct == "" {
+			// joining chooses the node's capacity type: what it costs in that one (an on-demand pod on a node
+			// of spot-sized pods makes the whole node on-demand)
+			after, left := n.growIn(pl.need, pl.ct)
+			return openCand{n, after - before, left.Weight()}, true
+		}
+	}
 	after, left := n.grow(pl.need)
 	return openCand{n, after - before, left.Weight()}, true
 }

@@ -125,6 +125,23 @@ func (n *openNode) grow(need vec) (float64, vec) {
 	return price, left
 }
 
+// growIn is grow on the node narrowed to capacity type ct: the price of its cheapest type holding what it uses
+// plus need in that capacity type, and what that leaves free.
+func (n *openNode) growIn(need vec, ct string) (float64, vec) {
+	zone, _ := n.pinnedOffering()
+	lists := n.prices
+	if lists == nil {
+		lists = &priceLists{}
+	}
+	total := n.used.Add(need)
+	for _, p := range lists.get(n.candidates, n.reqs, zone, ct) {
+		if total.Fits(p.alloc) {
+			return p.price, p.alloc.Sub(total)
+		}
+	}
+	return math.Inf(1), vec{}
+}
+
 // refreshPrices takes the price-ordered candidates for the node's candidates and pinned offering when they
 // changed: shared with the alike nodes through the solve's priceLists (a node made outside a solve keeps its own).
 func (n *openNode) refreshPrices() {

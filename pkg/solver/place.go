@@ -45,6 +45,9 @@ type placing struct {
 	// poolsAvoid when poolsSet.
 	pools                string
 	poolsSet, poolsAvoid bool
+	// ct is the one capacity type the pod's every requirement term allows ("" when it allows several, or says
+	// nothing): joining a node that has not chosen its capacity type chooses it.
+	ct string
 	// follower is the stranded pod placed right after this one, beside it (see Solve's repair): the node keeps
 	// reserve free for it and must take its taints too.
 	reserve  vec
@@ -175,6 +178,7 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	}
 	pl := &placing{pod: pod, check: check, state: state, pre: pre, need: resources.Pod(pod), reqs: st.zoneIDsAsZones(podRequirements(check)),
 		cared: caredKeys(check)}
+	pl.ct = soleCapacityType(pl.reqs)
 	if pl.cared[stevedorev1.LabelZoneID] && len(st.zoneIDs) > 0 {
 		pl.cared[corev1.LabelTopologyZone] = true // the zone decides its ID
 	}
@@ -186,6 +190,23 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	}
 	pl.caredSig = strings.Join(slices.Sorted(maps.Keys(pl.cared)), ",")
 	return pl
+}
+
+// soleCapacityType is the one capacity type every term allows ("" when a term allows several or says nothing).
+func soleCapacityType(terms []scheduling.Requirements) string {
+	ct := ""
+	for i, term := range terms {
+		r := term.Get(stevedorev1.LabelCapacityType)
+		if r == nil || !r.IsFinite() || r.Len() != 1 {
+			return ""
+		}
+		if v := r.Any(); i == 0 {
+			ct = v
+		} else if v != ct {
+			return ""
+		}
+	}
+	return ct
 }
 
 // place puts one pod on an in-flight node, an open virtual node, or a new virtual node. Preferences (preferred

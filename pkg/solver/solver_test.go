@@ -532,3 +532,32 @@ func TestAnUnschedulablePodIsToldOfTheNodePoolsLeftOut(t *testing.T) {
 		})
 	}
 }
+
+// TestAPodThatChoosesTheCapacityTypeDoesNotMakeANodeOfOthersOnDemand: a small pod that requires on-demand,
+// placed after two large pods that may go on spot, gets an on-demand node of its own: joining their node would
+// make the whole node on-demand, which costs more than a small on-demand node beside a spot one.
+func TestAPodThatChoosesTheCapacityTypeDoesNotMakeANodeOfOthersOnDemand(t *testing.T) {
+	onDemand := func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{stevedorev1.LabelCapacityType: stevedorev1.CapacityTypeOnDemand}
+	}
+	objs := append([]runtime.Object{testPool("default", 0)}, replicas("big", 2, "3", "4Gi")...)
+	objs = append(objs, replicas("small", 1, "500m", "512Mi", onDemand)...)
+	plan, _, _ := solveObjects(t, objs...)
+	for _, n := range plan.NewNodes {
+		var small, big int
+		for _, p := range n.Pods {
+			if p.Labels["app"] == "small" {
+				small++
+			} else {
+				big++
+			}
+		}
+		if ct := n.Offering.CapacityType; ct == stevedorev1.CapacityTypeOnDemand && big > 0 {
+			t.Errorf("node %s (%s, on-demand, $%.4f/h) holds %d large pods that could have gone on spot beside the on-demand pod",
+				n.InstanceType.Name, ct, n.Offering.Price, big)
+		}
+	}
+	if len(plan.Unschedulable) > 0 {
+		t.Errorf("unschedulable: %v", plan.Unschedulable)
+	}
+}

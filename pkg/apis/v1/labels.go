@@ -135,6 +135,9 @@ const (
 	// AnnotationGang on a NodeClaim launched for a gang's pods names the gang ("<namespace>/<PodGroup>"); a gang's
 	// placement group is tagged with it.
 	AnnotationGang = "stevedore.dev/gang"
+	// AnnotationOnDemandFloor on a pod (its template) sets its workload's on-demand floor: a percentage ("20%") or
+	// a count ("2") of the workload's pods that run on on-demand or reserved capacity (package floor).
+	AnnotationOnDemandFloor = "stevedore.dev/on-demand-floor"
 	// AnnotationProvisioningRequest on a NodeClaim names the ProvisioningRequest ("namespace/name") it was launched
 	// for: disruption leaves its node alone while the request's booking holds.
 	AnnotationProvisioningRequest = "stevedore.dev/provisioning-request"

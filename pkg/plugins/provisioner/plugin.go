@@ -31,6 +31,7 @@ import (
 	schedv1alpha1 "github.com/stevedore-dev/stevedore/pkg/apis/scheduling/v1alpha1"
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/decision"
+	"github.com/stevedore-dev/stevedore/pkg/floor"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
 )
@@ -67,6 +68,8 @@ type Backend interface {
 	// RoomRefused says why a node's room is not the pod's ("" if it is); roomChecked says NodesFor already
 	// checked the room of the nodes it named, in this scheduling cycle.
 	RoomRefused(pod *v1.Pod, ni fwk.NodeInfo, roomChecked bool) string
+	// SpotRefused says why the pod may not go on a spot node ("" if it may): its workload's on-demand floor.
+	SpotRefused(pod *v1.Pod) string
 	PodReserved(pod *v1.Pod, node string)
 	PodUnreserved(uid types.UID)
 	PodBound(ctx context.Context, uid types.UID, node string)
@@ -247,6 +250,9 @@ func (p *Provisioner) PreFilter(_ context.Context, state fwk.CycleState, pod *v1
 		// NodesFor weighs the room of every node for a pod planned nowhere: Filter need not again
 		state.Write(roomCheckedKey, roomChecked{})
 	}
+	if why := p.shared.prov.SpotRefused(pod); why != "" {
+		state.Write(onDemandOnlyKey, onDemandOnly(why))
+	}
 	names, restricted := p.shared.prov.NodesFor(pod, nodes)
 	if !restricted {
 		return nil, nil
@@ -264,6 +270,10 @@ func (p *Provisioner) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragmen
 	if podutil.IsDaemonSetPod(pod) {
 		return []fwk.SignFragment{{Key: Name, Value: "daemonset"}}, nil
 	}
+	if _, ok := pod.Annotations[floor.Annotation]; ok {
+		// where a pod may go depends on where its workload's pods went before it
+		return []fwk.SignFragment{{Key: Name, Value: "floor:" + string(pod.UID)}}, nil
+	}
 	return []fwk.SignFragment{{Key: Name, Value: "planned:" + p.shared.prov.PlannedClaim(pod.UID)}}, nil
 }
 
@@ -276,6 +286,14 @@ const roomCheckedKey fwk.StateKey = Name + "/roomChecked"
 type roomChecked struct{}
 
 func (roomChecked) Clone() fwk.StateData { return roomChecked{} }
+
+// onDemandOnlyKey marks, in a scheduling cycle's state, that the pod's workload's on-demand floor needs it on
+// on-demand capacity (package floor), and why: Filter refuses it every node not known to be on-demand.
+const onDemandOnlyKey fwk.StateKey = Name + "/onDemandOnly"
+
+type onDemandOnly string
+
+func (o onDemandOnly) Clone() fwk.StateData { return o }
 
 // PreFilterExtensions returns nil: PreFilter's state does not depend on the other pods of a node.
 func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
@@ -291,6 +309,9 @@ func (p *Provisioner) Filter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	_, err := state.Read(roomCheckedKey)
 	if why := p.shared.prov.RoomRefused(pod, ni, err == nil); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	if why, err := state.Read(onDemandOnlyKey); err == nil && !floor.OnDemand(ni.Node()) {
+		return fwk.NewStatus(fwk.Unschedulable, string(why.(onDemandOnly)))
 	}
 	return nil
 }
