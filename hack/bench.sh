@@ -73,6 +73,9 @@ run "commitments: the bill, planned at list price and with the commitments" go t
 # the hourly bill with a 20% on-demand floor on every workload, without one, and all on-demand
 run "on-demand floor: the bill and the largest spot pool's pods, with and without a 20% floor" go test -run '^$' \
   -bench BenchmarkOnDemandFloorBill -benchtime 1x ./pkg/solver/
+# the bill with a cap per Spot pool on every workload, and the most pods of one workload a storm in one pool takes
+run "cap per Spot pool: the bill and the most pods of one workload in one spot pool, caps of 20 and 10 and none" go test -run '^$' \
+  -bench BenchmarkSpotPoolCapBill -benchtime 1x ./pkg/solver/
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 # the scale-out and the overhead run the scheduler as the image builds it (-tags nosandbox: no sandbox in the binary)

@@ -15,11 +15,28 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/cost"
 	"github.com/stevedore-dev/stevedore/pkg/floor"
 	"github.com/stevedore-dev/stevedore/pkg/nodeclaim"
+	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
 // ReasonInvalidFloor is the event on a pod whose on-demand floor annotation is not one.
 const ReasonInvalidFloor = "InvalidOnDemandFloor"
+
+// ReasonInvalidPoolCap is the event on a pod whose cap per Spot pool annotation is not one.
+const ReasonInvalidPoolCap = "InvalidSpotPoolCap"
+
+// checkPoolCaps says, with an event on the pod (live solves only), that a pod's cap per Spot pool is not one: the
+// solver places it as if it had none (package poolcap).
+func (p *planner) checkPoolCaps(ctx context.Context, pods []*corev1.Pod, live bool) {
+	for _, pod := range pods {
+		if _, _, err := poolcap.Of(pod); err != nil {
+			klog.FromContext(ctx).V(2).Info("Cap per Spot pool ignored", "pod", klog.KObj(pod), "err", err)
+			if live {
+				p.event(pod, corev1.EventTypeWarning, ReasonInvalidPoolCap, "Provision", "%v", err)
+			}
+		}
+	}
+}
 
 // withFloors returns the pods a solve places as the solver sees them: those that must go on on-demand capacity
 // for their workload's on-demand floor to hold, once every pod is placed, over the pods the snapshot holds (bound,

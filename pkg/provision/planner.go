@@ -158,6 +158,7 @@ func (p *planner) solve(ctx context.Context, req Request) (*solver.Plan, error) 
 		}
 	}
 	in.Pods = p.withFloors(ctx, in.Pods, in.Snapshot, live && !req.WhatIf)
+	p.checkPoolCaps(ctx, in.Pods, live && !req.WhatIf)
 	sim := req.Simulator
 	if sim == nil {
 		p.simMu.Lock()

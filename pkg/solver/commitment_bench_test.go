@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -48,17 +47,7 @@ func BenchmarkCommitmentBill(b *testing.B) {
 func benchmarkCommitmentBill(b *testing.B, capacityTypes ...string) {
 	var pods []benchPod
 	readJSON(b, "pods_1000.json", &pods)
-	objs := []runtime.Object{
-		&stevedorev1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.EC2NodeClassSpec{Role: "NodeRole"}},
-		&stevedorev1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: stevedorev1.NodePoolSpec{
-			Template: stevedorev1.NodeClaimTemplate{Spec: stevedorev1.NodeClaimTemplateSpec{
-				NodeClassRef: &stevedorev1.NodeClassReference{Name: "default"},
-				Requirements: []stevedorev1.NodeSelectorRequirementWithMinValues{
-					{Key: stevedorev1.LabelCapacityType, Operator: stevedorev1.NodeSelectorOperator(corev1.NodeSelectorOpIn),
-						Values: capacityTypes},
-					{Key: corev1.LabelArchStable, Operator: stevedorev1.NodeSelectorOperator(corev1.NodeSelectorOpIn), Values: []string{"amd64"}},
-				}}}}},
-	}
+	objs := amd64Pool(capacityTypes...)
 	for _, bp := range pods {
 		objs = append(objs, bp.pod(fmt.Sprintf("p-%d", bp.Idx)))
 	}

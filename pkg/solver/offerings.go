@@ -65,13 +65,13 @@ type offeringChooser struct{ *solve }
 // The choices depend on the node's state, the pod's cared keys and requirements (memo) and, for their order, on
 // total: each node keeps them per memo until it changes (openNode.choices), and only their prices are computed
 // again.
-func (st offeringChooser) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec) []offeringChoice {
+func (st offeringChooser) offeringChoices(cands []*cloud.InstanceType, reqs scheduling.Requirements, cared map[string]bool, memo string, n *openNode, total vec, keep func(*offeringChoice) bool) []offeringChoice {
 	segments := n.choices
 	if segments == nil || n.choicesFor != memo {
 		segments = st.sharedSegments(cands, reqs, cared, memo, n)
 		st.remember(n, memo, segments)
 	}
-	var out []offeringChoice
+	var out, heads []offeringChoice
 	for _, seg := range segments {
 		start := len(out)
 		out = append(out, seg...)
@@ -82,14 +82,41 @@ func (st offeringChooser) offeringChoices(cands []*cloud.InstanceType, reqs sche
 			}
 			sort.SliceStable(priced, func(i, j int) bool { return priced[i].price < priced[j].price })
 		}
+		if keep != nil {
+			// the choices the placement rules out (Spot pools at a cap) go before the bound, leaving room for others
+			kept := out[start:start]
+			for i := start; i < len(out); i++ {
+				if keep(&out[i]) {
+					kept = append(kept, out[i])
+				}
+			}
+			out = out[:start+len(kept)]
+			if len(kept) > 0 {
+				heads = append(heads, kept[0])
+			}
+		}
 	}
 	if st.rng != nil {
 		st.rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
 	}
 	if len(out) > maxChoices {
 		out = out[:maxChoices]
+		// a placement that rules choices out (one instance type per choice, as a cap per Spot pool asks) tries the
+		// cheapest of every zone and capacity type too: the bound could otherwise hold one zone's types only, and
+		// a pod whose affinity needs another zone would find no node
+		for _, h := range heads {
+			if !slices.ContainsFunc(out[:maxChoices], func(c offeringChoice) bool { return c.sameOffering(&h) }) {
+				out = append(out, h)
+			}
+		}
 	}
 	return out
+}
+
+// sameOffering reports whether two choices are of one zone, capacity type and candidate list.
+func (c *offeringChoice) sameOffering(o *offeringChoice) bool {
+	return c.zone == o.zone && c.ct == o.ct && len(c.candidates) == len(o.candidates) &&
+		(len(c.candidates) == 0 || &c.candidates[0] == &o.candidates[0])
 }
 
 // memoNodes bounds how many open nodes keep their offering choices (the most recently asked), so that a batch of

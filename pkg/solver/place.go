@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
+	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 	"github.com/stevedore-dev/stevedore/pkg/resources"
 	"github.com/stevedore-dev/stevedore/pkg/scheduling"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
@@ -41,6 +42,9 @@ type placing struct {
 	// labels (hostGroupsSet: computed), for refusedByHostSpread.
 	hostGroups    []*spreadGroup
 	hostGroupsSet bool
+	// capGroups are the caps per Spot pool the pod counts in (capGroupsSet: computed), for poolsWithRoom.
+	capGroups    []*spreadGroup
+	capGroupsSet bool
 	// pools names the NodePools the placement may use (usable), for its shape; computed for avoidPreferNoSchedule
 	// poolsAvoid when poolsSet.
 	pools                string
@@ -88,6 +92,35 @@ func (pl *placing) refusedByHostAntiAffinity(snap *simulation.Snapshot, node str
 		}
 	}
 	return false
+}
+
+// poolsWithRoom returns, for a pod its workload caps per Spot pool, what keeps a node's offering choices to those
+// the caps allow: on-demand, or one instance type in a zone whose pool has room (nil for other pods). Without it,
+// once the cheapest pools were at the cap, every choice a placement tries (maxChoices) could be one of them.
+func (st *solve) poolsWithRoom(pl *placing) func(*offeringChoice) bool {
+	if !pl.capGroupsSet {
+		pl.capGroupsSet = true
+		for _, g := range st.groups {
+			if g.poolCap > 0 && g.matches(pl.pod) {
+				pl.capGroups = append(pl.capGroups, g)
+			}
+		}
+	}
+	if len(pl.capGroups) == 0 {
+		return nil
+	}
+	return func(c *offeringChoice) bool {
+		if c.ct != stevedorev1.CapacityTypeSpot || len(c.candidates) != 1 || c.zone == "" {
+			return true // not Spot, or its pool not decided: the groups' check on the node decides
+		}
+		pool := c.candidates[0].Name + "/" + c.zone
+		for _, g := range pl.capGroups {
+			if !g.allows(pool) {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // refusedByHostSpread reports whether the pod would break a hard hostname spread it matches on the node: the
@@ -184,6 +217,12 @@ func (st *solve) newPlacing(pod, check *corev1.Pod) *placing {
 	}
 	for _, k := range st.daemonKeys {
 		pl.cared[k] = true // DaemonSets select on it: the node's value must be known to count them
+	}
+	if poolcap.Has(pod) {
+		// a cap per Spot pool counts the pod in its node's pool: a Spot node for it is one instance type in one zone
+		pl.cared[corev1.LabelInstanceTypeStable] = true
+		pl.cared[corev1.LabelTopologyZone] = true
+		pl.cared[stevedorev1.LabelCapacityType] = true
 	}
 	for _, k := range st.offers.watchedKeys(pod) {
 		pl.cared[k] = true // another pod's affinity, anti-affinity or spread counts this one in its domain

@@ -16,6 +16,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
@@ -49,14 +50,42 @@ type spreadGroup struct {
 	histogram map[int]int
 	// counted records where each counted pod was counted, so it is taken off the same domain.
 	counted map[types.UID]string
+	// poolCap, when positive, makes the group a workload's cap per Spot pool (package poolcap) rather than a
+	// spread constraint: its domains are the Spot pools (instance type and zone), a node that may be Spot but whose
+	// pool is not decided takes none of its pods, and a pool may hold at most poolCap of them.
+	poolCap  int
+	workload poolcap.Key
 }
 
 func (g *spreadGroup) matches(pod *corev1.Pod) bool {
-	return pod.Namespace == g.namespace && g.selector.Matches(labels.Set(pod.Labels))
+	if pod.Namespace != g.namespace {
+		return false
+	}
+	if g.poolCap > 0 {
+		key, ok := poolcap.KeyOf(pod)
+		return ok && key == g.workload
+	}
+	return g.selector.Matches(labels.Set(pod.Labels))
+}
+
+// domain returns the node's domain of the group, when it is one of its domains.
+func (g *spreadGroup) domain(node *corev1.Node) (string, bool) {
+	if g.poolCap > 0 {
+		pool, kind := poolcap.PoolOf(node)
+		return pool, kind == poolcap.Spot
+	}
+	if !g.eligible(node) {
+		return "", false
+	}
+	return node.Labels[g.key], true
 }
 
 // eligible reports whether a node is one of the constraint's domains.
 func (g *spreadGroup) eligible(node *corev1.Node) bool {
+	if g.poolCap > 0 {
+		_, kind := poolcap.PoolOf(node)
+		return kind == poolcap.Spot
+	}
 	if _, ok := node.Labels[g.key]; !ok {
 		return false
 	}
@@ -133,7 +162,7 @@ func (g *spreadGroup) decrement(d string) {
 }
 
 func (g *spreadGroup) min() int {
-	if g.key == corev1.LabelHostname || len(g.counts) < g.minDomains {
+	if g.poolCap > 0 || g.key == corev1.LabelHostname || len(g.counts) < g.minDomains {
 		return 0
 	}
 	m := -1
@@ -148,9 +177,22 @@ func (g *spreadGroup) min() int {
 	return m
 }
 
-// allows reports whether one more matching pod in domain d keeps the skew within maxSkew.
+// allows reports whether one more matching pod in domain d keeps the skew within maxSkew (within the cap, for a
+// cap per Spot pool).
 func (g *spreadGroup) allows(d string) bool {
+	if g.poolCap > 0 {
+		return g.counts[d] < g.poolCap
+	}
 	return g.counts[d]+1-g.min() <= g.maxSkew
+}
+
+// newPoolCapGroup builds the group of a workload's cap per Spot pool, from one of its pods.
+func newPoolCapGroup(owner *corev1.Pod, poolCap int) (*spreadGroup, string) {
+	key, _ := poolcap.KeyOf(owner)
+	g := &spreadGroup{namespace: owner.Namespace, poolCap: poolCap, workload: key,
+		counts: map[string]int{}, histogram: map[int]int{}, counted: map[types.UID]string{}}
+	g.id = fmt.Sprintf("poolcap|%s|%s|%s|%d", key.Namespace, key.Kind, key.Name, poolCap)
+	return g, g.id
 }
 
 // newSpreadGroup builds the group of one constraint of owner.
@@ -215,6 +257,12 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possibleNodes f
 				out = append(out, g)
 			}
 		}
+		if poolCap, ok, _ := poolcap.Of(p); ok {
+			if g, id := newPoolCapGroup(p, poolCap); byID[id] == nil {
+				byID[id] = g
+				out = append(out, g)
+			}
+		}
 	}
 	if len(out) == 0 {
 		return nil
@@ -223,10 +271,10 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possibleNodes f
 	for _, ni := range nodes {
 		node := ni.Node()
 		for _, g := range out {
-			if !g.eligible(node) {
+			d, ok := g.domain(node)
+			if !ok {
 				continue
 			}
-			d := node.Labels[g.key]
 			g.addDomain(d)
 			for _, pi := range ni.GetPods() {
 				if pod := pi.GetPod(); g.matches(pod) {
@@ -238,7 +286,7 @@ func spreadGroups(pods []*corev1.Pod, snap *simulation.Snapshot, possibleNodes f
 	}
 	for _, node := range possibleNodes() {
 		for _, g := range out {
-			if g.key != corev1.LabelHostname && g.eligible(node) {
+			if g.poolCap == 0 && g.key != corev1.LabelHostname && g.eligible(node) {
 				g.addDomain(node.Labels[g.key])
 			}
 		}
@@ -282,13 +330,28 @@ func ownGroups(groups []*spreadGroup, pod *corev1.Pod) []*spreadGroup {
 			}
 		}
 	}
+	for _, g := range groups {
+		if g.poolCap > 0 && g.matches(pod) {
+			out = append(out, g) // the pod's own cap, however it is set aside for others' spreads
+		}
+	}
 	return out
 }
 
 // groupsAllow reports whether placing pod on node keeps every matching group within its skew.
 func groupsAllow(groups []*spreadGroup, pod *corev1.Pod, node *corev1.Node) bool {
 	for _, g := range groups {
-		if !g.matches(pod) || !g.eligible(node) {
+		if !g.matches(pod) {
+			continue
+		}
+		if g.poolCap > 0 {
+			// a capped pod goes where its pool is known: on-demand, or Spot in a pool with room under the cap
+			if pool, kind := poolcap.PoolOf(node); kind == poolcap.Undecided || (kind == poolcap.Spot && !g.allows(pool)) {
+				return false
+			}
+			continue
+		}
+		if !g.eligible(node) {
 			continue
 		}
 		if !g.allows(node.Labels[g.key]) {
@@ -301,10 +364,13 @@ func groupsAllow(groups []*spreadGroup, pod *corev1.Pod, node *corev1.Node) bool
 // groupsCount records pod in the groups it matches.
 func groupsCount(groups []*spreadGroup, pod *corev1.Pod, node *corev1.Node) {
 	for _, g := range groups {
-		if !g.matches(pod) || !g.eligible(node) {
+		if !g.matches(pod) {
 			continue
 		}
-		d := node.Labels[g.key]
+		d, ok := g.domain(node)
+		if !ok {
+			continue
+		}
 		g.increment(d)
 		g.counted[pod.UID] = d
 	}
@@ -323,6 +389,9 @@ func groupsUncount(groups []*spreadGroup, pod *corev1.Pod) {
 // groupsAddNode registers a new node's domains (its hostname, and any new value of a group's key).
 func groupsAddNode(groups []*spreadGroup, node *corev1.Node) {
 	for _, g := range groups {
+		if g.poolCap > 0 {
+			continue // a pool is a domain once a pod is counted in it
+		}
 		if g.eligible(node) {
 			g.addDomain(node.Labels[g.key])
 		}

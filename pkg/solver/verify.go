@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
 )
 
@@ -61,7 +62,7 @@ func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Sna
 			}
 		}
 	}
-	var violations []string
+	violations := poolCapViolations(snap)
 	for _, pl := range all {
 		if err := snap.RemovePod(pl.node, pl.pod); err != nil {
 			violations = append(violations, fmt.Sprintf("%s/%s: %v", pl.pod.Namespace, pl.pod.Name, err))
@@ -81,4 +82,47 @@ func Verify(ctx context.Context, sim *simulation.Simulator, base *simulation.Sna
 		}
 	}
 	return violations
+}
+
+// poolCapViolations returns one message per Spot pool holding more of a workload's pods than the cap per Spot pool
+// one of them carries (package poolcap), and per capped pod on a node whose pool is not decided.
+func poolCapViolations(snap *simulation.Snapshot) []string {
+	type slot struct {
+		key  poolcap.Key
+		pool string
+	}
+	counts := map[slot]int{}
+	caps := map[slot]int{}
+	var order []slot
+	var out []string
+	nodes, _ := snap.List()
+	for _, ni := range nodes {
+		pool, kind := poolcap.PoolOf(ni.Node())
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			c, ok, _ := poolcap.Of(pod)
+			if !ok || kind == poolcap.NotSpot {
+				continue
+			}
+			if kind == poolcap.Undecided {
+				out = append(out, fmt.Sprintf("%s/%s on %s: %s caps it per Spot pool, and the node's is not decided", pod.Namespace, pod.Name, ni.Node().Name, poolcap.Annotation))
+				continue
+			}
+			key, _ := poolcap.KeyOf(pod)
+			s := slot{key, pool}
+			if _, seen := counts[s]; !seen {
+				order = append(order, s)
+			}
+			counts[s]++
+			if cur, ok := caps[s]; !ok || c < cur {
+				caps[s] = c
+			}
+		}
+	}
+	for _, s := range order {
+		if counts[s] > caps[s] {
+			out = append(out, fmt.Sprintf("%s %s/%s: %d pods in Spot pool %s, over its %s of %d", s.key.Kind, s.key.Namespace, s.key.Name, counts[s], s.pool, poolcap.Annotation, caps[s]))
+		}
+	}
+	return out
 }

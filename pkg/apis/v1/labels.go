@@ -138,6 +138,9 @@ const (
 	// AnnotationOnDemandFloor on a pod (its template) sets its workload's on-demand floor: a percentage ("20%") or
 	// a count ("2") of the workload's pods that run on on-demand or reserved capacity (package floor).
 	AnnotationOnDemandFloor = "stevedore.dev/on-demand-floor"
+	// AnnotationSpotPoolCap on a pod (its template) caps how many of its workload's pods may run in one Spot pool,
+	// an instance type in a zone: a count ("2") (package poolcap).
+	AnnotationSpotPoolCap = "stevedore.dev/spot-pool-cap"
 	// AnnotationProvisioningRequest on a NodeClaim names the ProvisioningRequest ("namespace/name") it was launched
 	// for: disruption leaves its node alone while the request's booking holds.
 	AnnotationProvisioningRequest = "stevedore.dev/provisioning-request"

@@ -34,6 +34,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/floor"
 	"github.com/stevedore-dev/stevedore/pkg/metrics"
 	"github.com/stevedore-dev/stevedore/pkg/podutil"
+	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -253,6 +254,9 @@ func (p *Provisioner) PreFilter(_ context.Context, state fwk.CycleState, pod *v1
 	if why := p.shared.prov.SpotRefused(pod); why != "" {
 		state.Write(onDemandOnlyKey, onDemandOnly(why))
 	}
+	if c, ok, _ := poolcap.Of(pod); ok {
+		state.Write(poolCapKey, poolCapOf(pod, c, nodes))
+	}
 	names, restricted := p.shared.prov.NodesFor(pod, nodes)
 	if !restricted {
 		return nil, nil
@@ -270,7 +274,7 @@ func (p *Provisioner) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragmen
 	if podutil.IsDaemonSetPod(pod) {
 		return []fwk.SignFragment{{Key: Name, Value: "daemonset"}}, nil
 	}
-	if _, ok := pod.Annotations[floor.Annotation]; ok {
+	if _, ok := pod.Annotations[floor.Annotation]; ok || poolcap.Has(pod) {
 		// where a pod may go depends on where its workload's pods went before it
 		return []fwk.SignFragment{{Key: Name, Value: "floor:" + string(pod.UID)}}, nil
 	}
@@ -295,6 +299,42 @@ type onDemandOnly string
 
 func (o onDemandOnly) Clone() fwk.StateData { return o }
 
+// poolCapKey holds, in a scheduling cycle's state, the pod's cap per Spot pool and how many pods of its workload
+// each Spot pool runs (bound and assumed, package poolcap): Filter refuses it the nodes of a pool at its cap, and
+// nodes whose pool is not known.
+const poolCapKey fwk.StateKey = Name + "/poolCap"
+
+type poolCap struct {
+	capacity int
+	counts   poolcap.Counts
+}
+
+// Clone returns the state itself: it is not changed once written.
+func (c *poolCap) Clone() fwk.StateData { return c }
+
+// poolCapOf counts the pods of pod's workload that carry the cap, other than pod, per Spot pool over the
+// scheduler's nodes.
+func poolCapOf(pod *v1.Pod, capacity int, nodes []fwk.NodeInfo) *poolCap {
+	key, _ := poolcap.KeyOf(pod)
+	out := &poolCap{capacity: capacity, counts: poolcap.Counts{}}
+	for _, ni := range nodes {
+		pool, kind := poolcap.PoolOf(ni.Node())
+		if kind != poolcap.Spot {
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			q := pi.GetPod()
+			if q.UID == pod.UID || q.Namespace != pod.Namespace {
+				continue
+			}
+			if k, ok := poolcap.KeyOf(q); ok && k == key {
+				out.counts[pool]++
+			}
+		}
+	}
+	return out
+}
+
 // PreFilterExtensions returns nil: PreFilter's state does not depend on the other pods of a node.
 func (p *Provisioner) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
@@ -312,6 +352,11 @@ func (p *Provisioner) Filter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if why, err := state.Read(onDemandOnlyKey); err == nil && !floor.OnDemand(ni.Node()) {
 		return fwk.NewStatus(fwk.Unschedulable, string(why.(onDemandOnly)))
+	}
+	if c, err := state.Read(poolCapKey); err == nil {
+		if why := poolcap.Refused(c.(*poolCap).capacity, c.(*poolCap).counts, ni.Node()); why != "" {
+			return fwk.NewStatus(fwk.Unschedulable, why)
+		}
 	}
 	return nil
 }

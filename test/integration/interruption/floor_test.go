@@ -6,18 +6,14 @@ package interruption
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
 	"github.com/stevedore-dev/stevedore/pkg/deletioncost"
-	"github.com/stevedore-dev/stevedore/pkg/sandbox/awsemu"
 	"github.com/stevedore-dev/stevedore/test/integration/harness"
 )
 
@@ -68,76 +64,13 @@ func TestAnOnDemandFloorHoldsThroughScaleUpConsolidationAndAStorm(t *testing.T) 
 	harness.Scale(t, sb, ns, "web", 10)
 	holds("scale-up", 10, 2)
 
-	before := sets.New[string]()
-	for _, c := range harness.LiveNodeClaimsOf(t, sb, pool) {
-		before.Insert(c.Name)
-	}
+	before := claimsOf(t, pool)
 	harness.Scale(t, sb, ns, "filler", 0)
-	harness.EventuallyWithin(t, 3*time.Minute, "consolidation to replace a node the filler left", func(context.Context) (bool, error) {
-		now := sets.New[string]()
-		deleting := false
-		for _, c := range harness.NodeClaimsOf(t, sb, pool) {
-			now.Insert(c.Name)
-			deleting = deleting || c.DeletionTimestamp != nil
-		}
-		return !deleting && before.Difference(now).Len() > 0, nil
-	})
+	waitConsolidated(t, pool, before, "consolidation to replace a node the filler left")
 	holds("consolidation", 10, 2)
 
 	// the storm: every spot node of the spot pool that holds most pods is interrupted at once
-	pods := harness.WaitRunning(t, sb, ns, "web", 10)
-	byPool := map[string][]string{}
-	for _, p := range pods {
-		node := harness.Node(t, sb, p.Spec.NodeName)
-		if node.Labels[stevedorev1.LabelCapacityType] != stevedorev1.CapacityTypeSpot {
-			continue
-		}
-		key := fmt.Sprintf("%s/%s", node.Labels[corev1.LabelInstanceTypeStable], node.Labels[corev1.LabelTopologyZone])
-		byPool[key] = append(byPool[key], node.Name)
-	}
-	if len(byPool) == 0 {
-		t.Fatal("no pod of web runs on spot: there is no spot pool to interrupt")
-	}
-	keys := make([]string, 0, len(byPool))
-	for k := range byPool {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if len(byPool[keys[i]]) != len(byPool[keys[j]]) {
-			return len(byPool[keys[i]]) > len(byPool[keys[j]])
-		}
-		return keys[i] < keys[j]
-	})
-	stormed := sets.List(sets.New(byPool[keys[0]]...))
-	var ids []string
-	for _, node := range stormed {
-		id, err := sb.Interrupt(node, awsemu.NoticeSpot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	t.Logf("storm: interrupted %d nodes of spot pool %s, holding %d of the pods", len(stormed), keys[0], len(byPool[keys[0]]))
-	harness.EventuallyWithin(t, 3*time.Minute, "the interrupted instances to be terminated", func(context.Context) (bool, error) {
-		for _, id := range ids {
-			if s := sb.AWS.EC2.Instance(id).State; s != "shutting-down" && s != "terminated" {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	harness.EventuallyWithin(t, 3*time.Minute, "no pod of web on an interrupted node", func(ctx context.Context) (bool, error) {
-		pods, err := harness.RunningPods(ctx, sb, ns, "web")
-		if err != nil || len(pods) != 10 {
-			return false, err
-		}
-		for _, p := range pods {
-			if sets.New(stormed...).Has(p.Spec.NodeName) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	stormLargestSpotPool(t, ns, "web", 10)
 	holds("storm", 10, 2)
 
 	// a scale-in: the pods holding the floor on on-demand nodes are ranked last for deletion, so it still holds
