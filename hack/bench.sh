@@ -76,6 +76,9 @@ run "on-demand floor: the bill and the largest spot pool's pods, with and withou
 # the bill with a cap per Spot pool on every workload, and the most pods of one workload a storm in one pool takes
 run "cap per Spot pool: the bill and the most pods of one workload in one spot pool, caps of 20 and 10 and none" go test -run '^$' \
   -bench BenchmarkSpotPoolCapBill -benchtime 1x ./pkg/solver/
+# where the mix goes five minutes after a storm in its largest spot pool, with and without the interruption history
+run "interruption history: the pods a stormed spot pool takes when the mix is planned again, with and without it" go test -run '^$' \
+  -bench BenchmarkSpotRiskPremium -benchtime 1x ./pkg/solver/
 run "interruption messages (SQS wire protocol to the emulator)" go test -run '^$' -bench BenchmarkPollMessages \
   -benchtime 5000x ./pkg/interruption/
 # the scale-out and the overhead run the scheduler as the image builds it (-tags nosandbox: no sandbox in the binary)

@@ -193,6 +193,9 @@ type Offering struct {
 	// Covered is set on an on-demand offering a commitment (a Savings Plan, Reserved Instances) covers: its Price
 	// is then nearly nothing, the hours being paid for already.
 	Covered *Covered
+	// RiskPremium is what Spot interruptions in the offering's pool recently added to its Price (package spotrisk):
+	// the solver prefers other pools, the node is billed at the list price.
+	RiskPremium float64
 }
 
 // Covered is the commitment that covers an offering: its name, how much of it one instance uses an hour, the room
@@ -204,13 +207,13 @@ type Covered struct {
 	Zonal                bool
 }
 
-// ListPrice is what the offering costs at list price: its Price, or for a covered offering the price it has
-// beyond the commitment.
+// ListPrice is what the offering costs at list price: its Price less a risk premium, or for a covered offering
+// the price it has beyond the commitment.
 func (o Offering) ListPrice() float64 {
 	if o.Covered != nil {
 		return o.Covered.ListPrice
 	}
-	return o.Price
+	return o.Price - o.RiskPremium
 }
 
 // CacheKey is what the unavailable-offerings cache calls the offering's capacity: its capacity type, or for a

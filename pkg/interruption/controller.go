@@ -53,6 +53,11 @@ type Unavailability interface {
 	MarkUnavailable(instanceType, zone, capacityType, reason string)
 }
 
+// SpotHistory keeps the Spot interruptions per pool and NodePool (package spotrisk).
+type SpotHistory interface {
+	Record(nodePool, instanceType, zone string)
+}
+
 // Reasons recorded on interrupted NodeClaims (status.disruptionReason), events and metrics.
 const (
 	ReasonSpotInterrupted       = "SpotInterrupted"
@@ -79,8 +84,10 @@ type Options struct {
 	NodeClaims  listers.NodeClaimLister
 	Interrupter Interrupter
 	Offerings   Unavailability
-	Recorder    events.EventRecorder
-	Clock       clock.Clock
+	// History records each Spot interruption notice's pool and NodePool (nil: not recorded).
+	History  SpotHistory
+	Recorder events.EventRecorder
+	Clock    clock.Clock
 	// DrainMargin is kept between the end of the wait for replacements and the termination, for the drain.
 	// Default a quarter of spotInterruptionNotice (30s of AWS's two minutes).
 	DrainMargin time.Duration
@@ -316,6 +323,10 @@ func (c *Controller) act(ctx context.Context, msg Message, claim *stevedorev1.No
 	}
 	c.active[claim.Name] = true
 	c.mu.Unlock()
+	if msg.Kind == KindSpotInterruption && c.opts.History != nil && claim.Status.InstanceType != "" && claim.Status.Zone != "" {
+		// once per NodeClaim: a repeated notice is no new interruption
+		c.opts.History.Record(claim.Labels[stevedorev1.LabelNodePool], claim.Status.InstanceType, claim.Status.Zone)
+	}
 	logger.Info("Interruption notice: replacing and draining the node", "reason", req.Reason, "waitForReplacements", req.ReplacementWait)
 	c.event(claim, fmt.Sprintf("%s: replacing and draining the node", msg.Kind))
 	c.reportGangs(claim, msg.Kind)

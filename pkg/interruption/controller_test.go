@@ -39,6 +39,17 @@ func (r *recordingInterrupter) Interrupt(_ context.Context, req disruption.Inter
 
 type recordingMarks struct{ marks []string }
 
+type recordingHistory struct {
+	mu       sync.Mutex
+	recorded []string
+}
+
+func (r *recordingHistory) Record(nodePool, instanceType, zone string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recorded = append(r.recorded, nodePool+" "+instanceType+"/"+zone)
+}
+
 func (r *recordingMarks) MarkUnavailable(instanceType, zone, capacityType, _ string) {
 	r.marks = append(r.marks, instanceType+"/"+zone+"/"+capacityType)
 }
@@ -78,8 +89,8 @@ func TestHandle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, marks := &recordingInterrupter{}, &recordingMarks{}
-			c := New(Options{NodeClaims: l.NodeClaims, Interrupter: rec, Offerings: marks,
+			rec, marks, history := &recordingInterrupter{}, &recordingMarks{}, &recordingHistory{}
+			c := New(Options{NodeClaims: l.NodeClaims, Interrupter: rec, Offerings: marks, History: history,
 				Clock: clocktesting.NewFakeClock(now), Args: config.ProvisionerArgs{RebalanceAction: tc.rebalance}})
 			c.Handle(context.Background(), tc.body)
 			c.Handle(context.Background(), tc.body) // a repeated notice while the first is handled, or after
@@ -95,6 +106,14 @@ func TestHandle(t *testing.T) {
 			}
 			if len(marks.marks) < tc.wantMarks || (tc.wantMarks > 0 && marks.marks[0] != "m7g.large/us-east-1a/spot") {
 				t.Errorf("got marks %v, want m7g.large/us-east-1a/spot", marks.marks)
+			}
+			// a spot interruption is in the history of its pool and NodePool; nothing else is
+			if tc.wantMarks > 0 {
+				if len(history.recorded) == 0 || history.recorded[0] != "default m7g.large/us-east-1a" {
+					t.Errorf("history recorded %v, want [default m7g.large/us-east-1a]", history.recorded)
+				}
+			} else if len(history.recorded) > 0 {
+				t.Errorf("history recorded %v, want nothing", history.recorded)
 			}
 		})
 	}

@@ -390,6 +390,19 @@ var (
 		Help:           "Summed hourly price (USD) of a NodePool's nodes.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{labelNodePool})
+	// NodePoolSpotFallback is 1 while a NodePool falls back to on-demand after repeated Spot interruptions
+	// (its stevedore.dev/spot-fallback annotation), 0 otherwise.
+	NodePoolSpotFallback = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "spot_fallback",
+		Help:           "1 while the NodePool plans on-demand instead of Spot after repeated Spot interruptions, 0 otherwise.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelNodePool})
+	// NodePoolSpotFallbacks counts the times a NodePool fell back to on-demand.
+	NodePoolSpotFallbacks = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: namespace, Subsystem: subsystemNodePool, Name: "spot_fallbacks_total",
+		Help:           "Times the NodePool fell back to on-demand after repeated Spot interruptions.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{labelNodePool})
 	// ClusterUtilization is requested over allocatable on Stevedore's nodes.
 	ClusterUtilization = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystemCluster, Name: "utilization_ratio",
@@ -472,7 +485,7 @@ func All() []metrics.Registerable {
 		PodsReadyNodeWait, PodsParkedOnReadyNode, PodsParkedOnReadyNodeOldest, PodsWoken, PodsAdmitted, BatchPods,
 		SolveDuration, SolveTimeouts, UnschedulablePods, CloudAPICalls, CloudAPIDuration, UnavailableOfferings, CatalogAge, CatalogRefreshFailures, CatalogEmbeddedPrices,
 		KubernetesVersionReadFailures,
-		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, ClusterUtilization, PendingPods, BuildInfo,
+		NodePoolNodes, NodePoolUsage, NodePoolLimit, NodePoolHourlyCost, NodePoolSpotFallback, NodePoolSpotFallbacks, ClusterUtilization, PendingPods, BuildInfo,
 		CostNodes, CostNamespace, CostWorkload, CostUnattributed, CommitmentCapacity, CommitmentUsed, CommitmentCoverage, CommitmentBill}
 }
 

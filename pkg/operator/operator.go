@@ -65,6 +65,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/quota"
 	"github.com/stevedore-dev/stevedore/pkg/report"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/spotrisk"
 	"github.com/stevedore-dev/stevedore/pkg/state"
 	"github.com/stevedore-dev/stevedore/pkg/staticpool"
 	"github.com/stevedore-dev/stevedore/pkg/surge"
@@ -143,7 +144,8 @@ func New(ctx context.Context, host Host, args config.ProvisionerArgs) (*Controll
 		return nil, err
 	}
 	w := &wiring{ctx: ctx, host: host, args: args, kube: kube, stevedore: stevedore, in: in, provider: provider,
-		overlaid: overlay.NewProvider(provider, in.overlays.Lister())} // every decision prices types under the overlays in force
+		overlaid: overlay.NewProvider(provider, in.overlays.Lister()), // every decision prices types under the overlays in force
+		spotRisk: spotrisk.NewHistory(clock.RealClock{})}
 	c, runs, err := w.controllers()
 	if err != nil {
 		return nil, err
@@ -339,6 +341,8 @@ type wiring struct {
 	terminator *termination.Terminator
 	// requests serves ProvisioningRequests; nil where the cluster does not serve them.
 	requests *provreq.Controller
+	// spotRisk is the history of Spot interruptions interruption records and provisioning reads.
+	spotRisk *spotrisk.History
 }
 
 // simulator is a scheduler framework over a snapshot of its own, reading the host's informers.
@@ -413,7 +417,8 @@ func (w *wiring) provisioner() (*provision.Provisioner, *lifecycle.Lifecycle, er
 		Deployments: in.deployments.Lister(), ReplicaSets: in.replicaSets.Lister(),
 		NodeClaims: in.claims.Lister(), NodePools: in.nodePools, Cloud: w.overlaid, Simulator: sim, Recorder: w.host.Recorder,
 		Queue: w.host.Queue, Gangs: in.gangs(), WorkloadGroups: in.workloads(), Quotas: in.quotaLister(), Commitments: in.commitmentLister(),
-		Devices: provision.DeviceObjects{Claims: in.resourceClaims.Lister(), Classes: in.deviceClasses.Lister()},
+		SpotRisk: w.spotRisk,
+		Devices:  provision.DeviceObjects{Claims: in.resourceClaims.Lister(), Classes: in.deviceClasses.Lister()},
 		NodeClassHash: func(_ context.Context, ref *stevedorev1.NodeClassReference) string {
 			if nc, err := classes.Get(ref.Name); err == nil {
 				return awscloud.NodeClassHash(nc)
@@ -570,7 +575,7 @@ func (w *wiring) beside(c *Controllers) ([]run, error) {
 	in := w.in
 	interrupts := interruption.New(interruption.Options{Args: w.args,
 		Queue: w.provider.SQS(), NodeClaims: in.claims.Lister(), Interrupter: c.Disruption,
-		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, Recorder: w.host.Recorder, Reservations: w.provider,
+		Offerings: offeringsMarker{provider: w.provider, prov: c.Provisioner}, History: w.spotRisk, Recorder: w.host.Recorder, Reservations: w.provider,
 		Pods: in.pods.Lister(), Gangs: in.gangs(), WorkloadGroups: in.workloads(),
 	})
 	reporter := report.New(report.Options{Stevedore: w.stevedore, NodePools: in.nodePools, NodeClaims: in.claims.Lister(), NodeClasses: in.classes.Lister(),

@@ -63,6 +63,7 @@ func (p *planner) input(ctx context.Context, pods []*corev1.Pod) (solver.Input, 
 			continue
 		}
 		its = commitment.Offer(its, coverage)
+		np, its := p.withSpotRisk(ctx, np, its)
 		opt, err := solver.NewNodePoolOption(np, its, solver.RemainingLimits(np, usage[np.Name].List()), daemonSets, p.opts.Args.Region)
 		if err != nil {
 			logger.Error(err, "NodePool is invalid", "nodepool", np.Name)

@@ -36,6 +36,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/provision/ledger"
 	"github.com/stevedore-dev/stevedore/pkg/solver"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/spotrisk"
 )
 
 // Event reasons Stevedore records.
@@ -70,6 +71,9 @@ type Options struct {
 	Quotas autoscalinglisters.CapacityQuotaLister
 	// Devices lists the ResourceClaims and DeviceClasses of pods that claim devices (Dynamic Resource Allocation).
 	Devices DeviceObjects
+	// SpotRisk is the history of Spot interruptions: recently interrupted pools are priced higher, and NodePools
+	// with a fallback policy plan on-demand after repeated interruptions (nil: no history).
+	SpotRisk *spotrisk.History
 	// Commitments lists the Savings Plans and Reserved Instances whose room is filled first; nil: none are read.
 	Commitments listers.CommitmentLister
 	Cloud       cloud.Provider

@@ -109,6 +109,17 @@ func TestACapPerSpotPoolSpreadsAWorkloadOverPools(t *testing.T) {
 			most: 2, unschedulable: 1,
 		},
 		{
+			// the pool bound on a node's tries could hold the cheapest zone's types only: every zone's are tried
+			name: "pods that must join a running pod's zone spread over that zone's pools",
+			objs: append([]runtime.Object{testPool("spot", 0, spotOnly),
+				test.Node("running").Allocatable("cpu", "4", "memory", "16Gi", "pods", "58").Labels(
+					stevedorev1.LabelCapacityType, stevedorev1.CapacityTypeOnDemand, corev1.LabelInstanceTypeStable, "m5.xlarge",
+					corev1.LabelTopologyZone, "us-east-1a").Obj()},
+				append(boundReplicas("web", 1, "running", ownedBy("web"), capped, zoneAffinity("web")),
+					replicas("web", 30, "1", "2Gi", ownedBy("web"), capped, zoneAffinity("web"))...)...),
+			most: 2,
+		},
+		{
 			name: "each workload has its own cap",
 			objs: append(append([]runtime.Object{testPool("spot", 0, spotOnly, oneType, oneZone)},
 				replicas("web", 2, "1", "2Gi", ownedBy("web"), capped)...), replicas("api", 2, "1", "2Gi", ownedBy("api"), capped)...),
@@ -151,4 +162,12 @@ func boundReplicas(prefix string, n int, node string, mutate ...func(*corev1.Pod
 		out = append(out, p)
 	}
 	return out
+}
+
+// zoneAffinity makes pods require a zone holding a pod of app.
+func zoneAffinity(app string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}, TopologyKey: corev1.LabelTopologyZone}}}}
+	}
 }

@@ -8,12 +8,15 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	stevedorev1 "github.com/stevedore-dev/stevedore/pkg/apis/v1"
@@ -21,6 +24,7 @@ import (
 	"github.com/stevedore-dev/stevedore/pkg/floor"
 	"github.com/stevedore-dev/stevedore/pkg/poolcap"
 	"github.com/stevedore-dev/stevedore/pkg/solver/simulation"
+	"github.com/stevedore-dev/stevedore/pkg/spotrisk"
 )
 
 // spotMix plans Karpenter's 1,000-pod benchmark mix, each of its five kinds of pod a workload, on the us-east-1
@@ -30,6 +34,8 @@ type spotMix struct {
 	b    *testing.B
 	pods []benchPod
 	sim  *simulation.Simulator
+	// risk, when set, prices the spot offerings of recently interrupted pools as provisioning does.
+	risk *spotrisk.History
 }
 
 func newSpotMix(b *testing.B) *spotMix {
@@ -49,6 +55,9 @@ type spotOutcome struct {
 	// worstWorkload is the most pods of one workload one spot pool holds: what an interruption storm in that pool
 	// takes from it.
 	worstWorkload int
+	// pools are the pods and nodes per spot pool, and largest the pool with the most pods.
+	pools, nodes map[string]int
+	largest      string
 }
 
 // plan solves the mix with the annotations on every pod, in a NodePool of capacityTypes.
@@ -73,6 +82,13 @@ func (m *spotMix) plan(annotations map[string]string, capacityTypes ...string) s
 		b.Fatal(problems)
 	}
 	in.Pods = floor.Apply(in.Pods, pinned)
+	if m.risk != nil {
+		for i, opt := range in.NodePools {
+			if in.NodePools[i], err = NewNodePoolOption(opt.NodePool, m.risk.Apply(opt.InstanceTypes), opt.Remaining, p.DaemonSets, p.Region); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	plan, err := NewSolver(m.sim).Solve(context.Background(), in)
 	if err != nil {
 		b.Fatal(err)
@@ -88,18 +104,21 @@ func (m *spotMix) plan(annotations map[string]string, capacityTypes ...string) s
 			b.Fatalf("%d pods unschedulable (%v; by workload %v), one because: %s", len(plan.Unschedulable), annotations, kinds, why)
 		}
 	}
-	var o spotOutcome
-	byPool := map[string]int{}
+	o := spotOutcome{pools: map[string]int{}, nodes: map[string]int{}}
+	byPool := o.pools
 	byWorkload := map[string]int{}
 	for _, n := range plan.NewNodes {
-		o.bill += n.Offering.Price
+		o.bill += n.Offering.ListPrice()
 		if n.Offering.CapacityType != stevedorev1.CapacityTypeSpot {
 			o.onDemand += len(n.Pods)
 			continue
 		}
 		key := n.InstanceType.Name + "/" + n.Offering.Zone
 		byPool[key] += len(n.Pods)
-		o.worstPool = max(o.worstPool, byPool[key])
+		o.nodes[key]++
+		if byPool[key] > o.worstPool || (byPool[key] == o.worstPool && key < o.largest) {
+			o.worstPool, o.largest = byPool[key], key
+		}
 		for _, pod := range n.Pods {
 			wk := key + "|" + pod.OwnerReferences[0].Name
 			byWorkload[wk]++
@@ -172,4 +191,35 @@ func BenchmarkSpotPoolCapBill(b *testing.B) {
 		b.ReportMetric(float64(o.worstWorkload), "workload-pods-in-a-pool-"+name)
 		b.Logf("%s: $%.4f/h, at most %d pods of one workload and %d pods in all in one spot pool", name, o.bill, o.worstWorkload, o.worstPool)
 	}
+}
+
+// BenchmarkSpotRiskPremium plans the mix (spotMix) on spot only, then has every node of the spot pool holding the
+// most pods interrupted, and plans the mix again five minutes later, once the unavailable-offerings cache has let
+// the pool go: without the interruption history (the pool is as cheap as before, and takes as many pods) and with
+// it (each interruption adds half the pool's price, fading over an hour). It reports how many pods the
+// interrupted pool takes in each plan, and the bill at list price.
+func BenchmarkSpotRiskPremium(b *testing.B) {
+	m := newSpotMix(b)
+	var before, without, with spotOutcome
+	for i := 0; i < b.N; i++ {
+		m.risk = nil
+		before = m.plan(nil, stevedorev1.CapacityTypeSpot)
+		without = m.plan(nil, stevedorev1.CapacityTypeSpot)
+		clk := clocktesting.NewFakeClock(time.Date(2026, 12, 8, 12, 0, 0, 0, time.UTC))
+		m.risk = spotrisk.NewHistory(clk)
+		it, zone, _ := strings.Cut(before.largest, "/")
+		for range before.nodes[before.largest] {
+			m.risk.Record("default", it, zone)
+		}
+		clk.Step(5 * time.Minute)
+		with = m.plan(nil, stevedorev1.CapacityTypeSpot)
+	}
+	b.ReportMetric(float64(before.pools[before.largest]), "pods-in-pool-before-storm")
+	b.ReportMetric(float64(without.pools[before.largest]), "pods-in-pool-after-no-history")
+	b.ReportMetric(float64(with.pools[before.largest]), "pods-in-pool-after-history")
+	b.ReportMetric(without.bill, "bill-no-history-$/h")
+	b.ReportMetric(with.bill, "bill-history-$/h")
+	b.Logf("storm in %s (%d nodes, %d pods): five minutes later it takes %d pods without the history ($%.4f/h), %d with it ($%.4f/h); the largest pool then is %s with %d",
+		before.largest, before.nodes[before.largest], before.pools[before.largest], without.pools[before.largest], without.bill,
+		with.pools[before.largest], with.bill, with.largest, with.worstPool)
 }

@@ -141,6 +141,9 @@ const (
 	// AnnotationSpotPoolCap on a pod (its template) caps how many of its workload's pods may run in one Spot pool,
 	// an instance type in a zone: a count ("2") (package poolcap).
 	AnnotationSpotPoolCap = "stevedore.dev/spot-pool-cap"
+	// AnnotationSpotFallback on a NodePool makes it fall back to on-demand after repeated Spot interruptions:
+	// "<interruptions>/<window>" ("3/30m"), on-demand until the window passes without another (package spotrisk).
+	AnnotationSpotFallback = "stevedore.dev/spot-fallback"
 	// AnnotationProvisioningRequest on a NodeClaim names the ProvisioningRequest ("namespace/name") it was launched
 	// for: disruption leaves its node alone while the request's booking holds.
 	AnnotationProvisioningRequest = "stevedore.dev/provisioning-request"
