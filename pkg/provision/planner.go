@@ -87,6 +87,9 @@ type planner struct {
 	warm []func() []*corev1.Pod
 	// quotasReached is when each CapacityQuota last kept a node from launching (noteQuotas).
 	quotasReached map[string]state.QuotaReached
+	// invalidFallbacks holds, per NodePool, the spot fallback value last reported invalid (withSpotRisk), so that
+	// the event is made once, not on every plan.
+	invalidFallbacks map[string]string
 }
 
 func newPlanner(b *base, w *wakeups) *planner {

@@ -35,8 +35,8 @@ func (p *planner) withSpotRisk(ctx context.Context, np *stevedorev1.NodePool, it
 	}
 	its = history.Apply(its)
 	policy, ok, err := spotrisk.PolicyOf(np)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Spot fallback policy ignored", "nodepool", np.Name, "err", err)
+	if p.invalidFallbackChanged(np.Name, err) {
+		klog.FromContext(ctx).Info("Spot fallback policy ignored", "nodepool", np.Name, "err", err)
 		p.nodePoolEvent(np, corev1.EventTypeWarning, ReasonInvalidSpotFallback, "%v", err)
 	}
 	if !ok {
@@ -73,6 +73,25 @@ func (p *planner) withSpotRisk(ctx context.Context, np *stevedorev1.NodePool, it
 	narrowed.Spec.Template.Spec.Requirements = append(narrowed.Spec.Template.Spec.Requirements, stevedorev1.NodeSelectorRequirementWithMinValues{
 		Key: stevedorev1.LabelCapacityType, Operator: stevedorev1.NodeSelectorOperator(corev1.NodeSelectorOpNotIn), Values: []string{stevedorev1.CapacityTypeSpot}})
 	return narrowed, its
+}
+
+// invalidFallbackChanged records whether a NodePool's spot fallback value is invalid (err), and reports whether
+// it is invalid and was not so, or not with this value, the last time it was read.
+func (p *planner) invalidFallbackChanged(nodePool string, err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		delete(p.invalidFallbacks, nodePool)
+		return false
+	}
+	if p.invalidFallbacks[nodePool] == err.Error() {
+		return false
+	}
+	if p.invalidFallbacks == nil {
+		p.invalidFallbacks = map[string]string{}
+	}
+	p.invalidFallbacks[nodePool] = err.Error()
+	return true
 }
 
 // allowsBesidesSpot reports whether a NodePool allows a capacity type other than spot.

@@ -90,3 +90,40 @@ func TestRepeatedSpotInterruptionsMakeANodePoolOnDemandForAWhile(t *testing.T) {
 		t.Errorf("no SpotRestored event in:\n%s", got)
 	}
 }
+
+// TestAnInvalidSpotFallbackIsReportedOncePerValue: a NodePool whose spot fallback value is not one gets an
+// InvalidSpotFallback event the first time it is read, none while the value stays, and one again for a new invalid
+// value; it plans with spot as if it had no policy.
+func TestAnInvalidSpotFallbackIsReportedOncePerValue(t *testing.T) {
+	np := test.NodePool("web").Require(stevedorev1.LabelCapacityType, corev1.NodeSelectorOpIn, "spot", "on-demand").Obj()
+	np.Annotations = map[string]string{spotrisk.Annotation: "often"}
+	h := newHarness(t, np)
+	h.prov.opts.SpotRisk = spotrisk.NewHistory(h.Clock)
+	read := func() int {
+		t.Helper()
+		if _, _, err := h.prov.input(h.Ctx, []*corev1.Pod{test.Pod("new").Pending().Req("cpu", "1").Obj()}); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range h.Events() {
+			if strings.Contains(e, ReasonInvalidSpotFallback) && strings.Contains(e, spotrisk.Annotation) {
+				n++
+			}
+		}
+		return n
+	}
+	if got := read(); got != 1 {
+		t.Errorf("first read: %d InvalidSpotFallback events, want 1", got)
+	}
+	if got := read() + read(); got != 0 {
+		t.Errorf("the same value read again: %d events, want 0", got)
+	}
+	updated := np.DeepCopy()
+	updated.Annotations[spotrisk.Annotation] = "3/soon"
+	if err := h.Listers.Add(updated); err != nil { // the NodePool lister's copy, as its informer would update it
+		t.Fatal(err)
+	}
+	if got := read(); got != 1 {
+		t.Errorf("a new invalid value: %d events, want 1", got)
+	}
+}

@@ -97,10 +97,10 @@ func (pl *placing) refusedByHostAntiAffinity(snap *simulation.Snapshot, node str
 // poolsWithRoom returns, for a pod its workload caps per Spot pool, what keeps a node's offering choices to those
 // the caps allow: on-demand, or one instance type in a zone whose pool has room (nil for other pods). Without it,
 // once the cheapest pools were at the cap, every choice a placement tries (maxChoices) could be one of them.
-func (st *solve) poolsWithRoom(pl *placing) func(*offeringChoice) bool {
+func (pl *placing) poolsWithRoom(groups []*spreadGroup) func(*offeringChoice) bool {
 	if !pl.capGroupsSet {
 		pl.capGroupsSet = true
-		for _, g := range st.groups {
+		for _, g := range groups {
 			if g.poolCap > 0 && g.matches(pl.pod) {
 				pl.capGroups = append(pl.capGroups, g)
 			}

@@ -40,7 +40,7 @@ func (st *solve) tryOpen(n *openNode, pl *placing) bool {
 		if len(cands) == 0 || !total.Add(pl.reserve).Fits(allocVec(largest)) {
 			continue
 		}
-		for _, choice := range st.offers.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.Add(pl.reserve), st.poolsWithRoom(pl)) {
+		for _, choice := range st.offers.offeringChoices(cands, reqs, pl.cared, pl.caredSig+"|"+pr.String(), n, total.Add(pl.reserve), pl.poolsWithRoom(st.groups)) {
 			if st.tryChoice(n, pl, choice, total) {
 				return true
 			}
